@@ -1,0 +1,24 @@
+//! `cuba-protocol`: what `cubad`, `cuba-exec` and `cubactl` say to each other, and how.
+//!
+//! - [`message`]: the request and response types (data only).
+//! - [`wire`]: the length-prefixed bincode encoding (the only place bincode is named).
+//! - [`handshake`]: the fixed-layout version exchange that precedes everything else.
+//! - [`paths`]: socket and state-directory discovery.
+//! - [`client`]: an async client with request multiplexing and daemon auto-start.
+
+#![warn(clippy::unwrap_used)]
+
+pub mod client;
+pub mod handshake;
+pub mod message;
+pub mod paths;
+pub mod signal;
+pub mod wire;
+
+pub use message::*;
+
+/// Bumped on any change to the wire format or the message types.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The version of this build of the cuba-exec binaries.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
