@@ -96,7 +96,10 @@ impl Client {
     }
 
     /// Connects, starting the daemon first if none answers on `socket`.
-    pub async fn connect_or_start(socket: &Path, client: ClientInfo) -> Result<Client, ClientError> {
+    pub async fn connect_or_start(
+        socket: &Path,
+        client: ClientInfo,
+    ) -> Result<Client, ClientError> {
         match Self::connect(socket, client.clone()).await {
             Err(ClientError::Connect { source, .. }) if daemon_absent(&source) => {
                 start_daemon(socket).await?;
@@ -218,7 +221,10 @@ impl Client {
     }
 
     pub async fn stdin(&self, id: u64, data: Vec<u8>, eof: bool) -> Result<(), ClientError> {
-        match self.call(Request::Stdin(StdinRequest { id, data, eof })).await? {
+        match self
+            .call(Request::Stdin(StdinRequest { id, data, eof }))
+            .await?
+        {
             Response::Ok => Ok(()),
             other => Err(unexpected(other)),
         }

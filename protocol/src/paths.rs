@@ -9,7 +9,9 @@ fn uid() -> u32 {
 }
 
 fn non_empty(var: &str) -> Option<PathBuf> {
-    env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+    env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `$CUBA_EXEC_SOCKET`, else `$XDG_RUNTIME_DIR/cuba-exec/cubad.sock`, else

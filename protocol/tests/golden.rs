@@ -1,0 +1,263 @@
+//! Golden bytes of the wire format: the exact encoding of representative messages and frames.
+
+#![allow(clippy::unwrap_used)]
+
+use std::ffi::OsString;
+
+use bytes::{Bytes, BytesMut};
+use cuba_protocol::handshake::{self, HelloOutcome};
+use cuba_protocol::wire;
+use cuba_protocol::*;
+use tokio_util::codec::Encoder;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Asserts that `bytes` are exactly the concatenated hex `parts` (spaces ignored).
+fn assert_bytes(bytes: &[u8], parts: &[&str]) {
+    let expected: String = parts.concat().split_whitespace().collect();
+    assert_eq!(hex(bytes), expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Golden bytes.
+//
+// ANY CHANGE TO THE EXPECTED BYTES BELOW IS A WIRE-FORMAT CHANGE: it must bump
+// `cuba_protocol::PROTOCOL_VERSION`, or old clients and daemons will misread each other.
+//
+// The encoding is bincode 2 "standard" with big-endian varints: an integer below 251 is one
+// byte; 0xfb / 0xfc / 0xfd prefix a big-endian u16 / u32 / u64. Signed integers are zigzagged.
+// Enum variants are their index (varint) then their fields; `Option` is 00 (None) or 01 + value;
+// strings and sequences are a varint length then the contents; an `OsString` is the enum
+// `Unix(bytes)`, so 00 + length + bytes.
+// ---------------------------------------------------------------------------------------------
+
+fn spawn_frame() -> RequestFrame {
+    RequestFrame {
+        id: 1,
+        request: Request::Spawn(SpawnRequest {
+            command: "echo hi".into(),
+            cwd: Some("/tmp".into()),
+            env: vec![(OsString::from("A"), OsString::from("b"))],
+            shell: None,
+            stdin: Some(vec![0xff, 0x00]),
+            close_stdin: true,
+            timeout_ms: Some(300),
+            name: Some("é".into()),
+        }),
+    }
+}
+
+fn output_frame() -> ResponseFrame {
+    let chunks = vec![
+        Chunk {
+            stream: Stream::Stdout,
+            data: b"hi\n".to_vec(),
+        },
+        Chunk {
+            stream: Stream::Stderr,
+            data: vec![0xff, 0xfe],
+        },
+    ];
+    ResponseFrame {
+        id: 3,
+        response: Response::Output(OutputRead {
+            start: 0,
+            next: 5,
+            dropped: 0,
+            total: 1000,
+            chunks,
+        }),
+    }
+}
+
+fn hello() -> Hello {
+    Hello {
+        client: ClientInfo {
+            kind: ClientKind::Cli,
+            name: "cubactl".into(),
+            pid: 4242,
+            cwd: "/w".into(),
+            env: vec![("K".into(), "v".into())],
+        },
+    }
+}
+
+fn welcome() -> Welcome {
+    Welcome {
+        daemon_version: "0.1.0".into(),
+        daemon_pid: 99,
+    }
+}
+
+fn golden_request(frame: &RequestFrame, parts: &[&str]) {
+    let body = wire::encode(frame).unwrap();
+    assert_bytes(&body, parts);
+    assert_eq!(&wire::decode::<RequestFrame>(&body).unwrap(), frame);
+}
+
+fn golden_response(frame: &ResponseFrame, parts: &[&str]) {
+    let body = wire::encode(frame).unwrap();
+    assert_bytes(&body, parts);
+    assert_eq!(&wire::decode::<ResponseFrame>(&body).unwrap(), frame);
+}
+
+#[test]
+fn golden_spawn_request() {
+    golden_request(
+        &spawn_frame(),
+        &[
+            "01",                   // id 1
+            "00",                   // Request::Spawn
+            "07 6563686f206869",    // command "echo hi"
+            "01 00 04 2f746d70",    // cwd Some(Unix("/tmp"))
+            "01 00 01 41 00 01 62", // env: 1 pair, ("A", "b")
+            "00",                   // shell None
+            "01 02 ff00",           // stdin Some([ff, 00])
+            "01",                   // close_stdin true
+            "01 fb 012c",           // timeout_ms Some(300): u16 marker, big-endian
+            "01 02 c3a9",           // name Some("é"), UTF-8
+        ],
+    );
+}
+
+#[test]
+fn golden_cancel_request() {
+    let frame = RequestFrame {
+        id: 70_000,
+        request: Request::Cancel(7),
+    };
+    golden_request(
+        &frame,
+        &[
+            "fc 00011170", // id 70000: u32 marker, big-endian
+            "09",          // Request::Cancel
+            "07",          // the cancelled request's id
+        ],
+    );
+}
+
+#[test]
+fn golden_signal_request() {
+    let frame = RequestFrame {
+        id: 4,
+        request: Request::Signal(SignalRequest {
+            id: 9,
+            signal: Signal::Other(-11),
+            escalate: true,
+            grace_ms: None,
+            wait: false,
+        }),
+    };
+    golden_request(
+        &frame,
+        &[
+            "04",    // frame id
+            "05",    // Request::Signal
+            "09",    // process id
+            "09 15", // Signal::Other(-11), zigzag: 21
+            "01",    // escalate
+            "00",    // grace_ms None
+            "00",    // wait false
+        ],
+    );
+}
+
+#[test]
+fn golden_error_response() {
+    let frame = ResponseFrame {
+        id: 2,
+        response: Response::Error(ProtocolError::new(ErrorKind::NotFound, "no process 9")),
+    };
+    golden_response(
+        &frame,
+        &[
+            "02",                          // id
+            "08",                          // Response::Error
+            "00",                          // ErrorKind::NotFound
+            "0c 6e6f2070726f636573732039", // "no process 9"
+        ],
+    );
+}
+
+#[test]
+fn golden_output_response() {
+    golden_response(
+        &output_frame(),
+        &[
+            "03",           // id
+            "02",           // Response::Output
+            "00 05 00",     // start 0, next 5, dropped 0
+            "fb 03e8",      // total 1000
+            "02",           // 2 chunks
+            "00 03 68690a", // Stdout "hi\n"
+            "01 02 fffe",   // Stderr [ff, fe]
+        ],
+    );
+}
+
+#[test]
+fn golden_handshake_hello() {
+    let frame = handshake::encode_hello(&hello()).unwrap();
+    assert_bytes(
+        &frame,
+        &[
+            "43554241",             // "CUBA"
+            "00000001",             // protocol version 1, fixed u32 big-endian
+            "01",                   // ClientKind::Cli
+            "07 6375626163746c",    // name "cubactl"
+            "fb 1092",              // pid 4242
+            "00 02 2f77",           // cwd "/w"
+            "01 00 01 4b 00 01 76", // env [("K", "v")]
+        ],
+    );
+    assert!(
+        matches!(handshake::decode_hello(&frame).unwrap(), HelloOutcome::Ok(h) if h == hello())
+    );
+}
+
+#[test]
+fn golden_handshake_welcome_and_refusal() {
+    let frame = handshake::encode_welcome(&welcome()).unwrap();
+    assert_bytes(
+        &frame,
+        &[
+            "43554241",      // "CUBA"
+            "00000001",      // protocol version 1
+            "00000063",      // daemon pid 99, fixed u32 big-endian
+            "00",            // status: accepted
+            "05 302e312e30", // daemon_version "0.1.0"
+            "63",            // daemon_pid 99 again, varint
+        ],
+    );
+    assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
+
+    let refusal = handshake::encode_refusal(99, "no");
+    assert_bytes(&refusal, &["43554241 00000001 00000063", "01", "6e6f"]);
+}
+
+#[test]
+fn golden_length_prefix() {
+    let mut buf = BytesMut::new();
+    wire::codec()
+        .encode(Bytes::from_static(b"abc"), &mut buf)
+        .unwrap();
+    assert_bytes(&buf, &["00000003", "616263"]);
+}
+
+/// No strict prefix of a golden body decodes.
+#[test]
+fn golden_bodies_truncated_fail() {
+    let body = wire::encode(&spawn_frame()).unwrap();
+    for len in 0..body.len() {
+        assert!(wire::decode::<RequestFrame>(&body[..len]).is_err(), "{len}");
+    }
+    let body = wire::encode(&output_frame()).unwrap();
+    for len in 0..body.len() {
+        assert!(
+            wire::decode::<ResponseFrame>(&body[..len]).is_err(),
+            "{len}"
+        );
+    }
+}

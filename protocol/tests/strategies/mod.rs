@@ -1,0 +1,336 @@
+//! proptest strategies for the message types: every `Request` and `Response` variant.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+
+use cuba_protocol::*;
+use proptest::collection::vec;
+use proptest::option::of as opt;
+use proptest::prelude::*;
+
+/// Any text: control characters, newlines and non-ASCII included.
+pub fn text() -> impl Strategy<Value = String> {
+    "(?s).{0,24}"
+}
+
+pub fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 0..48)
+}
+
+/// Any bytes as an `OsString`, valid UTF-8 or not.
+pub fn os_string() -> impl Strategy<Value = OsString> {
+    bytes().prop_map(OsString::from_vec)
+}
+
+pub fn env() -> impl Strategy<Value = Env> {
+    vec((os_string(), os_string()), 0..4)
+}
+
+pub fn client_kind() -> impl Strategy<Value = ClientKind> {
+    prop_oneof![
+        Just(ClientKind::Mcp),
+        Just(ClientKind::Cli),
+        Just(ClientKind::Other)
+    ]
+}
+
+pub fn hello() -> impl Strategy<Value = Hello> {
+    (client_kind(), text(), any::<u32>(), os_string(), env()).prop_map(
+        |(kind, name, pid, cwd, env)| Hello {
+            client: ClientInfo {
+                kind,
+                name,
+                pid,
+                cwd,
+                env,
+            },
+        },
+    )
+}
+
+fn stream_filter() -> impl Strategy<Value = StreamFilter> {
+    prop_oneof![
+        Just(StreamFilter::Both),
+        Just(StreamFilter::Stdout),
+        Just(StreamFilter::Stderr)
+    ]
+}
+
+fn stream() -> impl Strategy<Value = Stream> {
+    prop_oneof![Just(Stream::Stdout), Just(Stream::Stderr)]
+}
+
+fn signal() -> impl Strategy<Value = Signal> {
+    prop_oneof![
+        Just(Signal::Term),
+        Just(Signal::Kill),
+        Just(Signal::Int),
+        Just(Signal::Hup),
+        Just(Signal::Quit),
+        Just(Signal::Usr1),
+        Just(Signal::Usr2),
+        Just(Signal::Stop),
+        Just(Signal::Cont),
+        any::<i32>().prop_map(Signal::Other),
+    ]
+}
+
+fn proc_state() -> impl Strategy<Value = ProcState> {
+    prop_oneof![
+        Just(ProcState::Running),
+        Just(ProcState::WaitingInput),
+        Just(ProcState::Exited),
+        Just(ProcState::Signaled),
+        Just(ProcState::TimedOut),
+        Just(ProcState::Killed),
+        Just(ProcState::FailedToStart),
+        Just(ProcState::Lost),
+    ]
+}
+
+fn error_kind() -> impl Strategy<Value = ErrorKind> {
+    prop_oneof![
+        Just(ErrorKind::NotFound),
+        Just(ErrorKind::BadRequest),
+        Just(ErrorKind::Limit),
+        Just(ErrorKind::Cancelled),
+        Just(ErrorKind::ShuttingDown),
+        Just(ErrorKind::InvalidState),
+        Just(ErrorKind::Denied),
+        Just(ErrorKind::Internal),
+    ]
+}
+
+fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
+    let fields = (
+        text(),
+        opt(os_string()),
+        env(),
+        opt(text()),
+        opt(bytes()),
+        any::<bool>(),
+        opt(any::<u64>()),
+        opt(text()),
+    );
+    fields.prop_map(
+        |(command, cwd, env, shell, stdin, close_stdin, timeout_ms, name)| SpawnRequest {
+            command,
+            cwd,
+            env,
+            shell,
+            stdin,
+            close_stdin,
+            timeout_ms,
+            name,
+        },
+    )
+}
+
+fn list_request() -> impl Strategy<Value = ListRequest> {
+    (opt(proc_state()), opt(text())).prop_map(|(state, owner)| ListRequest { state, owner })
+}
+
+pub fn request() -> impl Strategy<Value = Request> {
+    let id = any::<u64>;
+    let since = || opt(any::<u64>());
+    prop_oneof![
+        spawn_request().prop_map(Request::Spawn),
+        id().prop_map(|id| Request::Info(IdRequest { id })),
+        (id(), since(), any::<u32>(), stream_filter()).prop_map(
+            |(id, since, max_bytes, stream)| {
+                Request::Read(ReadRequest {
+                    id,
+                    since,
+                    max_bytes,
+                    stream,
+                })
+            }
+        ),
+        (
+            (id(), since(), opt(text()), opt(any::<u64>())),
+            (any::<u64>(), any::<u32>(), stream_filter())
+        )
+            .prop_map(
+                |((id, since, until, quiet_ms), (timeout_ms, max_bytes, stream))| {
+                    Request::Wait(WaitRequest {
+                        id,
+                        since,
+                        until,
+                        quiet_ms,
+                        timeout_ms,
+                        max_bytes,
+                        stream,
+                    })
+                }
+            ),
+        (id(), bytes(), any::<bool>()).prop_map(|(id, data, eof)| Request::Stdin(StdinRequest {
+            id,
+            data,
+            eof
+        })),
+        (
+            id(),
+            signal(),
+            any::<bool>(),
+            opt(any::<u64>()),
+            any::<bool>()
+        )
+            .prop_map(|(id, signal, escalate, grace_ms, wait)| Request::Signal(
+                SignalRequest {
+                    id,
+                    signal,
+                    escalate,
+                    grace_ms,
+                    wait,
+                }
+            )),
+        list_request().prop_map(Request::List),
+        (id(), since(), any::<u32>(), stream_filter()).prop_map(|(id, since, backlog, stream)| {
+            Request::Follow(FollowRequest {
+                id,
+                since,
+                backlog,
+                stream,
+            })
+        }),
+        list_request().prop_map(Request::WatchTable),
+        id().prop_map(Request::Cancel),
+        Just(Request::Prune),
+        Just(Request::DaemonStatus),
+        any::<bool>().prop_map(|force| Request::Shutdown(ShutdownRequest { force })),
+    ]
+}
+
+fn process_info() -> impl Strategy<Value = ProcessInfo> {
+    let owner = (client_kind(), text(), any::<u32>()).prop_map(|(kind, name, pid)| Owner {
+        kind,
+        name,
+        pid,
+    });
+    let first = (
+        any::<u64>(),
+        any::<u32>(),
+        owner,
+        opt(text()),
+        text(),
+        text(),
+        proc_state(),
+        opt(any::<i32>()),
+    );
+    let second = (
+        opt(signal()),
+        opt(text()),
+        any::<u64>(),
+        opt(any::<u64>()),
+        opt(any::<u64>()),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+    );
+    (first, second).prop_map(
+        |(
+            (id, pid, owner, name, command, cwd, state, exit_code),
+            (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
+        )| ProcessInfo {
+            id,
+            pid,
+            owner,
+            name,
+            command,
+            cwd,
+            state,
+            exit_code,
+            signal,
+            error,
+            started_at_ms,
+            ended_at_ms,
+            timeout_ms,
+            stdout_bytes: stdout,
+            stderr_bytes: stderr,
+            dropped_bytes: dropped,
+        },
+    )
+}
+
+fn output_read() -> impl Strategy<Value = OutputRead> {
+    let chunk = (stream(), bytes()).prop_map(|(stream, data)| Chunk { stream, data });
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        vec(chunk, 0..4),
+    )
+        .prop_map(|(start, next, dropped, total, chunks)| OutputRead {
+            start,
+            next,
+            dropped,
+            total,
+            chunks,
+        })
+}
+
+fn wait_reason() -> impl Strategy<Value = WaitReason> {
+    prop_oneof![
+        Just(WaitReason::Exited),
+        text().prop_map(WaitReason::Matched),
+        Just(WaitReason::Quiet),
+        Just(WaitReason::Timeout),
+    ]
+}
+
+fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
+    let fields = (
+        (text(), any::<u32>(), any::<u32>(), any::<u64>()),
+        (text(), text()),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+    );
+    fields.prop_map(
+        |(
+            (daemon_version, protocol_version, pid, started_at_ms),
+            (socket, state_dir),
+            (clients, running, total, max_procs),
+        )| DaemonStatus {
+            daemon_version,
+            protocol_version,
+            pid,
+            started_at_ms,
+            socket,
+            state_dir,
+            clients,
+            running,
+            total,
+            max_procs,
+        },
+    )
+}
+
+/// Every `Response` variant.
+pub fn response() -> impl Strategy<Value = Response> {
+    prop_oneof![
+        Just(Response::Ok),
+        process_info().prop_map(Response::Process),
+        output_read().prop_map(Response::Output),
+        (wait_reason(), process_info(), output_read()).prop_map(|(reason, process, output)| {
+            Response::Waited(WaitResult {
+                reason,
+                process,
+                output,
+            })
+        }),
+        vec(process_info(), 0..3).prop_map(Response::List),
+        any::<u64>().prop_map(Response::Pruned),
+        daemon_status().prop_map(Response::DaemonStatus),
+        Just(Response::End),
+        (error_kind(), text())
+            .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
+    ]
+}
+
+pub fn request_frame() -> impl Strategy<Value = RequestFrame> {
+    (any::<u64>(), request()).prop_map(|(id, request)| RequestFrame { id, request })
+}
+
+pub fn response_frame() -> impl Strategy<Value = ResponseFrame> {
+    (any::<u64>(), response()).prop_map(|(id, response)| ResponseFrame { id, response })
+}
