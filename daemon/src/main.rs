@@ -1,1 +1,171 @@
-fn main() {}
+//! `cubad`: binds the socket (one daemon per socket, guarded by a lock file), then runs the
+//! supervisor until SIGTERM/SIGINT or a client's shutdown request.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use cuba_daemon::Config;
+use cuba_protocol::paths;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// The cuba-exec supervisor. Clients (cuba-exec, cubactl) start it on demand; run it by hand
+/// only to watch its log in the foreground.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Socket to listen on [default: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec/cubad.sock,
+    /// else /tmp/cuba-exec-$UID/cubad.sock]
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State directory: journal, spools, log [default: $CUBA_EXEC_STATE_DIR, else
+    /// $XDG_STATE_HOME/cuba-exec]
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Detach: fork into the background in a session of its own (what clients use).
+    #[arg(long)]
+    daemonize: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match setup(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cubad: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn absolute(p: PathBuf) -> Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Ok(std::env::current_dir()?.join(p))
+    }
+}
+
+fn setup(args: Args) -> Result<ExitCode> {
+    let socket = absolute(args.socket.unwrap_or_else(paths::socket_path))?;
+    let state_dir = absolute(args.state_dir.unwrap_or_else(paths::state_dir))?;
+    if socket.as_os_str().len() > paths::MAX_SOCKET_PATH {
+        bail!(
+            "socket path {} is longer than the {} bytes a Unix socket allows; set \
+             CUBA_EXEC_SOCKET to a shorter path",
+            socket.display(),
+            paths::MAX_SOCKET_PATH
+        );
+    }
+    let config = Config::new(socket.clone(), state_dir)
+        .apply_env(|k| std::env::var(k).ok())
+        .context("bad configuration")?;
+    if args.daemonize {
+        // Before any thread exists: fork, let the parent exit, and start a new session.
+        nix::unistd::daemon(false, true).context("cannot daemonize")?;
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
+    let Some(_lock) = take_lock(&paths::lock_path(&socket))? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config, &socket))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Creates the socket's directory owner-only if missing; refuses one owned by someone else.
+fn prepare_dir(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let meta = fs::metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let sticky_shared = meta.mode() & 0o1000 != 0;
+    if meta.uid() != me && !sticky_shared {
+        bail!(
+            "socket directory {} belongs to uid {}, not to this user ({me})",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
+/// Takes the one-daemon-per-socket lock and writes our pid into it. `None`: another daemon holds
+/// it (a client racing us started it): nothing to do.
+fn take_lock(path: &Path) -> Result<Option<File>> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        eprintln!(
+            "cubad: already running (pid {}) for this socket",
+            pid.trim()
+        );
+        return Ok(None);
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    Ok(Some(file))
+}
+
+async fn serve(config: Config, socket: &Path) -> Result<()> {
+    // We hold the lock: a socket file left here is stale.
+    match fs::remove_file(socket) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot remove {}", socket.display())),
+    }
+    // Owner-only from the first moment: no window where the socket is wider.
+    // SAFETY: umask only changes this process's file-creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = tokio::net::UnixListener::bind(socket);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let inode = fs::metadata(socket).map(|m| m.ino()).ok();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    };
+    let result = cuba_daemon::run(config, listener, shutdown).await;
+    // Remove the socket only if it is still ours.
+    if fs::metadata(socket).map(|m| m.ino()).ok() == inode {
+        let _ = fs::remove_file(socket);
+    }
+    result
+}

@@ -1,0 +1,151 @@
+//! Daemon settings: defaults from the design, overridden by `CUBA_EXEC_*` environment variables.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    /// Most processes running at once; the next spawn gets a `LIMIT` error.
+    pub max_procs: usize,
+    /// In-memory head+tail buffer per process.
+    pub buffer_size: usize,
+    /// On-disk spool cap per process.
+    pub spool_cap: u64,
+    /// How long finished records are kept.
+    pub ttl: Duration,
+    /// TERM → KILL grace period when stopping a tree.
+    pub grace: Duration,
+    /// Shell that runs commands as `shell -c TEXT`.
+    pub shell: String,
+}
+
+impl Config {
+    pub fn new(socket: PathBuf, state_dir: PathBuf) -> Config {
+        Config {
+            socket,
+            state_dir,
+            max_procs: 20,
+            buffer_size: 64 * 1024,
+            spool_cap: 64 * 1024 * 1024,
+            ttl: Duration::from_secs(3600),
+            grace: Duration::from_secs(5),
+            shell: "/bin/sh".to_string(),
+        }
+    }
+
+    /// Applies `CUBA_EXEC_MAX_PROCS`, `CUBA_EXEC_BUFFER_SIZE`, `CUBA_EXEC_SPOOL_SIZE`,
+    /// `CUBA_EXEC_TTL` and `CUBA_EXEC_SHUTDOWN_TIMEOUT` from `lookup` (the environment).
+    pub fn apply_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        if let Some(v) = get("CUBA_EXEC_MAX_PROCS") {
+            self.max_procs =
+                v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
+                    format!("CUBA_EXEC_MAX_PROCS={v:?}: expected a number >= 1")
+                })?;
+        }
+        if let Some(v) = get("CUBA_EXEC_BUFFER_SIZE") {
+            let n = parse_size(&v).with_context(|| format!("CUBA_EXEC_BUFFER_SIZE={v:?}"))?;
+            if n < 1024 {
+                bail!("CUBA_EXEC_BUFFER_SIZE={v:?}: must be at least 1K");
+            }
+            self.buffer_size = usize::try_from(n).context("CUBA_EXEC_BUFFER_SIZE too large")?;
+        }
+        if let Some(v) = get("CUBA_EXEC_SPOOL_SIZE") {
+            let n = parse_size(&v).with_context(|| format!("CUBA_EXEC_SPOOL_SIZE={v:?}"))?;
+            if n < 64 * 1024 {
+                bail!("CUBA_EXEC_SPOOL_SIZE={v:?}: must be at least 64K");
+            }
+            self.spool_cap = n;
+        }
+        if let Some(v) = get("CUBA_EXEC_TTL") {
+            self.ttl = parse_duration(&v).with_context(|| format!("CUBA_EXEC_TTL={v:?}"))?;
+        }
+        if let Some(v) = get("CUBA_EXEC_SHUTDOWN_TIMEOUT") {
+            self.grace =
+                parse_duration(&v).with_context(|| format!("CUBA_EXEC_SHUTDOWN_TIMEOUT={v:?}"))?;
+        }
+        Ok(self)
+    }
+}
+
+/// `65536`, `64k`, `64KiB`, `1M`, `1G` (binary multiples).
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .with_context(|| format!("expected a size such as 65536, 64K or 1M, got {text:?}"))?;
+    n.checked_mul(mult).context("size too large")
+}
+
+/// `30` (seconds), `30s`, `500ms`, `10m`, `1h`.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = t.strip_suffix('s') {
+        (d, 1000)
+    } else if let Some(d) = t.strip_suffix('m') {
+        (d, 60_000)
+    } else if let Some(d) = t.strip_suffix('h') {
+        (d, 3_600_000)
+    } else {
+        (t.as_str(), 1000)
+    };
+    let n: u64 = digits.trim().parse().with_context(|| {
+        format!("expected a duration such as 30, 30s, 500ms or 1h, got {text:?}")
+    })?;
+    Ok(Duration::from_millis(n.saturating_mul(unit_ms)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("65536").unwrap(), 65536);
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn env_overrides_and_rejects_nonsense() {
+        let base = Config::new("/s".into(), "/d".into());
+        let c = base
+            .clone()
+            .apply_env(|k| match k {
+                "CUBA_EXEC_MAX_PROCS" => Some("3".into()),
+                "CUBA_EXEC_TTL" => Some("10s".into()),
+                "CUBA_EXEC_SHUTDOWN_TIMEOUT" => Some("200ms".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(c.max_procs, 3);
+        assert_eq!(c.ttl, Duration::from_secs(10));
+        assert_eq!(c.grace, Duration::from_millis(200));
+        let err = base
+            .apply_env(|k| (k == "CUBA_EXEC_MAX_PROCS").then(|| "0".into()))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("CUBA_EXEC_MAX_PROCS"));
+    }
+}

@@ -1,0 +1,197 @@
+//! One client connection: the version handshake, then multiplexed requests. Each request runs
+//! in its own task, so a long `Wait` never blocks another call on the same connection; one
+//! writer task owns the socket's write half. A client that goes away takes its in-flight
+//! requests with it (their tasks are aborted); the processes it started keep running.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cuba_protocol::handshake::{self, HelloOutcome};
+use cuba_protocol::{
+    wire, ClientInfo, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+    Welcome, PROTOCOL_VERSION, VERSION,
+};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::codec::Framed;
+
+use crate::daemon::Daemon;
+use crate::handlers::{dispatch, Responder};
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests one connection may have in flight; more get a `LIMIT` error.
+const MAX_IN_FLIGHT: usize = 256;
+/// Replies queued for the writer; a slow reader makes handlers wait, never grows memory.
+const OUT_QUEUE: usize = 64;
+
+type Conn = Framed<UnixStream, tokio_util::codec::LengthDelimitedCodec>;
+
+/// Refuses a peer before reading anything from it.
+pub async fn refuse(stream: UnixStream, pid: u32, reason: &str) {
+    let mut framed = Framed::new(stream, wire::codec());
+    let frame = handshake::encode_refusal(pid, reason);
+    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.send(Bytes::from(frame))).await;
+}
+
+async fn handshake(d: &Daemon, framed: &mut Conn) -> Option<ClientInfo> {
+    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(frame))) => frame,
+        Ok(Some(Err(e))) => {
+            let reason = format!("bad handshake frame: {e}");
+            let _ = framed
+                .send(Bytes::from(handshake::encode_refusal(d.pid, &reason)))
+                .await;
+            return None;
+        }
+        _ => return None,
+    };
+    let reply = match handshake::decode_hello(&first) {
+        Ok(HelloOutcome::Ok(hello)) => {
+            let welcome = Welcome {
+                daemon_version: VERSION.to_string(),
+                daemon_pid: d.pid,
+            };
+            match handshake::encode_welcome(&welcome) {
+                Ok(frame) => {
+                    framed.send(Bytes::from(frame)).await.ok()?;
+                    return Some(hello.client);
+                }
+                Err(e) => handshake::encode_refusal(d.pid, &e.to_string()),
+            }
+        }
+        Ok(HelloOutcome::WrongVersion(v)) => handshake::encode_refusal(
+            d.pid,
+            &format!(
+                "client speaks protocol {v}, cubad {VERSION} speaks {PROTOCOL_VERSION}; restart \
+                 the daemon (`cubactl daemon restart`) so both are the same version"
+            ),
+        ),
+        Err(e) => handshake::encode_refusal(d.pid, &e.to_string()),
+    };
+    let _ = framed.send(Bytes::from(reply)).await;
+    None
+}
+
+fn error_frame(id: u64, kind: ErrorKind, message: String) -> ResponseFrame {
+    ResponseFrame {
+        id,
+        response: Response::Error(ProtocolError::new(kind, message)),
+    }
+}
+
+/// Encodes and writes replies until every sender is gone.
+async fn write_replies(
+    mut sink: futures_util::stream::SplitSink<Conn, Bytes>,
+    mut rx: mpsc::Receiver<ResponseFrame>,
+) {
+    while let Some(frame) = rx.recv().await {
+        let body = wire::encode(&frame)
+            .or_else(|e| wire::encode(&error_frame(frame.id, ErrorKind::Internal, e.to_string())));
+        match body {
+            Ok(body) => {
+                if sink.send(Bytes::from(body)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::error!("cannot encode a reply: {e}"),
+        }
+    }
+}
+
+pub async fn serve(d: Arc<Daemon>, stream: UnixStream) {
+    let mut framed = Framed::new(stream, wire::codec());
+    let Some(client) = handshake(&d, &mut framed).await else {
+        return;
+    };
+    tracing::debug!(name = %client.name, pid = client.pid, "client connected");
+    d.clients.fetch_add(1, Ordering::Relaxed);
+    let client = Arc::new(client);
+    let (sink, mut source) = framed.split();
+    let (tx, rx) = mpsc::channel::<ResponseFrame>(OUT_QUEUE);
+    let writer = tokio::spawn(write_replies(sink, rx));
+    let mut tasks: JoinSet<u64> = JoinSet::new();
+    let mut in_flight: HashMap<u64, AbortHandle> = HashMap::new();
+    loop {
+        let frame = tokio::select! {
+            frame = source.next() => frame,
+            Some(done) = tasks.join_next() => {
+                if let Ok(id) = done {
+                    in_flight.remove(&id);
+                }
+                continue;
+            }
+            _ = d.shutdown.cancelled() => break,
+        };
+        let bytes = match frame {
+            None => break,
+            Some(Ok(bytes)) => bytes,
+            Some(Err(e)) => {
+                // An oversized or broken frame: the stream cannot be resynchronised.
+                let msg = format!("unreadable frame, closing the connection: {e}");
+                let _ = tx.send(error_frame(0, ErrorKind::BadRequest, msg)).await;
+                break;
+            }
+        };
+        let RequestFrame { id, request } = match wire::decode::<RequestFrame>(&bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                // Framing is intact: report and keep serving this connection.
+                let _ = tx
+                    .send(error_frame(0, ErrorKind::BadRequest, e.to_string()))
+                    .await;
+                continue;
+            }
+        };
+        if let Request::Cancel(target) = request {
+            if let Some(handle) = in_flight.remove(&target) {
+                handle.abort();
+                let msg = "request cancelled by the client".to_string();
+                let _ = tx
+                    .send(error_frame(target, ErrorKind::Cancelled, msg))
+                    .await;
+            }
+            let _ = tx
+                .send(ResponseFrame {
+                    id,
+                    response: Response::Ok,
+                })
+                .await;
+            continue;
+        }
+        let refusal = if in_flight.contains_key(&id) {
+            Some((
+                ErrorKind::BadRequest,
+                format!("request id {id} is already in flight"),
+            ))
+        } else if in_flight.len() >= MAX_IN_FLIGHT {
+            let msg = format!("more than {MAX_IN_FLIGHT} requests in flight on one connection");
+            Some((ErrorKind::Limit, msg))
+        } else {
+            None
+        };
+        if let Some((kind, msg)) = refusal {
+            let _ = tx.send(error_frame(id, kind, msg)).await;
+            continue;
+        }
+        let out = Responder { id, tx: tx.clone() };
+        let handle = tasks.spawn({
+            let (d, client) = (d.clone(), client.clone());
+            async move {
+                dispatch(d, client, request, out).await;
+                id
+            }
+        });
+        in_flight.insert(id, handle);
+    }
+    tasks.shutdown().await;
+    drop(tx);
+    // Let queued replies (e.g. the answer to `Shutdown`) reach the client.
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    d.clients.fetch_sub(1, Ordering::Relaxed);
+    tracing::debug!(name = %client.name, "client disconnected");
+}

@@ -1,0 +1,57 @@
+//! `Read` (output since a cursor, or the tail) and `Stdin` (write, close).
+
+use cuba_protocol::{ErrorKind, ProtocolError, ReadRequest, Response, StdinRequest};
+use tokio::sync::mpsc::error::TrySendError;
+
+use crate::daemon::Daemon;
+use crate::proc::StdinMsg;
+
+pub fn read(d: &Daemon, r: ReadRequest) -> Result<Response, ProtocolError> {
+    let p = d.get(r.id)?;
+    let max = r.max_bytes.min(cuba_protocol::wire::MAX_OUTPUT_PER_FRAME);
+    let out = p.lock().output.read(r.since, u64::from(max), r.stream);
+    Ok(Response::Output(out))
+}
+
+pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
+    let p = d.get(r.id)?;
+    let (tx, finished) = {
+        let data = p.lock();
+        (data.stdin.clone(), data.finished())
+    };
+    let closed = || {
+        let why = if finished {
+            "the process has ended"
+        } else {
+            "its stdin is closed (EOF was sent, or the process closed it)"
+        };
+        ProtocolError::new(
+            ErrorKind::InvalidState,
+            format!("cannot write to process {}: {why}", r.id),
+        )
+    };
+    let tx = tx.ok_or_else(closed)?;
+    let full = |_| {
+        ProtocolError::new(
+            ErrorKind::Limit,
+            format!(
+                "process {} is not reading its stdin and the queue is full; wait for it to \
+                 read, or close stdin",
+                r.id
+            ),
+        )
+    };
+    let send = |msg: StdinMsg| match tx.try_send(msg) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(_)) => Err(full(())),
+        Err(TrySendError::Closed(_)) => Err(closed()),
+    };
+    if !r.data.is_empty() {
+        send(StdinMsg::Data(r.data))?;
+    }
+    if r.eof {
+        send(StdinMsg::Eof)?;
+        p.lock().stdin = None;
+    }
+    Ok(Response::Ok)
+}

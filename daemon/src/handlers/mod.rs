@@ -1,0 +1,70 @@
+//! Request handlers: one file per request family. Single-answer handlers return a `Response`;
+//! streaming ones (follow, watch) send frames through the `Responder` and end with `End`.
+
+mod follow;
+mod io;
+mod lifecycle;
+mod signal;
+mod table;
+mod wait;
+
+use std::sync::Arc;
+
+use cuba_protocol::{ClientInfo, ErrorKind, ProtocolError, Request, Response, ResponseFrame};
+use tokio::sync::mpsc;
+
+use crate::daemon::Daemon;
+
+/// Sends the frames of one request's reply.
+#[derive(Clone)]
+pub struct Responder {
+    pub id: u64,
+    pub tx: mpsc::Sender<ResponseFrame>,
+}
+
+impl Responder {
+    /// False once the connection is gone: the handler should stop.
+    pub async fn send(&self, response: Response) -> bool {
+        self.tx
+            .send(ResponseFrame {
+                id: self.id,
+                response,
+            })
+            .await
+            .is_ok()
+    }
+}
+
+/// Runs one request to completion, sending its reply.
+pub async fn dispatch(d: Arc<Daemon>, client: Arc<ClientInfo>, request: Request, out: Responder) {
+    let result = match request {
+        Request::Spawn(r) => crate::spawn::spawn(&d, &client, r).map(Response::Process),
+        Request::Info(r) => d.get(r.id).map(|p| Response::Process(p.info())),
+        Request::Read(r) => io::read(&d, r),
+        Request::Stdin(r) => io::stdin(&d, r),
+        Request::Wait(r) => wait::wait(&d, r).await,
+        Request::Signal(r) => signal::signal(&d, r).await,
+        Request::List(r) => Ok(Response::List(table::list(&d, &r))),
+        Request::Prune => Ok(Response::Pruned(d.prune(std::time::Duration::ZERO))),
+        Request::DaemonStatus => Ok(Response::DaemonStatus(lifecycle::status(&d))),
+        Request::Shutdown(r) => {
+            // Answer before the daemon starts going down.
+            let result = lifecycle::shutdown(&d, r);
+            let ok = result.is_ok();
+            out.send(result.unwrap_or_else(Response::Error)).await;
+            if ok {
+                d.shutdown.cancel();
+            }
+            return;
+        }
+        Request::Follow(r) => follow::follow(&d, r, &out).await,
+        Request::WatchTable(r) => table::watch(&d, r, &out).await,
+        // The connection handles cancels itself; one that gets here had nothing to cancel.
+        Request::Cancel(_) => Ok(Response::Ok),
+    };
+    out.send(result.unwrap_or_else(Response::Error)).await;
+}
+
+pub fn bad_request(message: impl Into<String>) -> ProtocolError {
+    ProtocolError::new(ErrorKind::BadRequest, message)
+}

@@ -1,0 +1,27 @@
+//! `cubad`, the supervisor: it alone spawns and owns every process that cuba-exec runs, keeps
+//! their output, enforces limits, and serves the shared table on a Unix socket.
+//!
+//! Request path: `server` accepts and checks the peer's uid → `conn` does the handshake and runs
+//! each request in its own task → `handlers` (or `spawn`) act on the `daemon` table → a
+//! per-process `supervise` task owns the child, its pipes and timers, and publishes every change
+//! on the process's watch channel.
+
+#![warn(clippy::unwrap_used)]
+
+pub mod config;
+mod conn;
+pub mod daemon;
+mod handlers;
+mod journal;
+pub mod output;
+mod proc;
+mod reaper;
+mod restore;
+pub mod server;
+mod spawn;
+pub mod spool;
+mod supervise;
+pub mod tree;
+
+pub use config::Config;
+pub use server::run;

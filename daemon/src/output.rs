@@ -1,0 +1,357 @@
+//! A process's output: one ordered stream of stdout and stderr bytes, each byte addressed by its
+//! cursor (offset in the combined stream).
+//!
+//! Two stores, one writer: the in-memory head+tail buffer (the first 25 % kept, the last 75 % a
+//! ring) answers recent reads without I/O; the on-disk spool (`spool.rs`) keeps up to its cap and
+//! answers the rest. Stream tags are kept as *runs*: the cursor where each stretch of one stream
+//! begins, so memory per process stays bounded whatever the child writes.
+
+use std::collections::VecDeque;
+
+use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
+
+use crate::spool::Spool;
+
+/// Where a stretch of one stream begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub start: u64,
+    pub stream: Stream,
+}
+
+/// Splits `data` (the bytes at cursors `[at, at + data.len())`) into chunks by `runs` (sorted,
+/// the first starting at or before `at`), keeping the streams `filter` admits.
+pub fn split_runs(
+    runs: impl IntoIterator<Item = Run>,
+    data: &[u8],
+    at: u64,
+    filter: StreamFilter,
+) -> Vec<Chunk> {
+    let end = at + data.len() as u64;
+    let mut out: Vec<Chunk> = Vec::new();
+    let mut runs = runs.into_iter().peekable();
+    while let Some(run) = runs.next() {
+        let run_end = runs.peek().map_or(end, |next| next.start.min(end));
+        let from = run.start.max(at);
+        if from >= run_end || !filter.admits(run.stream) {
+            continue;
+        }
+        let bytes = &data[(from - at) as usize..(run_end - at) as usize];
+        match out.last_mut() {
+            Some(last) if last.stream == run.stream => last.data.extend_from_slice(bytes),
+            _ => out.push(Chunk {
+                stream: run.stream,
+                data: bytes.to_vec(),
+            }),
+        }
+    }
+    out
+}
+
+/// The bounded in-memory buffer: bytes `[0, head.len())` and `[tail_start, total)`.
+#[derive(Debug)]
+struct MemBuf {
+    head_cap: usize,
+    tail_cap: usize,
+    head: Vec<u8>,
+    head_runs: Vec<Run>,
+    tail: VecDeque<u8>,
+    tail_runs: VecDeque<Run>,
+}
+
+impl MemBuf {
+    fn new(size: usize) -> MemBuf {
+        let head_cap = size / 4;
+        MemBuf {
+            head_cap,
+            tail_cap: size - head_cap,
+            head: Vec::new(),
+            head_runs: Vec::new(),
+            tail: VecDeque::new(),
+            tail_runs: VecDeque::new(),
+        }
+    }
+
+    fn append(&mut self, stream: Stream, mut data: &[u8], mut at: u64) {
+        if self.head.len() < self.head_cap {
+            let n = (self.head_cap - self.head.len()).min(data.len());
+            if self.head_runs.last().map(|r| r.stream) != Some(stream) {
+                self.head_runs.push(Run { start: at, stream });
+            }
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            at += n as u64;
+        }
+        if data.is_empty() || self.tail_cap == 0 {
+            return;
+        }
+        if self.tail_runs.back().map(|r| r.stream) != Some(stream) {
+            self.tail_runs.push_back(Run { start: at, stream });
+        }
+        if data.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail
+                .extend(data[data.len() - self.tail_cap..].iter().copied());
+        } else {
+            let excess = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
+            self.tail.drain(..excess);
+            self.tail.extend(data.iter().copied());
+        }
+        // Runs wholly before the ring's first byte are no longer needed.
+        let tail_start = at + data.len() as u64 - self.tail.len() as u64;
+        while self.tail_runs.len() >= 2 && self.tail_runs[1].start <= tail_start {
+            self.tail_runs.pop_front();
+        }
+    }
+
+    /// Bytes from `since` up to `end` and the cursor after them, if `since` is in memory (the
+    /// read may stop short, at the end of the head).
+    fn read(
+        &self,
+        since: u64,
+        end: u64,
+        total: u64,
+        filter: StreamFilter,
+    ) -> Option<(Vec<Chunk>, u64)> {
+        let head_len = self.head.len() as u64;
+        if since < head_len {
+            let end = end.min(head_len);
+            let data = &self.head[since as usize..end as usize];
+            let chunks = split_runs(self.head_runs.iter().copied(), data, since, filter);
+            return Some((chunks, end));
+        }
+        let tail_start = total - self.tail.len() as u64;
+        if since < tail_start {
+            return None;
+        }
+        let (a, b) = self.tail.as_slices();
+        let from = (since - tail_start) as usize;
+        let to = (end - tail_start) as usize;
+        let data: Vec<u8> = if to <= a.len() {
+            a[from..to].to_vec()
+        } else if from >= a.len() {
+            b[from - a.len()..to - a.len()].to_vec()
+        } else {
+            [&a[from..], &b[..to - a.len()]].concat()
+        };
+        let chunks = split_runs(self.tail_runs.iter().copied(), &data, since, filter);
+        Some((chunks, end))
+    }
+
+    fn tail_start(&self, total: u64) -> u64 {
+        total - self.tail.len() as u64
+    }
+}
+
+/// Everything a process wrote, bounded in memory, with the spool behind it.
+#[derive(Debug)]
+pub struct Output {
+    mem: MemBuf,
+    spool: Option<Spool>,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+}
+
+impl Output {
+    pub fn new(buffer_size: usize, spool: Option<Spool>) -> Output {
+        Output {
+            mem: MemBuf::new(buffer_size),
+            spool,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        }
+    }
+
+    /// The output of a record restored from the journal: only its spool remains.
+    pub fn restored(spool: Option<Spool>, stdout_bytes: u64, stderr_bytes: u64) -> Output {
+        Output {
+            mem: MemBuf::new(0),
+            spool,
+            stdout_bytes,
+            stderr_bytes,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.stdout_bytes + self.stderr_bytes
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.spool.as_ref().map_or(0, Spool::dropped)
+    }
+
+    pub fn append(&mut self, stream: Stream, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let at = self.total();
+        self.mem.append(stream, data, at);
+        if let Some(spool) = &mut self.spool {
+            if let Err(e) = spool.write(stream, data) {
+                // Memory keeps working; older bytes are then reported as dropped.
+                tracing::warn!(dir = %spool.dir().display(), "spool write failed, spool off: {e}");
+                self.spool = None;
+            }
+        }
+        match stream {
+            Stream::Stdout => self.stdout_bytes += data.len() as u64,
+            Stream::Stderr => self.stderr_bytes += data.len() as u64,
+        }
+    }
+
+    /// Up to `max` bytes from `since` (a tail read when `None`). Never duplicates, never skips
+    /// silently: bytes that are gone are counted in `dropped`.
+    pub fn read(&self, since: Option<u64>, max: u64, filter: StreamFilter) -> OutputRead {
+        let total = self.total();
+        let max = max.max(1);
+        let (since, explicit) = match since {
+            Some(s) => (s.min(total), true),
+            None => (total.saturating_sub(max), false),
+        };
+        let end = total.min(since + max);
+        let mut read = OutputRead {
+            start: since,
+            next: since,
+            dropped: 0,
+            total,
+            chunks: Vec::new(),
+        };
+        if since == total {
+            return read;
+        }
+        if let Some((chunks, next)) = self.mem.read(since, end, total, filter) {
+            read.next = next;
+            read.chunks = chunks;
+            return read;
+        }
+        let from_spool = self
+            .spool
+            .as_ref()
+            .and_then(|s| match s.read(since, end, filter) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!("spool read failed: {e}");
+                    None
+                }
+            });
+        let (start, next, chunks) = match from_spool {
+            Some(r) => r,
+            None => {
+                // Neither store has `since`: resume at the oldest byte memory still holds.
+                let start = self.mem.tail_start(total);
+                let end = total.min(start + max);
+                let (chunks, next) = self
+                    .mem
+                    .read(start, end, total, filter)
+                    .unwrap_or((Vec::new(), end));
+                (start, next, chunks)
+            }
+        };
+        read.start = start;
+        read.next = next;
+        read.dropped = if explicit { start - since } else { 0 };
+        read.chunks = chunks;
+        read
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn text(r: &OutputRead) -> String {
+        String::from_utf8(r.bytes()).unwrap()
+    }
+
+    #[test]
+    fn small_output_reads_back_whole_with_stream_tags() {
+        let mut o = Output::new(1024, None);
+        o.append(Stream::Stdout, b"out1 ");
+        o.append(Stream::Stderr, b"err ");
+        o.append(Stream::Stdout, b"out2");
+        let r = o.read(Some(0), 1 << 20, StreamFilter::Both);
+        assert_eq!(text(&r), "out1 err out2");
+        assert_eq!((r.start, r.next, r.dropped, r.total), (0, 13, 0, 13));
+        assert_eq!(r.chunks.len(), 3);
+        let r = o.read(Some(0), 1 << 20, StreamFilter::Stderr);
+        assert_eq!(text(&r), "err ");
+        assert_eq!(r.next, 13);
+        let r = o.read(Some(0), 1 << 20, StreamFilter::Stdout);
+        assert_eq!(text(&r), "out1 out2");
+    }
+
+    #[test]
+    fn memory_keeps_head_and_tail_and_reports_the_gap() {
+        let mut o = Output::new(400, None); // head 100, tail 300
+        for i in 0..100u32 {
+            o.append(Stream::Stdout, format!("{i:09}\n").as_bytes());
+        }
+        assert_eq!(o.total(), 1000);
+        let head = o.read(Some(0), 1000, StreamFilter::Both);
+        assert_eq!(head.next, 100, "a read stops at the end of the head");
+        let gap = o.read(Some(100), 1000, StreamFilter::Both);
+        assert_eq!((gap.start, gap.dropped, gap.next), (700, 600, 1000));
+        assert!(text(&gap).ends_with("000000099\n"));
+        let tail = o.read(None, 50, StreamFilter::Both);
+        assert_eq!((tail.start, tail.next, tail.dropped), (950, 1000, 0));
+    }
+
+    #[test]
+    fn cursor_reads_never_duplicate_or_skip() {
+        let mut o = Output::new(4096, None);
+        let mut expect = Vec::new();
+        let mut got = Vec::new();
+        let mut cursor = 0;
+        for i in 0..200u32 {
+            let line = format!("line {i}\n");
+            let stream = if i % 3 == 0 {
+                Stream::Stderr
+            } else {
+                Stream::Stdout
+            };
+            o.append(stream, line.as_bytes());
+            expect.extend_from_slice(line.as_bytes());
+            if i % 7 == 0 {
+                let r = o.read(Some(cursor), 64, StreamFilter::Both);
+                assert_eq!(r.dropped, 0);
+                got.extend(r.bytes());
+                cursor = r.next;
+            }
+        }
+        loop {
+            let r = o.read(Some(cursor), 64, StreamFilter::Both);
+            if r.next == cursor {
+                break;
+            }
+            got.extend(r.bytes());
+            cursor = r.next;
+        }
+        // The memory holds 4096 bytes: whatever was read before eviction arrived intact.
+        assert_eq!(&got[..], &expect[..got.len()]);
+        assert_eq!(cursor, o.total());
+    }
+
+    #[test]
+    fn split_runs_honours_run_boundaries() {
+        let runs = [
+            Run {
+                start: 0,
+                stream: Stream::Stdout,
+            },
+            Run {
+                start: 3,
+                stream: Stream::Stderr,
+            },
+            Run {
+                start: 5,
+                stream: Stream::Stdout,
+            },
+        ];
+        let c = split_runs(runs, b"bcdef", 1, StreamFilter::Both);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].data, b"bc");
+        assert_eq!(c[1].data, b"de");
+        assert_eq!(c[2].data, b"f");
+    }
+}

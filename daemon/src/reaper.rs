@@ -1,0 +1,95 @@
+//! The daemon reaps every child itself: it is a child subreaper, so orphaned grandchildren
+//! (double forks, `setsid` escapees) are reparented to it and reaped here too.
+//!
+//! On each SIGCHLD, `waitpid(-1, WNOHANG)` collects every exited child; a tracked process's status
+//! goes to its supervisor through a oneshot channel, anything else is just reaped. Spawning and
+//! reaping share one lock: `std::process::Command::spawn` waits for a child whose `exec` failed,
+//! and that child must not be reaped from under it; and a pid is registered before its status can
+//! be collected.
+
+use std::collections::HashMap;
+use std::io;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nix::errno::Errno;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::oneshot;
+
+/// How a tracked process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+#[derive(Default)]
+pub struct Reaper {
+    /// std Mutex: held only for a spawn or a reaping sweep, never across an await.
+    waiters: Mutex<HashMap<i32, oneshot::Sender<Exit>>>,
+}
+
+impl Reaper {
+    /// Becomes the subreaper and starts reaping. Must run inside the tokio runtime, before the
+    /// first spawn.
+    pub fn start() -> io::Result<Arc<Reaper>> {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut sigchld = signal(SignalKind::child())?;
+        let reaper = Arc::new(Reaper::default());
+        let r = reaper.clone();
+        tokio::spawn(async move {
+            // Reap once at start: children that exited before the handler existed.
+            r.reap();
+            while sigchld.recv().await.is_some() {
+                r.reap();
+            }
+        });
+        Ok(reaper)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<i32, oneshot::Sender<Exit>>> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Spawns `cmd` and registers the child, atomically with respect to reaping. Also returns
+    /// the child's start time, read while it cannot yet have been reaped (it identifies the
+    /// pid for later signals).
+    pub fn spawn(&self, cmd: &mut Command) -> io::Result<(Child, oneshot::Receiver<Exit>, u64)> {
+        let mut waiters = self.lock();
+        let child = cmd.spawn()?;
+        let pid = child.id() as i32;
+        let start_time = crate::tree::stat(pid).map_or(0, |s| s.start_time);
+        let (tx, rx) = oneshot::channel();
+        waiters.insert(pid, tx);
+        Ok((child, rx, start_time))
+    }
+
+    fn reap(&self) {
+        let mut waiters = self.lock();
+        loop {
+            let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!("waitpid failed: {e}");
+                    break;
+                }
+                Ok(s) => s,
+            };
+            let (pid, exit) = match status {
+                WaitStatus::Exited(pid, code) => (pid, Exit::Code(code)),
+                WaitStatus::Signaled(pid, sig, _) => (pid, Exit::Signal(sig as i32)),
+                _ => continue,
+            };
+            if let Some(tx) = waiters.remove(&pid.as_raw()) {
+                // The supervisor may be gone (daemon shutting down): nothing to tell.
+                let _ = tx.send(exit);
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Start-up from the journal: finished records come back with their spools; processes that were
+//! running under a dead daemon are stopped (whole tree, pids checked by start time) and marked
+//! `lost`: never left orphaned, never silently forgotten.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cuba_protocol::ProcState;
+
+use crate::config::Config;
+use crate::daemon::{now_ms, Table};
+use crate::journal::{apply_end, End, Loaded, Record};
+use crate::output::Output;
+use crate::proc::{Proc, ProcData};
+use crate::spawn::spool_dir;
+use crate::spool::Spool;
+use crate::tree::{self, TreeRoot};
+
+/// Rebuilds the table. Returns it with the records to write into the fresh journal.
+pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>) {
+    let mut procs = BTreeMap::new();
+    let mut records = BTreeMap::new();
+    let mut lost_roots = Vec::new();
+    for (id, mut rec) in loaded.records {
+        let spool = Spool::open(spool_dir(config, id)).ok();
+        if !rec.info.state.is_finished() {
+            let root = TreeRoot {
+                pid: rec.info.pid as i32,
+                start_time: rec.start_time,
+                marker: rec.marker.clone(),
+            };
+            let stopped = tree::signal_tree(&root, libc::SIGTERM, None);
+            if stopped > 0 {
+                lost_roots.push(root);
+            }
+            let (stdout, stderr) = spool.as_ref().map_or((0, 0), Spool::stream_bytes);
+            apply_end(
+                &mut rec.info,
+                &End {
+                    id,
+                    state: ProcState::Lost,
+                    exit_code: None,
+                    signal: None,
+                    error: Some(format!(
+                        "cubad stopped while this process was running; on restart {stopped} \
+                         process(es) of its tree were still alive and were stopped"
+                    )),
+                    ended_at_ms: now_ms(),
+                    stdout_bytes: stdout,
+                    stderr_bytes: stderr,
+                },
+            );
+            tracing::warn!(id, stopped, "process of a previous daemon marked lost");
+        }
+        let data = ProcData {
+            info: rec.info.clone(),
+            output: Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes),
+            drained: true,
+            last_output: Instant::now(),
+            stdin: None,
+            control: None,
+            root: None,
+            stop: None,
+        };
+        procs.insert(id, Arc::new(Proc::new(data)));
+        records.insert(id, rec);
+    }
+    if !lost_roots.is_empty() {
+        // They had SIGTERM; whatever still stands after the grace period gets SIGKILL.
+        let grace = config.grace;
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            for root in &lost_roots {
+                tree::kill_tree(root, None);
+            }
+        });
+    }
+    let table = Table {
+        procs,
+        next_id: loaded.next_id,
+    };
+    (table, records)
+}

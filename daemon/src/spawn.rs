@@ -1,0 +1,330 @@
+//! Starting a process: validate the request, reserve a table slot, fork/exec through the shell in
+//! a new session with the client's environment and cwd, and hand the child to its supervisor.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuba_protocol::{
+    ClientInfo, ErrorKind, Owner, ProcState, ProcessInfo, ProtocolError, SpawnRequest,
+};
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::daemon::{now_ms, Daemon};
+use crate::journal::{End, Record};
+use crate::output::Output;
+use crate::proc::{Proc, ProcData, StdinMsg};
+use crate::spool::Spool;
+use crate::supervise::{supervise, ChildIo};
+use crate::tree::TreeRoot;
+
+/// Linux refuses a single argument longer than this (MAX_ARG_STRLEN): longer command text is
+/// handed to the shell as a script file.
+const MAX_ARG: usize = 128 * 1024;
+/// Pipe buffer asked for, so a fast writer needs fewer wake-ups (capped by the kernel setting).
+const PIPE_SIZE: i32 = 1024 * 1024;
+const STDIN_QUEUE: usize = 64;
+const MAX_NAME: usize = 256;
+
+pub fn spool_dir(config: &Config, id: u64) -> PathBuf {
+    config.state_dir.join("spool").join(id.to_string())
+}
+
+pub fn script_path(config: &Config, id: u64) -> PathBuf {
+    config.state_dir.join("scripts").join(format!("{id}.sh"))
+}
+
+fn bad(message: impl Into<String>) -> ProtocolError {
+    ProtocolError::new(ErrorKind::BadRequest, message)
+}
+
+fn validate(req: &SpawnRequest) -> Result<(), ProtocolError> {
+    if req.command.trim().is_empty() {
+        return Err(bad("command is empty: pass the shell text to run"));
+    }
+    if req.command.contains('\0') {
+        return Err(bad(
+            "command contains a NUL byte, which no shell can receive",
+        ));
+    }
+    for (k, v) in &req.env {
+        let k = k.as_bytes();
+        if k.is_empty() || k.contains(&b'=') || k.contains(&0) {
+            return Err(bad(format!(
+                "environment variable name {:?} is invalid (empty, or contains '=' or NUL)",
+                String::from_utf8_lossy(k)
+            )));
+        }
+        if v.as_bytes().contains(&0) {
+            return Err(bad(format!(
+                "value of environment variable {} contains a NUL byte",
+                String::from_utf8_lossy(k)
+            )));
+        }
+    }
+    if req.cwd.as_ref().is_some_and(|c| c.as_bytes().contains(&0)) {
+        return Err(bad("cwd contains a NUL byte"));
+    }
+    if req
+        .shell
+        .as_ref()
+        .is_some_and(|s| s.is_empty() || s.contains('\0'))
+    {
+        return Err(bad("shell must be a non-empty path without NUL bytes"));
+    }
+    if req.name.as_ref().is_some_and(|n| n.len() > MAX_NAME) {
+        return Err(bad(format!("name is longer than {MAX_NAME} bytes")));
+    }
+    Ok(())
+}
+
+/// Starts a process for `client`. A process that cannot start (bad cwd, missing shell) is still
+/// a record, in state `FailedToStart` with the OS reason.
+pub fn spawn(
+    d: &Arc<Daemon>,
+    client: &ClientInfo,
+    req: SpawnRequest,
+) -> Result<ProcessInfo, ProtocolError> {
+    validate(&req)?;
+    let cwd = match &req.cwd {
+        Some(c) => Path::new(&client.cwd).join(c),
+        None => PathBuf::from(&client.cwd),
+    };
+    let p = reserve(d, client, &req, &cwd)?;
+    let id = p.id;
+    match start(d, client, &req, &cwd, id) {
+        Ok((child, root)) => {
+            let (control_tx, control_rx) = mpsc::channel(16);
+            let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
+            {
+                let mut data = p.lock();
+                data.info.pid = root.pid as u32;
+                data.root = Some(root.clone());
+                data.control = Some(control_tx);
+                data.stdin = Some(stdin_tx.clone());
+            }
+            d.journal.started(&Record {
+                info: p.info(),
+                start_time: root.start_time,
+                marker: root.marker.clone(),
+            });
+            if let Some(bytes) = req.stdin {
+                // The queue is empty: this cannot fail for lack of room.
+                let _ = stdin_tx.try_send(StdinMsg::Data(bytes));
+            }
+            if req.close_stdin {
+                let _ = stdin_tx.try_send(StdinMsg::Eof);
+            }
+            tokio::spawn(write_stdin(child.1, stdin_rx));
+            let timeout = req.timeout_ms.map(Duration::from_millis);
+            tokio::spawn(supervise(
+                d.clone(),
+                p.clone(),
+                child.0,
+                control_rx,
+                timeout,
+            ));
+        }
+        Err(reason) => {
+            let end = {
+                let mut data = p.lock();
+                data.info.state = ProcState::FailedToStart;
+                data.info.error = Some(reason);
+                data.info.ended_at_ms = Some(now_ms());
+                data.drained = true;
+                End {
+                    id,
+                    state: data.info.state,
+                    exit_code: None,
+                    signal: None,
+                    error: data.info.error.clone(),
+                    ended_at_ms: now_ms(),
+                    stdout_bytes: 0,
+                    stderr_bytes: 0,
+                }
+            };
+            d.journal.started(&Record {
+                info: p.info(),
+                start_time: 0,
+                marker: d.marker(id),
+            });
+            d.journal.ended(end);
+        }
+    }
+    d.table_changed();
+    Ok(p.info())
+}
+
+/// Checks `max_procs` and inserts a `Running` record under one table lock, so concurrent
+/// spawns cannot overshoot the limit.
+fn reserve(
+    d: &Arc<Daemon>,
+    client: &ClientInfo,
+    req: &SpawnRequest,
+    cwd: &Path,
+) -> Result<Arc<Proc>, ProtocolError> {
+    let mut table = d.table();
+    let running = table
+        .procs
+        .values()
+        .filter(|p| !p.lock().finished())
+        .count();
+    if running >= d.config.max_procs {
+        return Err(ProtocolError::new(
+            ErrorKind::Limit,
+            format!(
+                "{running} processes are running, the most allowed (max_procs = {}); stop one \
+                 (send_signal / cubactl kill ID) or raise CUBA_EXEC_MAX_PROCS",
+                d.config.max_procs
+            ),
+        ));
+    }
+    let id = table.next_id;
+    table.next_id += 1;
+    let spool = match Spool::create(spool_dir(&d.config, id), d.config.spool_cap) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(id, "no spool, output kept in memory only: {e}");
+            None
+        }
+    };
+    let info = ProcessInfo {
+        id,
+        pid: 0,
+        owner: Owner {
+            kind: client.kind,
+            name: client.name.clone(),
+            pid: client.pid,
+        },
+        name: req.name.clone(),
+        command: req.command.clone(),
+        cwd: cwd.display().to_string(),
+        state: ProcState::Running,
+        exit_code: None,
+        signal: None,
+        error: None,
+        started_at_ms: now_ms(),
+        ended_at_ms: None,
+        timeout_ms: req.timeout_ms,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        dropped_bytes: 0,
+    };
+    let p = Arc::new(Proc::new(ProcData {
+        info,
+        output: Output::new(d.config.buffer_size, spool),
+        drained: false,
+        last_output: Instant::now(),
+        stdin: None,
+        control: None,
+        root: None,
+        stop: None,
+    }));
+    table.procs.insert(id, p.clone());
+    Ok(p)
+}
+
+type Started = ((ChildIo, pipe::Sender), TreeRoot);
+
+fn start(
+    d: &Arc<Daemon>,
+    client: &ClientInfo,
+    req: &SpawnRequest,
+    cwd: &Path,
+    id: u64,
+) -> Result<Started, String> {
+    match std::fs::metadata(cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("cwd {}: not a directory", cwd.display())),
+        Err(e) => return Err(format!("cwd {}: {e}", cwd.display())),
+    }
+    let shell = req.shell.as_deref().unwrap_or(&d.config.shell);
+    let mut cmd = Command::new(shell);
+    if req.command.len() > MAX_ARG {
+        let script = script_path(&d.config, id);
+        let written = script
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&script, &req.command));
+        if let Err(e) = written {
+            return Err(format!(
+                "cannot write script file {}: {e}",
+                script.display()
+            ));
+        }
+        cmd.arg(&script);
+    } else {
+        cmd.arg("-c").arg(&req.command);
+    }
+    let marker = d.marker(id);
+    let (marker_name, marker_value) = marker.split_once('=').unwrap_or((&marker, ""));
+    cmd.current_dir(cwd)
+        .env_clear()
+        .envs(client.env.iter().map(|(k, v)| (k, v)))
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .env(marker_name, marker_value)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (mut child, exit, start_time) = d
+        .reaper
+        .spawn(&mut cmd)
+        .map_err(|e| format!("cannot run {shell}: {e}"))?;
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+        return Err("child has no pipes".to_string());
+    };
+    let out_fd = OwnedFd::from(stdout);
+    let err_fd = OwnedFd::from(stderr);
+    for fd in [&out_fd, &err_fd] {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_SETPIPE_SZ on a pipe fd we own; failure only means a smaller buffer.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+    }
+    let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
+    let io = ChildIo {
+        stdout: pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?,
+        stderr: pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
+        exit,
+    };
+    let stdin = pipe::Sender::from_owned_fd(OwnedFd::from(stdin)).map_err(io_err)?;
+    let root = TreeRoot {
+        pid: child.id() as i32,
+        start_time,
+        marker,
+    };
+    Ok(((io, stdin), root))
+}
+
+/// Feeds queued stdin writes to the child; ends at EOF, when the child closes its end, or when
+/// the process finishes (the queue's sender is dropped).
+async fn write_stdin(mut pipe: pipe::Sender, mut rx: mpsc::Receiver<StdinMsg>) {
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            StdinMsg::Data(bytes) => {
+                if let Err(e) = pipe.write_all(&bytes).await {
+                    tracing::debug!("stdin closed by the process: {e}");
+                    break;
+                }
+            }
+            StdinMsg::Eof => break,
+        }
+    }
+    rx.close();
+}

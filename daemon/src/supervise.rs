@@ -1,0 +1,256 @@
+//! The supervisor: one task per process that owns its output pipes, its timers and its stop
+//! sequence. Output, exit, timeouts and control messages are all events in one `select!`.
+//!
+//! The exit is detected from the tracked process itself (its status from the reaper), not from
+//! the pipes closing, so a grandchild holding a pipe cannot delay the report. Before the exit is
+//! published, whatever the process left in its pipes is read, so even a 1 ms process has all of
+//! its output in the record. Processes of the tree left behind are then stopped (TERM, grace,
+//! KILL), and the pipes drained until they close.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::{ProcState, Signal, Stream};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, Instant};
+
+use crate::daemon::{now_ms, Daemon};
+use crate::journal::End;
+use crate::proc::{Control, Proc, StopCause};
+use crate::reaper::Exit;
+use crate::tree;
+
+const READ_BUF: usize = 256 * 1024;
+/// After the exit, how long to wait for pipes held by processes outside our reach.
+const ABANDON_AFTER: Duration = Duration::from_secs(1);
+
+pub struct ChildIo {
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+    pub exit: oneshot::Receiver<Exit>,
+}
+
+async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
+    match pipe {
+        Some(p) => p.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Supervisor {
+    d: Arc<Daemon>,
+    p: Arc<Proc>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    exited: bool,
+    timeout_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    abandon_at: Option<Instant>,
+}
+
+pub async fn supervise(
+    d: Arc<Daemon>,
+    p: Arc<Proc>,
+    io: ChildIo,
+    mut control: mpsc::Receiver<Control>,
+    timeout: Option<Duration>,
+) {
+    let mut s = Supervisor {
+        d,
+        p,
+        stdout: Some(io.stdout),
+        stderr: Some(io.stderr),
+        exited: false,
+        timeout_at: timeout.map(|t| Instant::now() + t),
+        kill_at: None,
+        abandon_at: None,
+    };
+    let mut exit = Some(io.exit);
+    let mut out_buf = vec![0u8; READ_BUF];
+    let mut err_buf = vec![0u8; READ_BUF];
+    while !(s.exited && s.stdout.is_none() && s.stderr.is_none()) {
+        tokio::select! {
+            r = read_some(&mut s.stdout, &mut out_buf) => s.took(Stream::Stdout, r, &out_buf),
+            r = read_some(&mut s.stderr, &mut err_buf) => s.took(Stream::Stderr, r, &err_buf),
+            status = async { exit.as_mut().expect("guarded by the branch condition").await },
+                if exit.is_some() =>
+            {
+                exit = None;
+                // A dropped sender means the reaper is gone: the daemon is going down.
+                let status = status.unwrap_or(Exit::Signal(libc::SIGKILL));
+                s.drain_now(&mut out_buf);
+                s.on_exit(status);
+            }
+            _ = at(s.timeout_at), if !s.exited && s.timeout_at.is_some() => {
+                s.timeout_at = None;
+                s.stop(StopCause::Timeout, Signal::Term, Some(s.d.config.grace));
+            }
+            _ = at(s.kill_at), if s.kill_at.is_some() => {
+                s.kill_at = None;
+                s.kill_now();
+            }
+            _ = at(s.abandon_at), if s.abandon_at.is_some() => {
+                s.abandon_at = None;
+                s.stdout = None;
+                s.stderr = None;
+            }
+            Some(msg) = control.recv() => match msg {
+                Control::Signal { signal, grace } => s.signal(signal, grace),
+            },
+        }
+    }
+    s.finish();
+}
+
+impl Supervisor {
+    fn took(&mut self, stream: Stream, r: io::Result<usize>, buf: &[u8]) {
+        match r {
+            Ok(0) | Err(_) => match stream {
+                Stream::Stdout => self.stdout = None,
+                Stream::Stderr => self.stderr = None,
+            },
+            Ok(n) => {
+                {
+                    let mut d = self.p.lock();
+                    d.output.append(stream, &buf[..n]);
+                    d.last_output = std::time::Instant::now();
+                }
+                self.p.notify();
+            }
+        }
+    }
+
+    /// Reads what is already in the pipes without waiting (the exited process wrote it all).
+    fn drain_now(&mut self, buf: &mut [u8]) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            loop {
+                let pipe = match stream {
+                    Stream::Stdout => &mut self.stdout,
+                    Stream::Stderr => &mut self.stderr,
+                };
+                let Some(p) = pipe.as_mut() else { break };
+                match p.try_read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    r => {
+                        let done = !matches!(r, Ok(n) if n > 0);
+                        self.took(stream, r, buf);
+                        if done {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_exit(&mut self, status: Exit) {
+        self.exited = true;
+        let end = {
+            let mut d = self.p.lock();
+            let stop = d.stop;
+            let info = &mut d.info;
+            info.ended_at_ms = Some(now_ms());
+            match status {
+                Exit::Code(code) => info.exit_code = Some(code),
+                Exit::Signal(sig) => info.signal = Some(Signal::from_number(sig)),
+            }
+            info.state = match (stop, status) {
+                (Some(StopCause::Timeout), _) => ProcState::TimedOut,
+                (Some(StopCause::Request | StopCause::Shutdown), _) => ProcState::Killed,
+                (None, Exit::Code(_)) => ProcState::Exited,
+                (None, Exit::Signal(_)) => ProcState::Signaled,
+            };
+            d.stdin = None;
+            End {
+                id: self.p.id,
+                state: d.info.state,
+                exit_code: d.info.exit_code,
+                signal: d.info.signal,
+                error: d.info.error.clone(),
+                ended_at_ms: d.info.ended_at_ms.unwrap_or(0),
+                stdout_bytes: d.output.stdout_bytes,
+                stderr_bytes: d.output.stderr_bytes,
+            }
+        };
+        self.d.journal.ended(end);
+        self.p.notify();
+        self.d.table_changed();
+        // Whatever of the tree is left behind is stopped too: nothing leaks.
+        let left = self.signal_tree(libc::SIGTERM);
+        if left > 0 {
+            tracing::debug!(
+                id = self.p.id,
+                left,
+                "stopping what the process left behind"
+            );
+            self.kill_at = Some(Instant::now() + self.d.config.grace);
+            self.abandon_at = Some(Instant::now() + self.d.config.grace + ABANDON_AFTER);
+        } else {
+            self.abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    fn signal_tree(&self, signal: i32) -> usize {
+        let root = self.p.lock().root.clone();
+        match root {
+            Some(root) => tree::signal_tree(&root, signal, Some(&self.d.marker_parents)),
+            None => 0,
+        }
+    }
+
+    fn kill_now(&mut self) {
+        let root = self.p.lock().root.clone();
+        if let Some(root) = root {
+            let n = tree::kill_tree(&root, Some(&self.d.marker_parents));
+            tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
+        }
+    }
+
+    fn stop(&mut self, cause: StopCause, signal: Signal, grace: Option<Duration>) {
+        {
+            let mut d = self.p.lock();
+            if d.stop.is_none() && !d.finished() {
+                d.stop = Some(cause);
+            }
+        }
+        self.signal(signal, grace);
+    }
+
+    fn signal(&mut self, signal: Signal, grace: Option<Duration>) {
+        if signal == Signal::Kill {
+            self.kill_now();
+            return;
+        }
+        self.signal_tree(signal.number());
+        if let Some(grace) = grace {
+            let at = Instant::now() + grace;
+            self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
+        }
+    }
+
+    fn finish(&mut self) {
+        {
+            let mut d = self.p.lock();
+            d.drained = true;
+            d.control = None;
+        }
+        let script = crate::spawn::script_path(&self.d.config, self.p.id);
+        if let Err(e) = std::fs::remove_file(&script) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!("cannot remove {}: {e}", script.display());
+            }
+        }
+        self.p.notify();
+        self.d.table_changed();
+    }
+}

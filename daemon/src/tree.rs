@@ -1,0 +1,219 @@
+//! Finding and signalling a process's whole tree, from `/proc`.
+//!
+//! A tree is: the tracked process, every process in its process group, every process carrying
+//! its marker in the environment (a `setsid` + double-fork escapee that reparented to the daemon,
+//! or to init after a daemon crash), and all of their descendants. Every signal goes through a
+//! pidfd opened after checking the process's start time, so a reused pid is never hit.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+
+/// One line of `/proc/PID/stat`, the fields we need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Start time in clock ticks since boot: with the pid, identifies a process.
+    pub start_time: u64,
+}
+
+/// What identifies a tracked tree.
+#[derive(Clone, Debug)]
+pub struct TreeRoot {
+    pub pid: i32,
+    pub start_time: u64,
+    /// `NAME=VALUE` planted in the root's environment.
+    pub marker: String,
+}
+
+pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+    // The command name is in parentheses and may contain anything: split after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// Every process visible in `/proc`.
+pub fn scan() -> Vec<ProcStat> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// Whether `pid`'s environment contains `marker` (`NAME=VALUE`) exactly.
+pub fn has_marker(pid: i32, marker: &str) -> bool {
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) => env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()),
+        Err(_) => false,
+    }
+}
+
+/// The members of `root`'s tree now alive, as `(pid, start_time)`. `marker_candidates` limits
+/// the (costly) environment check to processes whose parent is one of those pids (the daemon,
+/// or init after a restart); `None` checks every process.
+pub fn members(
+    root: &TreeRoot,
+    procs: &[ProcStat],
+    marker_parents: Option<&HashSet<i32>>,
+) -> Vec<(i32, u64)> {
+    let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
+    for (i, p) in procs.iter().enumerate() {
+        children.entry(p.ppid).or_default().push(i);
+    }
+    // Linux does not reuse a pid while a group of that id exists, so the group is ours unless
+    // the pid now belongs to another process.
+    let group_ours = !procs
+        .iter()
+        .any(|p| p.pid == root.pid && p.start_time != root.start_time);
+    let mut seeds: Vec<usize> = Vec::new();
+    for (i, p) in procs.iter().enumerate() {
+        let in_root = p.pid == root.pid && p.start_time == root.start_time;
+        // The group id is the root's pid: the root leads its own session.
+        let in_group = group_ours && p.pgrp == root.pid && p.start_time >= root.start_time;
+        let marked = p.pid != root.pid
+            && marker_parents.is_none_or(|parents| parents.contains(&p.ppid))
+            && has_marker(p.pid, &root.marker);
+        if in_root || in_group || marked {
+            seeds.push(i);
+        }
+    }
+    let mut seen: HashSet<usize> = HashSet::new();
+    while let Some(i) = seeds.pop() {
+        if !seen.insert(i) {
+            continue;
+        }
+        if let Some(kids) = children.get(&procs[i].pid) {
+            seeds.extend(kids.iter().copied());
+        }
+    }
+    let mut out: Vec<(i32, u64)> = seen
+        .into_iter()
+        .map(|i| (procs[i].pid, procs[i].start_time))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Sends `signal` to `pid` if it is still the process that started at `start_time`.
+pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ESRCH) => Ok(false),
+            _ => Err(err),
+        };
+    }
+    let fd = fd as i32;
+    // The pidfd pins this process: if the start time still matches now, it is the one we mean.
+    let same = stat(pid).is_some_and(|s| s.start_time == start_time);
+    let result = if same {
+        // SAFETY: fd is a pidfd we own; a null siginfo means "as kill(2) would".
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if rc == 0 {
+            Ok(true)
+        } else {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::ESRCH) => Ok(false),
+                _ => Err(err),
+            }
+        }
+    } else {
+        Ok(false)
+    };
+    // SAFETY: fd was returned by pidfd_open above and is closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// Signals every member of the tree once. Returns how many were signalled.
+pub fn signal_tree(root: &TreeRoot, signal: i32, marker_parents: Option<&HashSet<i32>>) -> usize {
+    let procs = scan();
+    let mut n = 0;
+    for (pid, start) in members(root, &procs, marker_parents) {
+        match signal_exact(pid, start, signal) {
+            Ok(true) => n += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(pid, "cannot signal: {e}"),
+        }
+    }
+    n
+}
+
+/// SIGKILLs the tree until no member is left (a member forking while it is killed is caught on
+/// the next round). Returns the number of processes killed.
+pub fn kill_tree(root: &TreeRoot, marker_parents: Option<&HashSet<i32>>) -> usize {
+    let mut total = 0;
+    for _ in 0..50 {
+        let n = signal_tree(root, libc::SIGKILL, marker_parents);
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let line = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 \
+                    1000 100 18446744073709551615";
+        let s = parse_stat(1234, line).unwrap();
+        assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, 98765));
+    }
+
+    #[test]
+    fn members_follow_group_marker_and_descendants() {
+        let p = |pid, ppid, pgrp, start_time| ProcStat {
+            pid,
+            ppid,
+            pgrp,
+            start_time,
+        };
+        let root = TreeRoot {
+            pid: 10,
+            start_time: 100,
+            marker: "X=never-present".into(),
+        };
+        let procs = vec![
+            p(1, 0, 1, 1),
+            p(10, 5, 10, 100),  // root
+            p(11, 10, 10, 101), // child
+            p(12, 1, 10, 102),  // group member reparented to init
+            p(13, 12, 13, 103), // its child in a new group
+            p(20, 1, 20, 50),   // unrelated
+        ];
+        let m: Vec<i32> = members(&root, &procs, None).iter().map(|m| m.0).collect();
+        assert_eq!(m, vec![10, 11, 12, 13]);
+    }
+}
