@@ -74,10 +74,7 @@ impl Daemon {
         self.table().procs.get(&id).cloned().ok_or_else(|| {
             ProtocolError::new(
                 ErrorKind::NotFound,
-                format!(
-                    "no process with id {id} (finished records are pruned after their TTL); \
-                     list the table to see the ids there are"
-                ),
+                format!("no process with id {id} (finished records are pruned after their TTL)"),
             )
         })
     }

@@ -66,6 +66,8 @@ type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Response>>>>;
 pub struct Client {
     out: mpsc::Sender<Bytes>,
     pending: Pending,
+    /// False once the connection's reader has stopped (daemon gone).
+    alive: Arc<std::sync::atomic::AtomicBool>,
     next_id: Arc<AtomicU64>,
     welcome: Arc<Welcome>,
 }
@@ -139,6 +141,8 @@ impl Client {
         });
         let pending: Pending = Arc::default();
         let routes = pending.clone();
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let alive_flag = alive.clone();
         tokio::spawn(async move {
             while let Some(Ok(frame)) = source.next().await {
                 let Ok(reply) = wire::decode::<ResponseFrame>(&frame) else {
@@ -146,15 +150,22 @@ impl Client {
                 };
                 route(&routes, reply).await;
             }
+            alive_flag.store(false, Ordering::Relaxed);
             // Dropping every sender wakes every waiter with "closed".
             lock(&routes).clear();
         });
         Ok(Client {
             out,
             pending,
+            alive,
             next_id: Arc::new(AtomicU64::new(1)),
             welcome: Arc::new(welcome),
         })
+    }
+
+    /// False once the daemon has closed the connection: connect again.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed) && !self.out.is_closed()
     }
 
     pub fn welcome(&self) -> &Welcome {

@@ -1,1 +1,21 @@
-fn main() {}
+//! `cuba-exec`: serve MCP on stdin/stdout. Logs go to stderr; stdout carries only the protocol.
+
+use anyhow::Result;
+use cuba_exec::CubaExec;
+use rmcp::{transport::stdio, ServiceExt};
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let server = CubaExec::new(cuba_protocol::paths::socket_path());
+    let service = server.serve(stdio()).await?;
+    service.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Tool arguments. The doc comments become the JSON schema the model reads: they are written
+//! for the model. Unknown fields are refused, so a misspelt argument is an error, not a no-op.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Output stream selection.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamArg {
+    /// stdout and stderr, interleaved as they were produced.
+    #[default]
+    Both,
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// Shell command to run (`/bin/sh -c`): pipes, `&&`, redirections and quoting work.
+    pub command: String,
+    /// Working directory. Relative paths start at the server's directory (the project).
+    pub cwd: Option<String>,
+    /// Environment variables to set on top of the server's environment.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Hard time limit in ms: the whole process tree is stopped when it is reached. Default: none.
+    pub timeout_ms: Option<u64>,
+    /// Wait at most this long (ms, default 10000) before returning; a command still running then
+    /// keeps running in the background and the reply carries its id and the output so far.
+    pub yield_ms: Option<u64>,
+    /// Most bytes of output in the reply (default 65536): the first quarter and the last three
+    /// quarters are kept, the middle is replaced by a marker saying how much was cut.
+    pub max_output: Option<u64>,
+    /// Shell to use instead of /bin/sh, e.g. "/bin/bash".
+    pub shell: Option<String>,
+    /// Text written to the command's stdin, which is then closed.
+    pub stdin: Option<String>,
+    /// A label for the process, shown by list_processes.
+    pub name: Option<String>,
+    /// Run in a pseudo-terminal (for programs that need one).
+    pub tty: Option<bool>,
+    /// Run in the persistent shell of this name, so `cd` and `export` carry over between calls.
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    /// Shell command to run in the background (`/bin/sh -c`), e.g. a dev server.
+    pub command: String,
+    /// Working directory. Relative paths start at the server's directory (the project).
+    pub cwd: Option<String>,
+    /// Environment variables to set on top of the server's environment.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Hard time limit in ms: the whole process tree is stopped when it is reached. Default: none.
+    pub timeout_ms: Option<u64>,
+    /// Shell to use instead of /bin/sh.
+    pub shell: Option<String>,
+    /// Text written to the command's stdin (stdin stays open; close it with send_input eof).
+    pub stdin: Option<String>,
+    /// A label for the process, shown by list_processes (e.g. "web").
+    pub name: Option<String>,
+    /// With `name`: if a process of that name runs the same command already, return it instead
+    /// of starting a second one.
+    pub ensure: Option<bool>,
+    /// Run in a pseudo-terminal (for programs that need one).
+    pub tty: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusArgs {
+    /// Process id (from run, start or list_processes).
+    pub id: u64,
+    /// Cursor from a previous reply's `next`: return only output after it. Without it, the
+    /// last `tail_bytes` of output are returned.
+    pub since: Option<u64>,
+    /// Without `since`: how many of the last bytes to return (default 4096).
+    pub tail_bytes: Option<u64>,
+    /// Which stream to return (default both).
+    pub stream: Option<StreamArg>,
+    /// Most bytes of output in the reply (default 65536).
+    pub max_output: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// Process id.
+    pub id: u64,
+    /// Cursor from a previous reply's `next`: output (and `until` matching) starts after it.
+    /// Default 0: all output.
+    pub since: Option<u64>,
+    /// Regular expression: return as soon as a line of new output matches, e.g. "listening on".
+    pub until: Option<String>,
+    /// Return once the output has been quiet for this many ms.
+    pub quiet_ms: Option<u64>,
+    /// Longest wait in ms (default 30000, at most 55000). Waiting never stops the process.
+    pub timeout_ms: Option<u64>,
+    /// Which stream to return and match (default both).
+    pub stream: Option<StreamArg>,
+    /// Most bytes of output in the reply (default 65536).
+    pub max_output: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendInputArgs {
+    /// Process id.
+    pub id: u64,
+    /// Text to write to stdin. Include "\n" to press Enter.
+    pub text: Option<String>,
+    /// Close stdin after writing (the program sees end of input).
+    pub eof: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendSignalArgs {
+    /// Process id.
+    pub id: u64,
+    /// SIGTERM (default; graceful: SIGKILL follows after the grace period if needed), SIGKILL,
+    /// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP or SIGCONT. Goes to the whole tree.
+    pub signal: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Only processes in this state: running, waiting_input, exited, signaled, timed_out,
+    /// killed, failed_to_start, lost.
+    pub state: Option<String>,
+    /// Only processes started by this client (owner name, e.g. "claude-code" or "cubactl").
+    pub owner: Option<String>,
+}

@@ -1,0 +1,74 @@
+//! The shim's connection to `cubad`: made on the first tool call (so the owner name can come
+//! from the MCP client), shared by all calls, remade if the daemon went away.
+
+use std::path::PathBuf;
+
+use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::ClientKind;
+use regex::Regex;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use tokio::sync::Mutex;
+
+use crate::view::{View, SECRET_NAMES};
+
+pub struct Daemon {
+    socket: PathBuf,
+    client: Mutex<Option<Client>>,
+    view: View,
+}
+
+/// The name of the process that launched this one (the editor), for clients that do not say
+/// who they are.
+fn parent_name() -> String {
+    let ppid = std::os::unix::process::parent_id();
+    std::fs::read_to_string(format!("/proc/{ppid}/comm"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "mcp-client".to_string())
+}
+
+impl Daemon {
+    pub fn new(socket: PathBuf) -> Daemon {
+        let names = match std::env::var("CUBA_EXEC_REDACT") {
+            Ok(p) => Regex::new(&p)
+                .map_err(|e| {
+                    tracing::warn!("CUBA_EXEC_REDACT is not a valid regex ({e}); using the default")
+                })
+                .ok()
+                .or_else(|| Regex::new(SECRET_NAMES).ok()),
+            Err(_) => Regex::new(SECRET_NAMES).ok(),
+        };
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let strip = std::env::var("CUBA_EXEC_RAW_OUTPUT").map_or(true, |v| v != "1");
+        let pairs = env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let view = View::new(strip, names.as_ref(), pairs);
+        Daemon {
+            socket,
+            client: Mutex::new(None),
+            view,
+        }
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// The connection, made (and the daemon started) if needed.
+    pub async fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Client, ClientError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.is_alive()) {
+            return Ok(c.clone());
+        }
+        let name = ctx
+            .client_info()
+            .map(|i| i.name)
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(parent_name);
+        let client =
+            Client::connect_or_start(&self.socket, this_client(ClientKind::Mcp, name)).await?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+}

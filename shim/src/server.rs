@@ -1,0 +1,601 @@
+//! The MCP server: seven tools and one resource per process, each a thin translation to a
+//! `cubad` request. No process state lives here: restarting the editor loses nothing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::client::ClientError;
+use cuba_protocol::{
+    ListRequest, ProcState, ProcessInfo, Signal, SignalRequest, SpawnRequest, StreamFilter,
+    WaitReason, WaitRequest,
+};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
+
+use crate::args::*;
+use crate::daemon::Daemon;
+use crate::output::{render, Rendered};
+use crate::progress::{guarded, Guarded};
+use crate::reply::{self, ListReply, ProcessReply, ProcessRow};
+
+const DEFAULT_YIELD_MS: u64 = 10_000;
+const DEFAULT_WAIT_MS: u64 = 30_000;
+/// Clients commonly time requests out at 60 s: a wait never blocks longer than this.
+const MAX_WAIT_MS: u64 = 55_000;
+const DEFAULT_TAIL: u64 = 4096;
+
+#[derive(Clone)]
+pub struct CubaExec {
+    #[expect(dead_code, reason = "read by the code #[tool_handler] generates")]
+    tool_router: ToolRouter<Self>,
+    daemon: Arc<Daemon>,
+}
+
+fn stream(s: Option<StreamArg>) -> StreamFilter {
+    match s.unwrap_or_default() {
+        StreamArg::Both => StreamFilter::Both,
+        StreamArg::Stdout => StreamFilter::Stdout,
+        StreamArg::Stderr => StreamFilter::Stderr,
+    }
+}
+
+/// A daemon error as a tool result the model can act on.
+fn remote(e: ClientError) -> CallToolResult {
+    let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
+    let hint = match code {
+        "NOT_FOUND" => " Call list_processes to see the ids there are.",
+        "LIMIT" => " Stop a process you no longer need (send_signal), then retry.",
+        "UNAVAILABLE" => " The cubad daemon could not be reached; retry, or check its log.",
+        _ => "",
+    };
+    let message = match &e {
+        ClientError::Remote(p) => p.message.clone(),
+        other => other.to_string(),
+    };
+    reply::error(code, &format!("{message}.{hint}"))
+}
+
+fn env_pairs(env: Option<std::collections::BTreeMap<String, String>>) -> cuba_protocol::Env {
+    env.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+}
+
+fn running_hint(id: u64, next: u64) -> String {
+    format!(
+        "still running in the background: wait(id={id}, since={next}) for more output or its \
+         exit; send_input(id={id}) answers a prompt; send_signal(id={id}) stops it"
+    )
+}
+
+#[tool_router]
+impl CubaExec {
+    pub fn new(socket: PathBuf) -> CubaExec {
+        CubaExec {
+            tool_router: Self::tool_router(),
+            daemon: Arc::new(Daemon::new(socket)),
+        }
+    }
+
+    /// Output from `since` to the end, as the model sees it, plus the reply's cursors.
+    async fn output(
+        &self,
+        client: &cuba_protocol::client::Client,
+        info: &ProcessInfo,
+        since: u64,
+        max: u64,
+        filter: StreamFilter,
+        ready: Option<cuba_protocol::OutputRead>,
+    ) -> Result<Rendered, ClientError> {
+        render(client, self.daemon.view(), info, since, max, filter, ready).await
+    }
+
+    /// The reply for `info` with its output from `since`.
+    async fn process_reply(
+        &self,
+        client: &cuba_protocol::client::Client,
+        info: &ProcessInfo,
+        since: u64,
+        max: u64,
+        filter: StreamFilter,
+        ready: Option<cuba_protocol::OutputRead>,
+    ) -> Result<ProcessReply, ClientError> {
+        let r = self.output(client, info, since, max, filter, ready).await?;
+        let mut reply = ProcessReply::from_info(info);
+        reply.output = r.text;
+        reply.truncated = r.truncated;
+        reply.dropped = reply.dropped.max(r.dropped);
+        reply.next = r.next;
+        if !info.state.is_finished() {
+            reply.hint = Some(running_hint(info.id, reply.next));
+        }
+        Ok(reply)
+    }
+
+    async fn reply_for(
+        &self,
+        client: &cuba_protocol::client::Client,
+        info: &ProcessInfo,
+        since: u64,
+        max: u64,
+        filter: StreamFilter,
+        ready: Option<cuba_protocol::OutputRead>,
+    ) -> CallToolResult {
+        match self
+            .process_reply(client, info, since, max, filter, ready)
+            .await
+        {
+            Ok(reply) => reply.into_result(),
+            Err(e) => remote(e),
+        }
+    }
+
+    #[tool(
+        description = "Run a shell command and wait for it. Returns exit code and output. If it is \
+                       still running after yield_ms (default 10 s) it keeps running in the \
+                       background: the reply has its id, the output so far and a `next` cursor \
+                       for wait/status. timeout_ms is a hard limit that stops the whole process \
+                       tree.",
+        annotations(destructive_hint = true, open_world_hint = true),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn run(
+        &self,
+        Parameters(a): Parameters<RunArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if a.tty == Some(true) || a.session.is_some() {
+            return Ok(reply::error(
+                "BAD_REQUEST",
+                "tty and session are not supported by this cuba-exec yet; run the command \
+                 without them",
+            ));
+        }
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let max = crate::output::max_output(a.max_output);
+        let req = SpawnRequest {
+            command: a.command,
+            cwd: a.cwd.map(Into::into),
+            env: env_pairs(a.env),
+            shell: a.shell,
+            close_stdin: a.stdin.is_some(),
+            stdin: a.stdin.map(String::into_bytes),
+            timeout_ms: a.timeout_ms,
+            name: a.name,
+        };
+        let info = match client.spawn(req).await {
+            Ok(info) => info,
+            Err(e) => return Ok(remote(e)),
+        };
+        if info.state.is_finished() {
+            return Ok(self
+                .reply_for(&client, &info, 0, max, StreamFilter::Both, None)
+                .await);
+        }
+        let wait = WaitRequest {
+            id: info.id,
+            since: Some(0),
+            until: None,
+            quiet_ms: None,
+            timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
+            max_bytes: max as u32,
+            stream: StreamFilter::Both,
+        };
+        match guarded(&ctx, &client, info.id, client.wait(wait)).await {
+            Guarded::Done(Ok(w)) => Ok(self
+                .reply_for(
+                    &client,
+                    &w.process,
+                    0,
+                    max,
+                    StreamFilter::Both,
+                    Some(w.output),
+                )
+                .await),
+            Guarded::Done(Err(e)) => Ok(remote(e)),
+            Guarded::Cancelled => {
+                // A cancelled synchronous run takes its process tree with it.
+                let stop = SignalRequest {
+                    id: info.id,
+                    signal: Signal::Term,
+                    escalate: true,
+                    grace_ms: None,
+                    wait: false,
+                };
+                let _ = client.signal(stop).await;
+                Ok(reply::error(
+                    "CANCELLED",
+                    "the request was cancelled; the command was stopped",
+                ))
+            }
+        }
+    }
+
+    #[tool(
+        description = "Start a command in the background and return its id at once (dev servers, \
+                       watchers, long builds). Follow it with wait (e.g. until=\"listening\") or \
+                       status. With name and ensure=true, an already-running process of that \
+                       name and command is returned instead of starting a duplicate.",
+        annotations(destructive_hint = true, open_world_hint = true),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn start(
+        &self,
+        Parameters(a): Parameters<StartArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if a.tty == Some(true) {
+            return Ok(reply::error(
+                "BAD_REQUEST",
+                "tty is not supported by this cuba-exec yet; start the command without it",
+            ));
+        }
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        if a.ensure == Some(true) {
+            if a.name.is_none() {
+                return Ok(reply::error("BAD_REQUEST", "ensure needs a name"));
+            }
+            match client.list(ListRequest::default()).await {
+                Ok(list) => {
+                    let same = list.into_iter().find(|p| {
+                        !p.state.is_finished() && p.name == a.name && p.command == a.command
+                    });
+                    if let Some(p) = same {
+                        let mut reply = ProcessReply::from_info(&p);
+                        reply.existing = Some(true);
+                        reply.hint = Some(running_hint(p.id, reply.next));
+                        return Ok(reply.into_result());
+                    }
+                }
+                Err(e) => return Ok(remote(e)),
+            }
+        }
+        let req = SpawnRequest {
+            command: a.command,
+            cwd: a.cwd.map(Into::into),
+            env: env_pairs(a.env),
+            shell: a.shell,
+            stdin: a.stdin.map(String::into_bytes),
+            close_stdin: false,
+            timeout_ms: a.timeout_ms,
+            name: a.name,
+        };
+        match client.spawn(req).await {
+            Ok(info) => {
+                let mut reply = ProcessReply::from_info(&info);
+                if !info.state.is_finished() {
+                    reply.hint = Some(format!(
+                        "started in the background: wait(id={id}, until=\"<text it prints when \
+                         ready>\") or status(id={id}) to read its output",
+                        id = info.id
+                    ));
+                }
+                Ok(reply.into_result())
+            }
+            Err(e) => Ok(remote(e)),
+        }
+    }
+
+    #[tool(
+        description = "State, exit code and output of a process. With `since` (a cursor from a \
+                       previous reply's `next`) only newer output; without it, the last \
+                       tail_bytes (default 4096).",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn status(
+        &self,
+        Parameters(a): Parameters<StatusArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let info = match client.info(a.id).await {
+            Ok(i) => i,
+            Err(e) => return Ok(remote(e)),
+        };
+        let max = crate::output::max_output(a.max_output);
+        let since = a.since.unwrap_or_else(|| {
+            let tail = a.tail_bytes.unwrap_or(DEFAULT_TAIL).min(max);
+            info.total_bytes().saturating_sub(tail)
+        });
+        Ok(self
+            .reply_for(&client, &info, since, max, stream(a.stream), None)
+            .await)
+    }
+
+    #[tool(
+        description = "Wait until a process exits, or its new output matches `until` (a regex), \
+                       or it has been quiet for quiet_ms, or timeout_ms passes (default 30 s, at \
+                       most 55 s). Returns the output after `since` and the next cursor. Never \
+                       stops the process.",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn wait(
+        &self,
+        Parameters(a): Parameters<WaitArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let max = crate::output::max_output(a.max_output);
+        let since = a.since.unwrap_or(0);
+        let filter = stream(a.stream);
+        let req = WaitRequest {
+            id: a.id,
+            since: Some(since),
+            until: a.until,
+            quiet_ms: a.quiet_ms,
+            timeout_ms: a.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS),
+            max_bytes: max as u32,
+            stream: filter,
+        };
+        let w = match guarded(&ctx, &client, a.id, client.wait(req)).await {
+            Guarded::Done(Ok(w)) => w,
+            Guarded::Done(Err(e)) => return Ok(remote(e)),
+            Guarded::Cancelled => {
+                return Ok(reply::error("CANCELLED", "the wait was cancelled"));
+            }
+        };
+        let mut reply = match self
+            .process_reply(&client, &w.process, since, max, filter, Some(w.output))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Ok(remote(e)),
+        };
+        let (reason, matched) = match w.reason {
+            WaitReason::Exited => ("exited", None),
+            WaitReason::Matched(line) => ("matched", Some(line)),
+            WaitReason::Quiet => ("quiet", None),
+            WaitReason::Timeout => ("timeout", None),
+        };
+        reply.wait = Some(reason.to_string());
+        reply.matched = matched;
+        Ok(reply.into_result())
+    }
+
+    #[tool(
+        description = "Write text to a process's stdin (include \"\\n\" for Enter); eof=true \
+                       closes stdin afterwards.",
+        annotations(destructive_hint = false),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn send_input(
+        &self,
+        Parameters(a): Parameters<SendInputArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let text = a.text.unwrap_or_default();
+        let eof = a.eof.unwrap_or(false);
+        if text.is_empty() && !eof {
+            return Ok(reply::error(
+                "BAD_REQUEST",
+                "pass `text`, or eof=true, or both",
+            ));
+        }
+        let sent = text.len();
+        if let Err(e) = client.stdin(a.id, text.into_bytes(), eof).await {
+            return Ok(remote(e));
+        }
+        match client.info(a.id).await {
+            Ok(info) => {
+                let mut reply = ProcessReply::from_info(&info);
+                reply.hint = Some(format!(
+                    "sent {sent} bytes{}; wait(id={}, since={}) reads the response",
+                    if eof { " and closed stdin" } else { "" },
+                    info.id,
+                    info.total_bytes()
+                ));
+                Ok(reply.into_result())
+            }
+            Err(e) => Ok(remote(e)),
+        }
+    }
+
+    #[tool(
+        description = "Send a signal to a process's whole tree. SIGTERM (default) is graceful: \
+                       SIGKILL follows after the grace period if anything is left. Also SIGKILL, \
+                       SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT.",
+        annotations(destructive_hint = true),
+        output_schema = schema_for_output::<ProcessReply>()
+    )]
+    async fn send_signal(
+        &self,
+        Parameters(a): Parameters<SendSignalArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let signal: Signal = match a.signal.as_deref().unwrap_or("SIGTERM").parse() {
+            Ok(s) => s,
+            Err(e) => return Ok(reply::error("BAD_REQUEST", &e.to_string())),
+        };
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let ends = matches!(
+            signal,
+            Signal::Term | Signal::Kill | Signal::Int | Signal::Hup
+        );
+        let req = SignalRequest {
+            id: a.id,
+            signal,
+            escalate: signal == Signal::Term,
+            grace_ms: None,
+            wait: ends,
+        };
+        match client.signal(req).await {
+            Ok(info) => {
+                let mut reply = ProcessReply::from_info(&info);
+                // Stopping on request is what was asked for: not a failure.
+                if info.state == ProcState::Killed {
+                    reply.code = None;
+                    reply.error = None;
+                }
+                Ok(reply.into_result())
+            }
+            Err(e) => Ok(remote(e)),
+        }
+    }
+
+    #[tool(
+        description = "The shared process table: every process started by any agent or by a \
+                       person (cubactl), with id, state, owner, name, time, output bytes and \
+                       command. Filter by state or owner.",
+        annotations(read_only_hint = true),
+        output_schema = schema_for_output::<ListReply>()
+    )]
+    async fn list_processes(
+        &self,
+        Parameters(a): Parameters<ListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let state = match a.state.as_deref().map(crate::output::parse_state) {
+            Some(Err(msg)) => return Ok(reply::error("BAD_REQUEST", &msg)),
+            Some(Ok(s)) => Some(s),
+            None => None,
+        };
+        let client = match self.daemon.client(&ctx).await {
+            Ok(c) => c,
+            Err(e) => return Ok(remote(e)),
+        };
+        let list = match client
+            .list(ListRequest {
+                state,
+                owner: a.owner,
+            })
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => return Ok(remote(e)),
+        };
+        let now = reply::now_ms();
+        let rows: Vec<ProcessRow> = list.iter().map(|p| ProcessRow::from_info(p, now)).collect();
+        let mut text = format!("[processes:{}]", rows.len());
+        for r in &rows {
+            text.push('\n');
+            text.push_str(&r.line());
+        }
+        Ok(reply::structured(
+            text,
+            &ListReply { processes: rows },
+            false,
+        ))
+    }
+}
+
+const RESOURCE_PREFIX: &str = "cuba://process/";
+
+#[tool_handler]
+impl ServerHandler for CubaExec {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("cuba-exec", cuba_protocol::VERSION))
+        .with_instructions(
+            "Run shell commands through cuba-exec. `run` waits (auto-yields after yield_ms and \
+             returns an id); `start` backgrounds; `wait`/`status` read output with `since` \
+             cursors; `send_input`, `send_signal`; `list_processes` shows every process, \
+             including those of other agents and people.",
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let client = self
+            .daemon
+            .client(&ctx)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let list = client
+            .list(ListRequest::default())
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let resources = list
+            .iter()
+            .map(|p| {
+                let label = p.name.clone().unwrap_or_else(|| p.command.clone());
+                let label: String = label.chars().take(60).collect();
+                Resource::new(
+                    format!("{RESOURCE_PREFIX}{}/output", p.id),
+                    format!("{}: {label}", p.id),
+                )
+                .with_mime_type("text/plain")
+                .with_description(format!("output of process {} ({})", p.id, p.state))
+                .with_size(p.total_bytes())
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let id = request
+            .uri
+            .strip_prefix(RESOURCE_PREFIX)
+            .and_then(|rest| rest.strip_suffix("/output"))
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!(
+                        "unknown resource {}: expected {RESOURCE_PREFIX}<id>/output",
+                        request.uri
+                    ),
+                    None,
+                )
+            })?;
+        let client = self
+            .daemon
+            .client(&ctx)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let info = client
+            .info(id)
+            .await
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let max = crate::output::max_output(None);
+        let r = self
+            .output(&client, &info, 0, max, StreamFilter::Both, None)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(r.text, request.uri)]).into())
+    }
+}
+
+/// How long `guarded` waits between progress notifications.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
