@@ -9,45 +9,35 @@ use serde::Serialize;
 /// One process and (some of) its output.
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct ProcessReply {
-    /// Process id: pass it to status, wait, send_input, send_signal.
+    /// Process id for status, wait, send_input, send_signal.
     pub id: u64,
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// running, waiting_input, exited, signaled, timed_out, killed, failed_to_start, lost.
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
-    /// Error code when the command failed: ENOENT, EACCES, TIMEOUT, SIGNAL, EXIT, FAILED, LOST.
+    /// ENOENT, EACCES, TIMEOUT, SIGNAL, EXIT, FAILED, LOST when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    /// Wall time so far (running) or in all (ended), in ms.
     pub time_ms: u64,
-    /// Bytes of output produced so far.
     pub bytes: u64,
-    /// Cursor to pass as `since` to read only newer output.
+    /// Cursor: pass as `since` to read only newer output.
     pub next: u64,
-    /// Bytes cut from the middle of this reply's output to fit `max_output`.
+    /// Bytes cut from the middle of `output`.
     pub truncated: u64,
-    /// Bytes no longer kept by the daemon (its spool cap).
     pub dropped: u64,
-    /// Output (ANSI stripped, progress redraws collapsed, secrets redacted).
     pub output: String,
-    /// Why a wait returned: exited, matched, quiet, timeout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<String>,
-    /// The line that matched `until`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<String>,
-    /// start with ensure: true when an already-running process was returned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub existing: Option<bool>,
-    /// What went wrong, and what to do next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// What to call next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }
