@@ -178,6 +178,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream) {
             let _ = tx.send(error_frame(id, kind, msg)).await;
             continue;
         }
+        tracing::trace!(id, "request");
         let out = Responder { id, tx: tx.clone() };
         let handle = tasks.spawn({
             let (d, client) = (d.clone(), client.clone());

@@ -77,6 +77,7 @@ fn setup(args: Args) -> Result<ExitCode> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    raise_fd_limit();
     prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
     let Some(_lock) = take_lock(&paths::lock_path(&socket))? else {
         return Ok(ExitCode::SUCCESS);
@@ -87,6 +88,27 @@ fn setup(args: Args) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     runtime.block_on(serve(config, &socket))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every process costs the daemon a few descriptors (pipes, spool files): lift the soft limit
+/// to the hard one so hundreds of processes fit.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!(
+                    "cannot raise the open-file limit: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
 }
 
 /// Creates the socket's directory owner-only if missing; refuses one owned by someone else.

@@ -25,8 +25,8 @@ use crate::spool::Spool;
 use crate::supervise::{supervise, ChildIo};
 use crate::tree::TreeRoot;
 
-/// Linux refuses a single argument longer than this (MAX_ARG_STRLEN): longer command text is
-/// handed to the shell as a script file.
+/// Linux refuses a single argument longer than this (MAX_ARG_STRLEN), counting its terminating
+/// NUL: command text of this length or more is handed to the shell as a script file.
 const MAX_ARG: usize = 128 * 1024;
 /// Pipe buffer asked for, so a fast writer needs fewer wake-ups (capped by the kernel setting).
 const PIPE_SIZE: i32 = 1024 * 1024;
@@ -99,8 +99,15 @@ pub fn spawn(
     };
     let p = reserve(d, client, &req, &cwd)?;
     let id = p.id;
+    let started = Instant::now();
     match start(d, client, &req, &cwd, id) {
         Ok((child, root)) => {
+            tracing::debug!(
+                id,
+                pid = root.pid,
+                us = started.elapsed().as_micros() as u64,
+                "spawned"
+            );
             let (control_tx, control_rx) = mpsc::channel(16);
             let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
             {
@@ -247,7 +254,7 @@ fn start(
     }
     let shell = req.shell.as_deref().unwrap_or(&d.config.shell);
     let mut cmd = Command::new(shell);
-    if req.command.len() > MAX_ARG {
+    if req.command.len() >= MAX_ARG {
         let script = script_path(&d.config, id);
         let written = script
             .parent()
@@ -273,15 +280,10 @@ fn start(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // Its own process group (the tree's handle). No `pre_exec`: that would force a full
+    // fork of the daemon, while without it std uses posix_spawn (vfork-fast). The daemon runs
+    // in a session of its own without a terminal, so children have no terminal either.
+    cmd.process_group(0);
     let (mut child, exit, start_time) = d
         .reaper
         .spawn(&mut cmd)

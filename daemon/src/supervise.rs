@@ -23,7 +23,10 @@ use crate::proc::{Control, Proc, StopCause};
 use crate::reaper::Exit;
 use crate::tree;
 
-const READ_BUF: usize = 256 * 1024;
+/// Read buffers start small (most processes print little, and a thousand idle ones must stay
+/// cheap) and grow while reads fill them, up to the pipe size.
+const READ_BUF_MIN: usize = 8 * 1024;
+const READ_BUF_MAX: usize = 1024 * 1024;
 /// After the exit, how long to wait for pipes held by processes outside our reach.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
 
@@ -76,12 +79,18 @@ pub async fn supervise(
         abandon_at: None,
     };
     let mut exit = Some(io.exit);
-    let mut out_buf = vec![0u8; READ_BUF];
-    let mut err_buf = vec![0u8; READ_BUF];
+    let mut out_buf = vec![0u8; READ_BUF_MIN];
+    let mut err_buf = vec![0u8; READ_BUF_MIN];
     while !(s.exited && s.stdout.is_none() && s.stderr.is_none()) {
         tokio::select! {
-            r = read_some(&mut s.stdout, &mut out_buf) => s.took(Stream::Stdout, r, &out_buf),
-            r = read_some(&mut s.stderr, &mut err_buf) => s.took(Stream::Stderr, r, &err_buf),
+            r = read_some(&mut s.stdout, &mut out_buf) => {
+                s.took(Stream::Stdout, &r, &out_buf);
+                grow(&mut out_buf, &r);
+            }
+            r = read_some(&mut s.stderr, &mut err_buf) => {
+                s.took(Stream::Stderr, &r, &err_buf);
+                grow(&mut err_buf, &r);
+            }
             status = async { exit.as_mut().expect("guarded by the branch condition").await },
                 if exit.is_some() =>
             {
@@ -112,9 +121,16 @@ pub async fn supervise(
     s.finish();
 }
 
+/// A read that filled the buffer suggests a fast writer: a bigger buffer halves the wake-ups.
+fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
+    if matches!(r, Ok(n) if *n == buf.len()) && buf.len() < READ_BUF_MAX {
+        buf.resize(buf.len() * 4, 0);
+    }
+}
+
 impl Supervisor {
-    fn took(&mut self, stream: Stream, r: io::Result<usize>, buf: &[u8]) {
-        match r {
+    fn took(&mut self, stream: Stream, r: &io::Result<usize>, buf: &[u8]) {
+        match *r {
             Ok(0) | Err(_) => match stream {
                 Stream::Stdout => self.stdout = None,
                 Stream::Stderr => self.stderr = None,
@@ -143,7 +159,7 @@ impl Supervisor {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     r => {
                         let done = !matches!(r, Ok(n) if n > 0);
-                        self.took(stream, r, buf);
+                        self.took(stream, &r, buf);
                         if done {
                             break;
                         }
@@ -154,6 +170,7 @@ impl Supervisor {
     }
 
     fn on_exit(&mut self, status: Exit) {
+        tracing::debug!(id = self.p.id, ?status, "exited");
         self.exited = true;
         let end = {
             let mut d = self.p.lock();

@@ -41,17 +41,36 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
 }
 
 pub fn stat(pid: i32) -> Option<ProcStat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(pid, &text)
+    use std::io::Read;
+    // One read into a stack buffer: a stat line is a few hundred bytes, and this runs for every
+    // process on the machine when a tree is scanned.
+    let mut buf = [0u8; 1024];
+    let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let n = file.read(&mut buf).ok()?;
+    parse_stat(pid, std::str::from_utf8(&buf[..n]).ok()?)
 }
 
-/// Every process visible in `/proc`.
+/// Whether a `/proc/PID/stat` line is a zombie's (state `Z`).
+fn is_zombie(text: &str) -> bool {
+    text.rfind(')')
+        .and_then(|i| text[i + 1..].split_whitespace().next())
+        == Some("Z")
+}
+
+/// Every live process visible in `/proc`. Zombies are left out: they are dead already, have no
+/// children, and `kill` "succeeds" on them, so counting them would keep `kill_tree` looping.
 pub fn scan() -> Vec<ProcStat> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(stat)
+        .filter_map(|pid| {
+            let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            if is_zombie(&text) {
+                return None;
+            }
+            parse_stat(pid, &text)
+        })
         .collect()
 }
 
@@ -190,6 +209,8 @@ mod tests {
                     1000 100 18446744073709551615";
         let s = parse_stat(1234, line).unwrap();
         assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, 98765));
+        assert!(!is_zombie(line));
+        assert!(is_zombie("7 (x) Z) Z 1 7 7 0"));
     }
 
     #[test]

@@ -231,7 +231,8 @@ pub struct WaitRequest {
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum WaitReason {
-    /// The process has ended and all of its output was read.
+    /// The process has ended (all it wrote itself is in the output; a grandchild that
+    /// outlives it may still add some).
     Exited,
     /// `until` matched; the text is the matching line.
     Matched(String),

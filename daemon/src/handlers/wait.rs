@@ -87,9 +87,12 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
                 break WaitReason::Matched(line);
             }
         }
+        // The exit is reported as soon as it happens: what the process wrote is already in
+        // (the supervisor reads its pipes before publishing the exit); a grandchild still
+        // holding the pipes must not delay it.
         let (finished, last_output) = {
             let data = p.lock();
-            (data.finished() && data.drained, data.last_output)
+            (data.finished(), data.last_output)
         };
         if finished {
             break WaitReason::Exited;
