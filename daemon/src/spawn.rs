@@ -92,12 +92,39 @@ pub fn spawn(
     client: &ClientInfo,
     req: SpawnRequest,
 ) -> Result<ProcessInfo, ProtocolError> {
+    match start_or_find(d, client, req, false)? {
+        Reserved::New(info) | Reserved::Existing(info) => Ok(info),
+    }
+}
+
+/// What `reserve` found: a new record, or (for `ensure`) the running process to reuse.
+pub enum Reserved<T> {
+    New(T),
+    Existing(T),
+}
+
+/// `spawn`, or with `ensure` first look (atomically with the reservation) for a running
+/// process of the same name and command, and return it instead.
+pub fn start_or_find(
+    d: &Arc<Daemon>,
+    client: &ClientInfo,
+    req: SpawnRequest,
+    ensure: bool,
+) -> Result<Reserved<ProcessInfo>, ProtocolError> {
     validate(&req)?;
+    if ensure && req.name.is_none() {
+        return Err(bad(
+            "ensure needs a name: it finds a running process by name and command",
+        ));
+    }
     let cwd = match &req.cwd {
         Some(c) => Path::new(&client.cwd).join(c),
         None => PathBuf::from(&client.cwd),
     };
-    let p = reserve(d, client, &req, &cwd)?;
+    let p = match reserve(d, client, &req, &cwd, ensure)? {
+        Reserved::New(p) => p,
+        Reserved::Existing(p) => return Ok(Reserved::Existing(p.info())),
+    };
     let id = p.id;
     let started = Instant::now();
     match start(d, client, &req, &cwd, id) {
@@ -166,7 +193,7 @@ pub fn spawn(
         }
     }
     d.table_changed();
-    Ok(p.info())
+    Ok(Reserved::New(p.info()))
 }
 
 /// Checks `max_procs` and inserts a `Running` record under one table lock, so concurrent
@@ -176,8 +203,18 @@ fn reserve(
     client: &ClientInfo,
     req: &SpawnRequest,
     cwd: &Path,
-) -> Result<Arc<Proc>, ProtocolError> {
+    ensure: bool,
+) -> Result<Reserved<Arc<Proc>>, ProtocolError> {
     let mut table = d.table();
+    if ensure {
+        let same = table.procs.values().find(|p| {
+            let data = p.lock();
+            !data.finished() && data.info.name == req.name && data.info.command == req.command
+        });
+        if let Some(p) = same {
+            return Ok(Reserved::Existing(p.clone()));
+        }
+    }
     let running = table
         .procs
         .values()
@@ -235,7 +272,7 @@ fn reserve(
         stop: None,
     }));
     table.procs.insert(id, p.clone());
-    Ok(p)
+    Ok(Reserved::New(p))
 }
 
 type Started = ((ChildIo, pipe::Sender), TreeRoot);

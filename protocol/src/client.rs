@@ -210,6 +210,15 @@ impl Client {
         }
     }
 
+    /// Starts `req` unless a running process has its name and command: `(process, existing)`.
+    pub async fn ensure(&self, req: SpawnRequest) -> Result<(ProcessInfo, bool), ClientError> {
+        match self.call(Request::Ensure(req)).await? {
+            Response::Process(p) => Ok((p, false)),
+            Response::Existing(p) => Ok((p, true)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     pub async fn info(&self, id: u64) -> Result<ProcessInfo, ClientError> {
         match self.call(Request::Info(IdRequest { id })).await? {
             Response::Process(p) => Ok(p),

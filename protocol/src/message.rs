@@ -97,6 +97,9 @@ pub enum Request {
     DaemonStatus,
     /// Stop the daemon. Answered by [`Response::Ok`] just before it shuts down.
     Shutdown(ShutdownRequest),
+    /// Start a process unless one with the same `name` and command is running already.
+    /// Answered by [`Response::Process`] (started) or [`Response::Existing`] (found).
+    Ensure(SpawnRequest),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -111,6 +114,8 @@ pub enum Response {
     /// The last frame of a streaming reply.
     End,
     Error(ProtocolError),
+    /// The running process an [`Request::Ensure`] found (nothing was started).
+    Existing(ProcessInfo),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -247,25 +247,6 @@ impl CubaExec {
             Ok(c) => c,
             Err(e) => return Ok(remote(e)),
         };
-        if a.ensure == Some(true) {
-            if a.name.is_none() {
-                return Ok(reply::error("BAD_REQUEST", "ensure needs a name"));
-            }
-            match client.list(ListRequest::default()).await {
-                Ok(list) => {
-                    let same = list.into_iter().find(|p| {
-                        !p.state.is_finished() && p.name == a.name && p.command == a.command
-                    });
-                    if let Some(p) = same {
-                        let mut reply = ProcessReply::from_info(&p);
-                        reply.existing = Some(true);
-                        reply.hint = Some(running_hint(p.id, reply.next));
-                        return Ok(reply.into_result());
-                    }
-                }
-                Err(e) => return Ok(remote(e)),
-            }
-        }
         let req = SpawnRequest {
             command: a.command,
             cwd: a.cwd.map(Into::into),
@@ -276,8 +257,19 @@ impl CubaExec {
             timeout_ms: a.timeout_ms,
             name: a.name,
         };
-        match client.spawn(req).await {
-            Ok(info) => {
+        let started = if a.ensure == Some(true) {
+            client.ensure(req).await
+        } else {
+            client.spawn(req).await.map(|p| (p, false))
+        };
+        match started {
+            Ok((info, true)) => {
+                let mut reply = ProcessReply::from_info(&info);
+                reply.existing = Some(true);
+                reply.hint = Some(running_hint(info.id, reply.next));
+                Ok(reply.into_result())
+            }
+            Ok((info, false)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 if !info.state.is_finished() {
                     reply.hint = Some(format!(

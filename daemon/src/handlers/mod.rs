@@ -39,6 +39,10 @@ impl Responder {
 pub async fn dispatch(d: Arc<Daemon>, client: Arc<ClientInfo>, request: Request, out: Responder) {
     let result = match request {
         Request::Spawn(r) => crate::spawn::spawn(&d, &client, r).map(Response::Process),
+        Request::Ensure(r) => crate::spawn::start_or_find(&d, &client, r, true).map(|r| match r {
+            crate::spawn::Reserved::New(p) => Response::Process(p),
+            crate::spawn::Reserved::Existing(p) => Response::Existing(p),
+        }),
         Request::Info(r) => d.get(r.id).map(|p| Response::Process(p.info())),
         Request::Read(r) => io::read(&d, r),
         Request::Stdin(r) => io::stdin(&d, r),

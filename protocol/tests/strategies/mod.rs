@@ -198,6 +198,7 @@ pub fn request() -> impl Strategy<Value = Request> {
         Just(Request::Prune),
         Just(Request::DaemonStatus),
         any::<bool>().prop_map(|force| Request::Shutdown(ShutdownRequest { force })),
+        spawn_request().prop_map(Request::Ensure),
     ]
 }
 
@@ -310,6 +311,7 @@ pub fn response() -> impl Strategy<Value = Response> {
     prop_oneof![
         Just(Response::Ok),
         process_info().prop_map(Response::Process),
+        process_info().prop_map(Response::Existing),
         output_read().prop_map(Response::Output),
         (wait_reason(), process_info(), output_read()).prop_map(|(reason, process, output)| {
             Response::Waited(WaitResult {
