@@ -130,11 +130,13 @@ fn list_request() -> impl Strategy<Value = ListRequest> {
     (opt(proc_state()), opt(text())).prop_map(|(state, owner)| ListRequest { state, owner })
 }
 
-pub fn request() -> impl Strategy<Value = Request> {
+/// Every `Request` variant. Boxed: the unboxed union of all arms is deep enough to overflow a
+/// test thread's stack.
+pub fn request() -> BoxedStrategy<Request> {
     let id = any::<u64>;
     let since = || opt(any::<u64>());
     prop_oneof![
-        spawn_request().prop_map(Request::Spawn),
+        spawn_request().prop_map(Request::Spawn).boxed(),
         id().prop_map(|id| Request::Info(IdRequest { id })),
         (id(), since(), any::<u32>(), stream_filter()).prop_map(
             |(id, since, max_bytes, stream)| {
@@ -198,8 +200,9 @@ pub fn request() -> impl Strategy<Value = Request> {
         Just(Request::Prune),
         Just(Request::DaemonStatus),
         any::<bool>().prop_map(|force| Request::Shutdown(ShutdownRequest { force })),
-        spawn_request().prop_map(Request::Ensure),
+        spawn_request().prop_map(Request::Ensure).boxed(),
     ]
+    .boxed()
 }
 
 fn process_info() -> impl Strategy<Value = ProcessInfo> {
@@ -307,7 +310,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
 }
 
 /// Every `Response` variant.
-pub fn response() -> impl Strategy<Value = Response> {
+pub fn response() -> BoxedStrategy<Response> {
     prop_oneof![
         Just(Response::Ok),
         process_info().prop_map(Response::Process),
@@ -327,6 +330,7 @@ pub fn response() -> impl Strategy<Value = Response> {
         (error_kind(), text())
             .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
     ]
+    .boxed()
 }
 
 pub fn request_frame() -> impl Strategy<Value = RequestFrame> {
