@@ -64,11 +64,16 @@ fn remote(e: ClientError) -> CallToolResult {
     reply::error(code, &format!("{message}.{hint}"))
 }
 
+/// Agent runs have no terminal: pagers must not wait for a key, and programs should not draw.
+const NO_TERMINAL: [(&str, &str); 3] = [("PAGER", "cat"), ("GIT_PAGER", "cat"), ("TERM", "dumb")];
+
+/// The call's `env`, over the no-terminal defaults (which the call may override).
 fn env_pairs(env: Option<std::collections::BTreeMap<String, String>>) -> cuba_protocol::Env {
-    env.unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect()
+    let mut env = env.unwrap_or_default();
+    for (k, v) in NO_TERMINAL {
+        env.entry(k.to_string()).or_insert_with(|| v.to_string());
+    }
+    env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
 }
 
 fn running_hint(id: u64, next: u64) -> String {
