@@ -8,6 +8,7 @@
 //! KILL), and the pipes drained until they close.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ const READ_BUF_MIN: usize = 8 * 1024;
 const READ_BUF_MAX: usize = 1024 * 1024;
 /// After the exit, how long to wait for pipes held by processes outside our reach.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
+/// Most bytes read per stream at the exit: more than a pipe holds, so all the exited process
+/// wrote, while a grandchild writing without pause cannot keep the loop going.
+const DRAIN_LIMIT: usize = 4 * READ_BUF_MAX;
 
 pub struct ChildIo {
     pub stdout: pipe::Receiver,
@@ -40,6 +44,23 @@ async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Res
     match pipe {
         Some(p) => p.read(buf).await,
         None => std::future::pending().await,
+    }
+}
+
+/// A read on the pipe's fd, now. Not `try_read`: that returns `WouldBlock` without reading until
+/// the runtime has seen the pipe become readable, which for a process that lived a millisecond
+/// may not have happened yet when its exit arrives.
+fn read_now(p: &pipe::Receiver, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: read(2) into `buf`, whose length bounds it, on an fd that `p` keeps open.
+        let n = unsafe { libc::read(p.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -149,16 +170,18 @@ impl Supervisor {
     /// Reads what is already in the pipes without waiting (the exited process wrote it all).
     fn drain_now(&mut self, buf: &mut [u8]) {
         for stream in [Stream::Stdout, Stream::Stderr] {
-            loop {
+            let mut budget = DRAIN_LIMIT;
+            while budget > 0 {
                 let pipe = match stream {
-                    Stream::Stdout => &mut self.stdout,
-                    Stream::Stderr => &mut self.stderr,
+                    Stream::Stdout => &self.stdout,
+                    Stream::Stderr => &self.stderr,
                 };
-                let Some(p) = pipe.as_mut() else { break };
-                match p.try_read(buf) {
+                let Some(p) = pipe.as_ref() else { break };
+                match read_now(p, buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     r => {
                         let done = !matches!(r, Ok(n) if n > 0);
+                        budget = budget.saturating_sub(*r.as_ref().unwrap_or(&0));
                         self.took(stream, &r, buf);
                         if done {
                             break;
