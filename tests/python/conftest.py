@@ -1,0 +1,170 @@
+"""Fixtures for the Python MCP tests of the real `cuba-exec` binary.
+
+Each test gets a `World`: a short temp dir under /tmp holding the socket (`s`) and state dir
+(`state`) of a private `cubad`, which the shim auto-starts from its environment. The fixture's
+finalizer SIGKILLs that daemon (pid in `s.lock`) and every process carrying the state dir's
+`CUBA_EXEC_PROCESS=<instance>.` marker, then removes the dir.
+
+Every test runs once per protocol generation (`mode`): the legacy initialize handshake and
+2026-07-28 (per-request metadata, no handshake).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import Implementation
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+REPO = Path(__file__).resolve().parents[2]
+MODES = ["legacy", "2026-07-28"]
+# Seconds one tool call may take before the test fails.
+CALL_TIMEOUT = 30.0
+
+
+def bin_dir() -> Path:
+    return Path(os.environ.get("CUBA_EXEC_BIN_DIR") or REPO / "target" / "debug")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat[stat.rfind(")") + 1 :].split()[0]
+    return state not in ("Z", "X")
+
+
+def _kill9(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class World:
+    """One test's temp dir, environment and clean-up."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.dir = Path(tempfile.mkdtemp(prefix="cm", dir="/tmp"))
+        self.socket = self.dir / "s"
+        self.state = self.dir / "state"
+        daemon = bin_dir() / "cubad"
+        shim = bin_dir() / "cuba-exec"
+        for exe in (daemon, shim):
+            assert exe.is_file(), f"{exe} not found: run `cargo build --workspace --bins` first"
+        self.shim = shim
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUBA_EXEC_")}
+        env.update(
+            CUBA_EXEC_SOCKET=str(self.socket),
+            CUBA_EXEC_STATE_DIR=str(self.state),
+            CUBA_EXEC_DAEMON=str(daemon),
+            CUBA_EXEC_SHUTDOWN_TIMEOUT="500ms",
+            CUBA_EXEC_LOG="warn",
+        )
+        self.env = env
+
+    @asynccontextmanager
+    async def client(self, name: str = "pytest-agent", **extra_env: str) -> AsyncIterator[Client]:
+        """A connected client of a new shim, named `name`; checks the negotiated version."""
+        params = StdioServerParameters(command=str(self.shim), env=self.env | extra_env)
+        client = Client(
+            params,
+            mode=self.mode,
+            client_info=Implementation(name=name, version="0.0.1"),
+            read_timeout_seconds=CALL_TIMEOUT,
+        )
+        async with client:
+            if self.mode == "legacy":
+                assert client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS, client.protocol_version
+            else:
+                assert client.protocol_version == self.mode
+            yield client
+
+    def instance(self) -> str | None:
+        try:
+            return (self.state / "instance").read_text().strip() or None
+        except OSError:
+            return None
+
+    def marked(self, pid_id: int | None = None) -> list[int]:
+        """Live processes started by this world's daemon (of process `pid_id` only, if given)."""
+        instance = self.instance()
+        if instance is None:
+            return []
+        prefix = f"CUBA_EXEC_PROCESS={instance}.".encode()
+        exact = prefix + str(pid_id).encode() if pid_id is not None else None
+        found = []
+        for pid in _pids():
+            env = _environ(pid)
+            if any(kv == exact if exact else kv.startswith(prefix) for kv in env) and _pid_alive(pid):
+                found.append(pid)
+        return found
+
+    def daemons(self) -> list[int]:
+        """Live `cubad` processes serving this world's socket."""
+        sock = str(self.socket)
+        return [p for p in _pids() if "cubad" in (c := _cmdline(p)) and sock in c and _pid_alive(p)]
+
+    def daemon_pid(self) -> int | None:
+        try:
+            return int((self.dir / "s.lock").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def cleanup(self) -> None:
+        daemons = self.daemons()
+        pid = self.daemon_pid()
+        if pid is not None and pid in daemons:
+            _kill9(pid)
+        for p in daemons:
+            _kill9(p)
+        # Processes fork while they are killed: repeat until a scan finds none.
+        for _ in range(100):
+            left = self.marked()
+            if not left:
+                break
+            for p in left:
+                _kill9(p)
+            time.sleep(0.005)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=MODES)
+def world(request: pytest.FixtureRequest) -> World:
+    w = World(request.param)
+    request.addfinalizer(w.cleanup)
+    return w

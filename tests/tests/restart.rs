@@ -1,0 +1,133 @@
+//! The daemon's own life: a SIGKILLed daemon's successor keeps finished records and their output
+//! and marks (and ends) what was running as lost; `cubactl daemon stop` refuses while processes
+//! run and `--force` stops them and removes the socket.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Output;
+use std::time::Duration;
+
+use cuba_protocol::{ListRequest, ProcState};
+use cuba_tests::procfs::cmdline;
+use cuba_tests::{
+    bin, bounded, number_after, pid_alive, read_all, spawn, text, wait_exit, wait_for, wait_match,
+    Step, TestDaemon, STEP,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_after_sigkill_keeps_records_and_ends_orphans() {
+    let mut d = TestDaemon::start().await;
+    let c = d.client().await;
+    let kept = spawn(&c, "echo kept").await;
+    wait_exit(&c, kept.id).await;
+    let running = spawn(&c, "sleep 301 & echo child=$!; sleep 300").await;
+    let child = number_after(&wait_match(&c, running.id, r"^child=\d+$").await, "child");
+    // The tree: the shell, its background child, and `sleep 300` (unless the shell exec'd it).
+    assert!(
+        wait_for(
+            || d.marked(running.id)
+                .iter()
+                .any(|p| cmdline(*p) == "sleep 300"),
+            STEP
+        )
+        .await,
+        "sleep 300 never started"
+    );
+    let mut tree = d.marked(running.id);
+    tree.push(running.pid as i32);
+    tree.sort_unstable();
+    tree.dedup();
+    assert!(tree.contains(&child), "{tree:?} lacks {child}");
+    assert!(tree.len() >= 2, "{tree:?}");
+
+    d.kill9();
+    // Nothing killed them: the daemon's death alone leaves them orphaned.
+    assert!(tree.iter().all(|p| pid_alive(*p)), "{tree:?}");
+    d.restart().await;
+    let c = d.client().await;
+
+    let list = c.list(ListRequest::default()).step().await.unwrap();
+    let old = list
+        .iter()
+        .find(|r| r.id == kept.id)
+        .expect("kept is listed");
+    assert_eq!((old.state, old.exit_code), (ProcState::Exited, Some(0)));
+    assert_eq!(old.command, "echo kept");
+    assert_eq!(text(&read_all(&c, kept.id).await), "kept\n");
+    let lost = list.iter().find(|r| r.id == running.id).expect("listed");
+    assert_eq!(lost.state, ProcState::Lost, "{lost:?}");
+    assert!(
+        lost.ended_at_ms.is_some() && lost.error.is_some(),
+        "{lost:?}"
+    );
+    assert_eq!(
+        text(&read_all(&c, running.id).await),
+        format!("child={child}\n")
+    );
+    assert!(
+        wait_for(
+            || tree.iter().all(|p| !pid_alive(*p)),
+            Duration::from_secs(10)
+        )
+        .await,
+        "survivors of the lost process: {:?}",
+        tree.iter().filter(|p| pid_alive(**p)).collect::<Vec<_>>()
+    );
+
+    let new = spawn(&c, "echo new").await;
+    assert!(
+        new.id > kept.id && new.id > running.id,
+        "id {} reused",
+        new.id
+    );
+    assert_eq!(text(&wait_exit(&c, new.id).await.output.bytes()), "new\n");
+
+    // A second restart still has all three, the lost one unchanged.
+    d.restart().await;
+    let c = d.client().await;
+    let list = c.list(ListRequest::default()).step().await.unwrap();
+    let states: Vec<_> = list.iter().map(|r| (r.id, r.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (kept.id, ProcState::Exited),
+            (running.id, ProcState::Lost),
+            (new.id, ProcState::Exited)
+        ]
+    );
+}
+
+async fn cubactl(d: &TestDaemon, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(bin("cubactl"));
+    cmd.args(args)
+        .env("CUBA_EXEC_SOCKET", d.socket())
+        .env("CUBA_EXEC_STATE_DIR", d.state_dir())
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    bounded("cubactl", STEP, cmd.output()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_stop_refuses_while_running_and_force_stops_all() {
+    let mut d = TestDaemon::start().await;
+    let c = d.client().await;
+    let p = spawn(&c, "sleep 100").await;
+
+    let out = cubactl(&d, &["daemon", "stop"]).await;
+    assert!(
+        !out.status.success(),
+        "stop with a running process: {out:?}"
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("running"), "{err}");
+    assert!(pid_alive(p.pid as i32));
+    assert_eq!(c.info(p.id).step().await.unwrap().state, ProcState::Running);
+
+    let out = cubactl(&d, &["daemon", "stop", "--force"]).await;
+    assert!(out.status.success(), "forced stop: {out:?}");
+    let status = d.wait_daemon_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "cubad exited with {status}");
+    assert!(!pid_alive(p.pid as i32), "the sleep outlived the daemon");
+    assert!(!d.socket().exists(), "the socket file was left behind");
+    assert!(d.log().contains("shutting down"), "{}", d.log());
+}
