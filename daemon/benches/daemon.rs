@@ -1,1 +1,410 @@
-fn main() {}
+//! Measures a real `cubad` over its socket: spawn+wait latency of `true` vs. a direct `sh -c`,
+//! output drain throughput (1 GiB), and 1000 concurrent `sleep 60`s (start time, daemon RSS).
+//! Run with `cargo bench -p cuba-daemon --bench daemon`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cuba_protocol::client::{this_client, Client};
+use cuba_protocol::{
+    ClientKind, ErrorKind, ListRequest, ProcState, ProcessInfo, Signal, SignalRequest,
+    SpawnRequest, StreamFilter, WaitReason, WaitRequest,
+};
+use tokio::task::JoinSet;
+
+const LAT_N: usize = 300;
+const LAT_WARMUP: usize = 20;
+const GIB: u64 = 1 << 30;
+const DRAIN_RUNS: usize = 3;
+const SLEEPERS: usize = 1000;
+const CONNS: usize = 8;
+
+/// A foreground `cubad` in a temp dir. Dropping it kills the daemon and everything it started.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(env: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("cxb")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let (socket, state) = (dir.path().join("s"), dir.path().join("state"));
+        let log = std::fs::File::create(dir.path().join("cubad.log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cubad"));
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&state)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; it makes the daemon die with this thread.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        Daemon {
+            child,
+            socket,
+            state,
+            _dir: dir,
+        }
+    }
+
+    /// Connects, retrying with a bounded backoff while the daemon starts up.
+    async fn connect(&mut self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let info = this_client(ClientKind::Other, "bench");
+            match Client::connect(&self.socket, info).await {
+                Ok(c) => return c,
+                Err(e) => {
+                    let exited = self.child.try_wait().unwrap();
+                    if exited.is_some() || Instant::now() > deadline {
+                        let log = self.socket.with_file_name("cubad.log");
+                        let log = std::fs::read_to_string(log).unwrap_or_default();
+                        panic!("cannot connect to cubad ({exited:?}): {e}\n{log}");
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    /// `VmRSS` and `VmHWM` of the daemon, in KiB.
+    fn rss_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    fn instance(&self) -> Option<String> {
+        let t = std::fs::read_to_string(self.state.join("instance")).ok()?;
+        Some(t.trim().to_string()).filter(|t| !t.is_empty())
+    }
+}
+
+/// Pids of live processes whose environment carries this daemon instance's marker.
+fn marked_pids(token: &str) -> Vec<i32> {
+    let needle = format!("CUBA_EXEC_PROCESS={token}.");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|var| var.starts_with(needle.as_bytes()))
+            })
+        })
+        .collect()
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let token = self.instance();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let Some(token) = token else { return };
+        for _ in 0..100 {
+            let pids = marked_pids(&token);
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("warning: processes of cubad instance {token} survived cleanup");
+    }
+}
+
+fn spawn_req(command: &str) -> SpawnRequest {
+    SpawnRequest {
+        command: command.to_string(),
+        cwd: None,
+        env: Vec::new(),
+        shell: None,
+        stdin: None,
+        close_stdin: true,
+        timeout_ms: None,
+        name: None,
+    }
+}
+
+/// Waits (long timeout, tiny output) until process `id` has exited and been drained.
+async fn wait_exit(c: &Client, id: u64) -> ProcessInfo {
+    loop {
+        let w = c
+            .wait(WaitRequest {
+                id,
+                since: None,
+                until: None,
+                quiet_ms: None,
+                timeout_ms: 600_000,
+                max_bytes: 1,
+                stream: StreamFilter::Both,
+            })
+            .await
+            .unwrap();
+        if w.reason == WaitReason::Exited {
+            return w.process;
+        }
+    }
+}
+
+/// Spawn then wait: (total, time to the Spawn reply, final record).
+async fn via_daemon(c: &Client, command: &str) -> (Duration, Duration, ProcessInfo) {
+    let t = Instant::now();
+    let p = c.spawn(spawn_req(command)).await.unwrap();
+    let spawned = t.elapsed();
+    let p = wait_exit(c, p.id).await;
+    (t.elapsed(), spawned, p)
+}
+
+fn direct(command: &str) -> Duration {
+    let t = Instant::now();
+    let status = Command::new("/bin/sh").args(["-c", command]).status();
+    let status = status.unwrap();
+    assert!(status.success(), "{command}: {status}");
+    t.elapsed()
+}
+
+/// Median, p90 and mean.
+fn stats(mut v: Vec<Duration>) -> [Duration; 3] {
+    v.sort();
+    let mean = v.iter().sum::<Duration>() / v.len() as u32;
+    [v[v.len() / 2], v[v.len() * 9 / 10], mean]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    ["MISS", "PASS"][usize::from(ok)]
+}
+
+fn gbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e9
+}
+
+async fn latency(c: &Client) {
+    let (mut daemon, mut spawned, mut waited, mut sh, mut rtt) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..LAT_WARMUP + LAT_N {
+        // Alternate which goes first, so neither always runs on a just-warmed cache.
+        let first = i % 2 == 0;
+        let s0 = if first { None } else { Some(direct("true")) };
+        let (d, sp, _) = via_daemon(c, "true").await;
+        let s = s0.unwrap_or_else(|| direct("true"));
+        // A request that does nothing: the socket round trip alone.
+        let t = Instant::now();
+        c.status().await.unwrap();
+        if i >= LAT_WARMUP {
+            daemon.push(d);
+            spawned.push(sp);
+            waited.push(d - sp);
+            sh.push(s);
+            rtt.push(t.elapsed());
+        }
+    }
+    let (d, s) = (stats(daemon), stats(sh));
+    println!();
+    println!("1) spawn+wait `true`, N={LAT_N} each after {LAT_WARMUP} warm-ups, alternating");
+    println!("   {:<30}{:>12}{:>12}{:>12}", "", "median", "p90", "mean");
+    for (name, st) in [
+        ("via cubad socket", &d),
+        ("direct /bin/sh -c", &s),
+        ("  cubad: Spawn reply", &stats(spawned)),
+        ("  cubad: then Wait reply", &stats(waited)),
+        ("  cubad: DaemonStatus (RTT)", &stats(rtt)),
+    ] {
+        let [a, b, m] = st.map(ms);
+        println!("   {name:<30}{a:>12}{b:>12}{m:>12}");
+    }
+    let ratio = d[0].as_secs_f64() / s[0].as_secs_f64();
+    println!(
+        "   ratio of medians: {ratio:.2}x   (target <= 1.5x)  {}",
+        verdict(ratio <= 1.5)
+    );
+}
+
+async fn drain(c: &Client) {
+    let cmd = "head -c 1G /dev/zero";
+    let (mut daemon, mut null, mut pipe) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..DRAIN_RUNS {
+        let (t, _, p) = via_daemon(c, cmd).await;
+        assert_eq!(p.state, ProcState::Exited, "{p:?}");
+        assert_eq!(p.stdout_bytes, GIB, "{p:?}");
+        daemon.push(t);
+        null.push(direct(&format!("{cmd} > /dev/null")));
+        pipe.push(direct(&format!("{cmd} | cat > /dev/null")));
+    }
+    println!();
+    println!("2) drain 1 GiB of stdout, {DRAIN_RUNS} runs each (median run; best)");
+    println!("   {:<36}{:>12}{:>10}{:>10}", "", "wall", "GB/s", "best");
+    for (name, v) in [
+        ("via cubad (spawn -> Wait reply)", daemon.clone()),
+        ("direct: head > /dev/null", null),
+        ("direct: head | cat > /dev/null", pipe),
+    ] {
+        let best = gbps(GIB, *v.iter().min().unwrap());
+        let med = stats(v)[0];
+        let (w, r) = (ms(med), gbps(GIB, med));
+        println!("   {name:<36}{w:>12}{r:>10.2}{best:>10.2}");
+    }
+    let rate = gbps(GIB, stats(daemon)[0]);
+    println!(
+        "   cubad: stdout_bytes = {GIB} checked; {rate:.2} GB/s (target >= 1 GB/s)  {}",
+        verdict(rate >= 1.0)
+    );
+}
+
+async fn list(c: &Client, state: Option<ProcState>) -> Vec<ProcessInfo> {
+    let req = ListRequest { state, owner: None };
+    c.list(req).await.unwrap()
+}
+
+async fn sleepers() {
+    let max = (2 * SLEEPERS).to_string();
+    let mut daemon = Daemon::start(&[("CUBA_EXEC_MAX_PROCS", &max)]);
+    let mut clients = Vec::new();
+    for _ in 0..CONNS {
+        clients.push(daemon.connect().await);
+    }
+    let (rss0, _) = daemon.rss_kib();
+    let t = Instant::now();
+    let mut set = JoinSet::new();
+    for i in 0..SLEEPERS {
+        // 125 per connection: under the daemon's limit of 256 requests in flight on one.
+        let c = clients[i % CONNS].clone();
+        set.spawn(async move { c.spawn(spawn_req("sleep 60")).await.unwrap() });
+    }
+    let mut ids = Vec::new();
+    while let Some(p) = set.join_next().await {
+        let p = p.unwrap();
+        assert_eq!(p.state, ProcState::Running, "{p:?}");
+        ids.push(p.id);
+    }
+    let started = t.elapsed();
+    assert_eq!(
+        list(&clients[0], Some(ProcState::Running)).await.len(),
+        SLEEPERS
+    );
+    let (rss1, hwm1) = daemon.rss_kib();
+
+    // Pipelined SIGKILLs, acknowledged at once (`wait: false`); a `sleep 60` may run out before
+    // its kill is served. Then until neither the table nor /proc shows any of them.
+    let t = Instant::now();
+    let mut kills = JoinSet::new();
+    for (i, id) in ids.iter().enumerate() {
+        let (c, id) = (clients[i % CONNS].clone(), *id);
+        kills.spawn(async move {
+            let req = SignalRequest {
+                id,
+                signal: Signal::Kill,
+                escalate: false,
+                grace_ms: None,
+                wait: false,
+            };
+            match c.signal(req).await {
+                Ok(_) => 0,
+                Err(e) if e.kind() == Some(ErrorKind::InvalidState) => 1,
+                Err(e) => panic!("{e}"),
+            }
+        });
+    }
+    let mut ended_first = 0;
+    while let Some(n) = kills.join_next().await {
+        ended_first += n.unwrap();
+    }
+    let acked = t.elapsed();
+    let token = daemon.instance().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut still = list(&clients[0], Some(ProcState::Running)).await.len();
+    while still > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        still = list(&clients[0], Some(ProcState::Running)).await.len();
+    }
+    let mut left = marked_pids(&token).len();
+    while left > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = marked_pids(&token).len();
+    }
+    let stopped = t.elapsed();
+    let all = list(&clients[0], None).await;
+    let killed = all.iter().filter(|p| p.state == ProcState::Killed).count();
+    let (rss2, hwm2) = daemon.rss_kib();
+    let mib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
+    let row = |name: &str, value: String| println!("   {name:<42}{value:>16}");
+    let target = format!("(target <= 64 MiB)  {}", verdict(rss1 <= 64 << 10));
+
+    println!();
+    println!(
+        "3) {SLEEPERS} concurrent `sleep 60` (CUBA_EXEC_MAX_PROCS={max}, {CONNS} connections)"
+    );
+    row("time to start all (pipelined spawns)", ms(started));
+    row("  per spawn, amortised", ms(started / SLEEPERS as u32));
+    row("cubad VmRSS before", mib(rss0));
+    row(&format!("cubad VmRSS with {SLEEPERS} running"), mib(rss1));
+    println!("{target:>61}");
+    row("cubad VmHWM (peak) then", mib(hwm1));
+    row("Signal KILL x1000: all answered", ms(acked));
+    row("  of which 'already ended'", ended_first.to_string());
+    row("Signal KILL x1000: all ended and gone", ms(stopped));
+    row(
+        "  final state Killed (not Exited)",
+        format!("{killed} of {}", all.len()),
+    );
+    row(
+        "cubad VmRSS after; VmHWM",
+        format!("{}; {}", mib(rss2), mib(hwm2)),
+    );
+    println!("   left running: table {still}, marked processes in /proc {left}");
+    assert_eq!((still, left), (0, 0));
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load = load.split(' ').take(3).collect::<Vec<_>>().join(" ");
+        {
+            let mut daemon = Daemon::start(&[]);
+            let c = daemon.connect().await;
+            let version = &c.welcome().daemon_version;
+            println!("cuba-exec daemon bench: cubad {version}, {cpus} CPUs, loadavg {load}");
+            latency(&c).await;
+            drain(&c).await;
+        }
+        sleepers().await;
+    });
+}
