@@ -1,200 +1,153 @@
 //! `cubactl`: the human side of the shared process table.
 
+/// `println!` that returns the write's result instead of panicking (a closed pipe is not a
+/// crash: `cubactl ps --json | head -1`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+mod cmd;
+mod ctx;
+mod daemon_proc;
+mod describe;
+mod exit;
+mod forward;
+mod output;
+mod procfs;
+mod proctable;
+mod spawn_args;
+mod style;
+mod table;
+mod target;
+mod term;
+mod units;
+mod usage;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use cuba_protocol::client::{this_client, Client};
-use cuba_protocol::{
-    paths, ClientKind, ListRequest, ProcessInfo, ShutdownRequest, Signal, SignalRequest,
-    SpawnRequest,
-};
 
-/// Watch and steer the processes that agents and people run through cuba-exec.
+use crate::ctx::Ctx;
+use crate::style::ColorChoice;
+
+const EXAMPLES: &str = "\
+Examples:
+  cubactl start --name web -- python3 -m http.server 8000   start in the background, print its id
+  cubactl ps                        every process: agents' and people's alike
+  cubactl tail -f 3                 follow process 3 until it ends
+  cubactl attach 3                  answer its prompt (Ctrl-] detaches, it keeps running)
+  cubactl run -- make test          run in the foreground; exits with make's code
+  cubactl kill 3                    TERM to its whole tree, KILL after the grace period
+  cubactl kill --owner claude-code  stop everything one agent started
+
+Processes are named by the small integer id `ps` shows in its first column. The daemon
+(cubad) starts on first use; `cubactl daemon status` shows it.
+
+Exit status: 0 ok, 1 the operation failed, 2 bad usage; `run` exits with its command's code
+(128 + N when killed by signal N).";
+
+/// Watch and steer the processes that AI agents and people run through cuba-exec.
+///
+/// Every command an agent runs through cuba-exec, and every command started here, is in one
+/// table kept by the cubad daemon: list it, follow output, answer prompts, stop trees.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "cubactl", version, after_help = EXAMPLES)]
 struct Cli {
+    /// The daemon's socket.
+    #[arg(
+        long,
+        global = true,
+        env = "CUBA_EXEC_SOCKET",
+        value_name = "PATH",
+        hide_env_values = true,
+        help_heading = "Global options"
+    )]
+    socket: Option<PathBuf>,
+    /// When to colour output: auto means on a terminal and NO_COLOR unset.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = ColorChoice::Auto,
+        value_name = "WHEN",
+        help_heading = "Global options"
+    )]
+    color: ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List every process in the shared table.
-    Ps {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    /// List processes: id, name, owner, state, exit, age, CPU, memory, ports, command.
+    #[command(visible_alias = "ls")]
+    Ps(cmd::ps::Args),
+    /// Everything known about one process.
+    Info(cmd::info::Args),
+    /// Print the last lines of a process's output; -f follows it until it ends.
+    Tail(cmd::tail::Args),
+    /// Print a process's whole output (for a pager or a file).
+    Logs(cmd::logs::Args),
+    /// Run a command through the daemon in the foreground: output streams here, Ctrl-C
+    /// reaches it, and cubactl exits with its exit code.
+    Run(cmd::run::Args),
     /// Start a command in the background and print its id.
-    Start {
-        /// A label shown in the table.
-        #[arg(long)]
-        name: Option<String>,
-        /// The command and its arguments (joined with spaces and run by /bin/sh).
-        #[arg(last = true, required = true)]
-        cmd: Vec<String>,
-    },
-    /// Stop processes (their whole tree): SIGTERM, then SIGKILL after the grace period.
-    Kill {
-        /// Signal to send instead (TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, CONT).
-        #[arg(short, long, default_value = "TERM")]
-        signal: Signal,
-        #[arg(required = true)]
-        ids: Vec<u64>,
-    },
-    /// The daemon itself.
-    Daemon {
-        #[command(subcommand)]
-        action: DaemonAction,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum DaemonAction {
-    /// Version, pid, socket and process counts.
-    Status,
-    /// Stop the daemon.
-    Stop {
-        /// Also stop running processes (gracefully) instead of refusing.
-        #[arg(long)]
-        force: bool,
-    },
+    Start(cmd::start::Args),
+    /// Stop processes and their whole trees, gracefully: TERM, then KILL after the grace
+    /// period.
+    Kill(cmd::kill::Args),
+    /// Write a line to a process's stdin.
+    Send(cmd::send::Args),
+    /// Wait until a process ends, or its output matches a pattern.
+    Wait(cmd::wait::Args),
+    /// Show a process's output live and type into its stdin (answer a prompt yourself).
+    Attach(cmd::attach::Args),
+    /// Remove the records of finished processes (and their output).
+    Prune(cmd::prune::Args),
+    /// The cubad daemon: status, start, stop, restart.
+    Daemon(cmd::daemon::Args),
+    /// Print a shell completion script: `cubactl completions bash > ~/.local/share/bash-completion/completions/cubactl`.
+    Completions(cmd::completions::Args),
+    /// Print the manual page (roff): `cubactl man | man -l -`.
+    Man(cmd::man::Args),
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("cubactl: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn connect(autostart: bool) -> Result<Client> {
-    let socket = paths::socket_path();
-    let me = this_client(ClientKind::Cli, "cubactl");
-    let client = if autostart {
-        Client::connect_or_start(&socket, me).await?
-    } else {
-        Client::connect(&socket, me).await?
+    let ctx = Ctx::new(cli.socket, cli.color);
+    let result = match cli.command {
+        Command::Ps(a) => cmd::ps::run(&ctx, a).await,
+        Command::Info(a) => cmd::info::run(&ctx, a).await,
+        Command::Tail(a) => cmd::tail::run(&ctx, a).await,
+        Command::Logs(a) => cmd::logs::run(&ctx, a).await,
+        Command::Run(a) => cmd::run::run(&ctx, a).await,
+        Command::Start(a) => cmd::start::run(&ctx, a).await,
+        Command::Kill(a) => cmd::kill::run(&ctx, a).await,
+        Command::Send(a) => cmd::send::run(&ctx, a).await,
+        Command::Wait(a) => cmd::wait::run(&ctx, a).await,
+        Command::Attach(a) => cmd::attach::run(&ctx, a).await,
+        Command::Prune(a) => cmd::prune::run(&ctx, a).await,
+        Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
+        Command::Completions(a) => cmd::completions::run(a),
+        Command::Man(a) => cmd::man::run(a),
     };
-    Ok(client)
+    result.unwrap_or_else(|e| exit::report(&e))
 }
 
-async fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
-        Command::Ps { json } => {
-            let client = connect(true).await?;
-            let list = client.list(ListRequest::default()).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            } else {
-                print_table(&list);
-            }
-        }
-        Command::Start { name, cmd } => {
-            let client = connect(true).await?;
-            let info = client
-                .spawn(SpawnRequest {
-                    command: cmd.join(" "),
-                    cwd: None,
-                    env: Vec::new(),
-                    shell: None,
-                    stdin: None,
-                    close_stdin: false,
-                    timeout_ms: None,
-                    name,
-                })
-                .await?;
-            if let Some(err) = &info.error {
-                eprintln!("cubactl: process {} failed to start: {err}", info.id);
-                return Ok(ExitCode::FAILURE);
-            }
-            println!("{}", info.id);
-        }
-        Command::Kill { signal, ids } => {
-            let client = connect(true).await?;
-            let mut failed = false;
-            for id in ids {
-                let req = SignalRequest {
-                    id,
-                    signal,
-                    escalate: signal == Signal::Term,
-                    grace_ms: None,
-                    wait: true,
-                };
-                match client.signal(req).await {
-                    Ok(info) => println!("{id}: {}", describe(&info)),
-                    Err(e) => {
-                        eprintln!("cubactl: {id}: {e}");
-                        failed = true;
-                    }
-                }
-            }
-            if failed {
-                return Ok(ExitCode::FAILURE);
-            }
-        }
-        Command::Daemon { action } => match action {
-            DaemonAction::Status => {
-                let client = connect(false).await.context("cubad is not running")?;
-                let s = client.status().await?;
-                println!(
-                    "cubad {} (protocol {}) pid {}\nsocket {}\nstate  {}\n{} running of {} \
-                     records, {} client(s)",
-                    s.daemon_version,
-                    s.protocol_version,
-                    s.pid,
-                    s.socket,
-                    s.state_dir,
-                    s.running,
-                    s.total,
-                    s.clients
-                );
-            }
-            DaemonAction::Stop { force } => {
-                let client = connect(false).await.context("cubad is not running")?;
-                client
-                    .call(cuba_protocol::Request::Shutdown(ShutdownRequest { force }))
-                    .await?;
-                println!("cubad stopping");
-            }
-        },
-    }
-    Ok(ExitCode::SUCCESS)
+/// The clap definition, for completions and the man page.
+pub fn cli_command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
-fn describe(info: &ProcessInfo) -> String {
-    match (info.exit_code, info.signal) {
-        (_, Some(sig)) => format!("{} ({sig})", info.state),
-        (Some(code), None) => format!("{} (code {code})", info.state),
-        _ => info.state.to_string(),
-    }
-}
-
-fn print_table(list: &[ProcessInfo]) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    println!(
-        "{:>4} {:>7} {:<12} {:<16} {:<16} {:>8}  COMMAND",
-        "ID", "PID", "NAME", "OWNER", "STATE", "TIME"
-    );
-    for p in list {
-        let command: String = p.command.replace('\n', " ").chars().take(60).collect();
-        println!(
-            "{:>4} {:>7} {:<12} {:<16} {:<16} {:>7.1}s  {command}",
-            p.id,
-            p.pid,
-            p.name.as_deref().unwrap_or("-"),
-            format!("{}:{}", p.owner.name, p.owner.pid),
-            describe(p),
-            p.elapsed_ms(now) as f64 / 1000.0,
-        );
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_valid() {
+        super::cli_command().debug_assert();
     }
 }

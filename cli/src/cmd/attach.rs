@@ -1,0 +1,101 @@
+//! `attach ID`: show a process's output live and send what is typed here to its stdin, so a
+//! person can answer a prompt the agent must not see. Ctrl-] detaches; the process runs on.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use cuba_protocol::{FollowRequest, Request, StreamFilter};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::ctx::Ctx;
+use crate::describe;
+use crate::exit;
+use crate::forward;
+use crate::output::{self, Mode, Sink};
+use crate::style::Paint;
+use crate::target::Target;
+use crate::term::LineMode;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+On a terminal: type a line and press Enter to send it (the line is edited locally, as in a \
+shell). Ctrl-] detaches at once, and so does Ctrl-C; the process keeps running either way. \
+Ctrl-D (or the end of piped input) detaches too, and with --eof closes the process's stdin \
+first. Attaching ends by itself when the process ends.")]
+pub struct Args {
+    /// The process: its id (first column of `cubactl ps`) or its name.
+    #[arg(value_name = "ID|NAME")]
+    process: Target,
+    /// Lines of earlier output to show first (so the prompt is visible).
+    #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
+    lines: usize,
+    /// Do not echo what is typed (for passwords).
+    #[arg(long)]
+    no_echo: bool,
+    /// At the end of input (Ctrl-D, or the end of piped input), close the process's stdin
+    /// (it reads EOF) instead of only detaching.
+    #[arg(long)]
+    eof: bool,
+}
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let client = ctx.connect().await?;
+    let id = args.process.resolve(&client).await?;
+    let info = client.info(id).await?;
+    let mut sink = Sink::new(Mode::Raw, false);
+    if info.state.is_finished() {
+        let (chunks, _) = output::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
+        sink.chunks(&chunks)?;
+        sink.finish_line()?;
+        eprintln!("cubactl: cannot attach: {}", describe::sentence(&info));
+        return Ok(exit::failed());
+    }
+    let tty = std::io::stdin().is_terminal();
+    // Set up before anything is shown, so the prompt ends up last on the screen; restored
+    // when this function returns, however it returns.
+    let _mode = if tty {
+        let mode = LineMode::enter(!args.no_echo).context("cannot set up the terminal")?;
+        let note = format!("[attached to process {id}; Enter sends a line, Ctrl-] detaches]");
+        eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
+        Some(mode)
+    } else {
+        None
+    };
+    let (chunks, read) = output::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
+    sink.chunks(&chunks)?;
+    let mut frames = client
+        .subscribe(Request::Follow(FollowRequest {
+            id,
+            since: Some(read.next),
+            backlog: 0,
+            stream: StreamFilter::Both,
+        }))
+        .await?;
+    let mut input = forward::stdin(client.clone(), id, tty, args.eof);
+    loop {
+        tokio::select! {
+            frame = frames.next() => {
+                let Some(frame) = frame else {
+                    anyhow::bail!("cubad ended the stream early; `cubactl info {id}` shows the process")
+                };
+                if let Some(end) = sink.follow_frame(frame?)? {
+                    sink.finish_line()?;
+                    let line = format!("[{}]", describe::sentence(&end));
+                    eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            _ = int.recv() => break,
+            _ = &mut input => break,
+        }
+    }
+    sink.finish_line()?;
+    let note = format!(
+        "[detached; process {id} keeps running: `cubactl attach {id}` again, `cubactl kill {id}` \
+         stops it]"
+    );
+    eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
+    Ok(ExitCode::SUCCESS)
+}

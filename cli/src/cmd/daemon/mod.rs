@@ -1,0 +1,51 @@
+//! `daemon status|start|stop|restart`: the cubad supervisor itself.
+
+mod restart;
+mod start;
+mod status;
+mod stop;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::ctx::Ctx;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand, Debug)]
+enum Action {
+    /// Version, pid, uptime, socket, state dir, clients connected, processes. Does not start
+    /// the daemon; exits 1 when it is not running.
+    Status(status::Args),
+    /// Start the daemon (other commands start it on their own when needed).
+    Start,
+    /// Stop the daemon. Refuses while processes run, unless --force.
+    Stop(stop::Args),
+    /// Stop the daemon and start it again (for example after installing a new version, even
+    /// one that speaks another protocol version).
+    Restart(stop::Args),
+}
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    match args.action {
+        Action::Status(a) => status::run(ctx, a).await,
+        Action::Start => start::run(ctx).await,
+        Action::Stop(a) => stop::run(ctx, a).await,
+        Action::Restart(a) => restart::run(ctx, a).await,
+    }
+}
+
+/// True when a connect error means no daemon listens there.
+pub fn absent(e: &cuba_protocol::client::ClientError) -> bool {
+    matches!(
+        e,
+        cuba_protocol::client::ClientError::Connect { source, .. }
+            if matches!(source.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused)
+    )
+}

@@ -1,0 +1,122 @@
+//! `info ID`: one process's record, with its tree's pids, CPU, memory and ports.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::ctx::Ctx;
+use crate::describe;
+use crate::proctable;
+use crate::style::{self, Paint};
+use crate::table::sanitize;
+use crate::target::Target;
+use crate::units;
+use crate::usage;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The process: its id (first column of `cubactl ps`) or its name.
+    #[arg(value_name = "ID|NAME")]
+    process: Target,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    let client = ctx.connect().await?;
+    let id = args.process.resolve(&client).await?;
+    let p = client.info(id).await?;
+    let instance = client
+        .status()
+        .await
+        .ok()
+        .and_then(|s| usage::instance(&s.state_dir));
+    let measured = usage::measure(std::slice::from_ref(&p), instance.as_deref()).await;
+    let u = measured.get(&p.id);
+    if args.json {
+        let row = proctable::Row {
+            process: &p,
+            usage: u,
+        };
+        let text = serde_json::to_string_pretty(&row)? + "\n";
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = units::now_ms();
+    let dash = || "-".to_string();
+    let mut lines: Vec<(&str, String, Option<Paint>)> = vec![
+        ("id", p.id.to_string(), Some(Paint::Bold)),
+        ("name", p.name.clone().unwrap_or_else(dash), None),
+        ("command", p.command.clone(), None),
+        ("cwd", p.cwd.clone(), None),
+        (
+            "owner",
+            format!("{} ({:?}, pid {})", p.owner.name, p.owner.kind, p.owner.pid),
+            None,
+        ),
+        ("state", p.state.as_str().to_string(), style::of_state(&p)),
+        (
+            "pid",
+            if p.pid > 0 { p.pid.to_string() } else { dash() },
+            None,
+        ),
+        (
+            "started",
+            format!("{} ago", units::age(now.saturating_sub(p.started_at_ms))),
+            None,
+        ),
+        ("runtime", units::age(p.elapsed_ms(now)), None),
+    ];
+    if p.state.is_finished() {
+        lines.push(("ended", describe::outcome(&p), None));
+    }
+    if let Some(t) = p.timeout_ms {
+        lines.push(("timeout", units::age(t), None));
+    }
+    lines.push((
+        "output",
+        format!(
+            "{} stdout, {} stderr{}",
+            units::bytes(p.stdout_bytes),
+            units::bytes(p.stderr_bytes),
+            if p.dropped_bytes > 0 {
+                format!(", {} dropped", units::bytes(p.dropped_bytes))
+            } else {
+                String::new()
+            }
+        ),
+        None,
+    ));
+    if let Some(u) = u {
+        let pids: Vec<String> = u.pids.iter().map(i32::to_string).collect();
+        lines.push(("tree", pids.join(" "), None));
+        let cpu = u.cpu_percent.map_or_else(dash, |c| format!("{c:.1}%"));
+        lines.push(("cpu", cpu, None));
+        lines.push(("memory", units::bytes(u.rss_bytes), None));
+        let ports: Vec<String> = u.listening.iter().map(|a| a.to_string()).collect();
+        lines.push((
+            "listening",
+            if ports.is_empty() {
+                dash()
+            } else {
+                ports.join(" ")
+            },
+            None,
+        ));
+    }
+    if let Some(e) = &p.error {
+        lines.push(("error", e.clone(), Some(Paint::Red)));
+    }
+    let mut out = String::new();
+    for (key, value, paint) in lines {
+        let key = ctx.out.paint(Some(Paint::Dim), &format!("{key:<10}"));
+        out.push_str(&format!(
+            "{key} {}\n",
+            ctx.out.paint(paint, &sanitize(&value))
+        ));
+    }
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}

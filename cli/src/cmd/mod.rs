@@ -1,0 +1,16 @@
+//! One module per subcommand: its clap arguments and its `run`.
+
+pub mod attach;
+pub mod completions;
+pub mod daemon;
+pub mod info;
+pub mod kill;
+pub mod logs;
+pub mod man;
+pub mod prune;
+pub mod ps;
+pub mod run;
+pub mod send;
+pub mod start;
+pub mod tail;
+pub mod wait;

@@ -1,0 +1,119 @@
+//! `ps`: the shared table, with CPU, memory and ports measured from /proc; `-w` keeps it live.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use cuba_protocol::client::Client;
+use cuba_protocol::{ListRequest, ProcessInfo, Request, Response};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::ctx::Ctx;
+use crate::proctable;
+use crate::style::Paint;
+use crate::usage::{self, Sample};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Only processes still running (or waiting for input).
+    #[arg(long, short = 'r')]
+    running: bool,
+    /// Only processes started by this owner (an agent's name, or `cubactl`).
+    #[arg(long, short = 'o', value_name = "NAME")]
+    owner: Option<String>,
+    /// Keep watching: redraw on every change (and every 2 s for CPU and age); Ctrl-C quits.
+    #[arg(long, short = 'w')]
+    watch: bool,
+    /// Print JSON (with -w: one array per line, per change).
+    #[arg(long)]
+    json: bool,
+}
+
+const REFRESH: Duration = Duration::from_secs(2);
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    let client = ctx.connect().await?;
+    let instance = client
+        .status()
+        .await
+        .ok()
+        .and_then(|s| usage::instance(&s.state_dir));
+    let req = ListRequest {
+        state: None,
+        owner: args.owner.clone(),
+    };
+    if args.watch {
+        return watch(ctx, &client, &args, req, instance.as_deref()).await;
+    }
+    let list = filter(client.list(req).await?, &args);
+    let usage = usage::measure(&list, instance.as_deref()).await;
+    let text = if args.json {
+        serde_json::to_string_pretty(&proctable::json_rows(&list, &usage))? + "\n"
+    } else if list.is_empty() {
+        "no processes (`cubactl start -- COMMAND` starts one)\n".to_string()
+    } else {
+        proctable::render(ctx, &list, &usage)
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn filter(list: Vec<ProcessInfo>, args: &Args) -> Vec<ProcessInfo> {
+    list.into_iter()
+        .filter(|p| !args.running || !p.state.is_finished())
+        .collect()
+}
+
+async fn watch(
+    ctx: &Ctx,
+    client: &Client,
+    args: &Args,
+    req: ListRequest,
+    instance: Option<&str>,
+) -> Result<ExitCode> {
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut frames = client.subscribe(Request::WatchTable(req)).await?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut tick = tokio::time::interval(REFRESH);
+    let mut list: Vec<ProcessInfo> = Vec::new();
+    let mut before: Option<Sample> = None;
+    loop {
+        tokio::select! {
+            frame = frames.next() => match frame {
+                Some(Ok(Response::List(l))) => list = filter(l, args),
+                Some(Ok(other)) => anyhow::bail!("unexpected frame from cubad: {other:?}"),
+                Some(Err(e)) => return Err(e.into()),
+                None => return Ok(ExitCode::SUCCESS),
+            },
+            _ = tick.tick(), if tty => {}
+            _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
+        }
+        // CPU % needs a window of some length: clock ticks are coarse.
+        let since = before
+            .get_or_insert_with(|| usage::sample(&list, instance))
+            .age();
+        if since < usage::SAMPLE {
+            tokio::time::sleep(usage::SAMPLE - since).await;
+        }
+        let now = usage::sample(&list, instance);
+        let usage = now.usage(before.as_ref());
+        before = Some(now);
+        let mut text = if args.json {
+            serde_json::to_string(&proctable::json_rows(&list, &usage))? + "\n"
+        } else {
+            proctable::render(ctx, &list, &usage)
+        };
+        if tty && !args.json {
+            // Home, then clear: the table is redrawn in place.
+            let title = ctx.out.paint(
+                Some(Paint::Dim),
+                &format!("{} process(es) · every change · Ctrl-C quits", list.len()),
+            );
+            text = format!("\x1b[H\x1b[2J{title}\n{text}");
+        } else if !args.json {
+            text.push('\n');
+        }
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+    }
+}

@@ -1,0 +1,78 @@
+//! How a process's state reads in sentences and table cells.
+
+use cuba_protocol::{ProcState, ProcessInfo};
+
+use crate::units;
+
+/// The EXIT cell: the code, the signal that ended it, or `-` while running.
+pub fn exit_cell(p: &ProcessInfo) -> String {
+    match (p.exit_code, p.signal) {
+        (Some(code), _) => code.to_string(),
+        (None, Some(sig)) => sig.to_string(),
+        _ => "-".to_string(),
+    }
+}
+
+/// How it ended (or that it has not): `exited with code 3`, `killed by SIGTERM`, ….
+pub fn outcome(p: &ProcessInfo) -> String {
+    let how = match (p.exit_code, p.signal) {
+        (Some(code), _) => format!("code {code}"),
+        (None, Some(sig)) => sig.to_string(),
+        _ => String::new(),
+    };
+    match p.state {
+        ProcState::Running => "is running".to_string(),
+        ProcState::WaitingInput => "is waiting for input".to_string(),
+        ProcState::Exited => format!("exited with {how}"),
+        ProcState::Signaled => format!("died of {how}"),
+        ProcState::Killed if p.signal.is_some() => format!("was killed by {how}"),
+        ProcState::Killed => format!("was stopped on request and exited with {how}"),
+        ProcState::TimedOut => format!("timed out and was stopped ({how})"),
+        ProcState::FailedToStart => format!(
+            "failed to start: {}",
+            p.error.as_deref().unwrap_or("unknown reason")
+        ),
+        ProcState::Lost => format!(
+            "was lost: {}",
+            p.error
+                .as_deref()
+                .unwrap_or("the daemon that ran it is gone")
+        ),
+    }
+}
+
+/// `process 3 (web) exited with code 0 (ran 12s)`.
+pub fn sentence(p: &ProcessInfo) -> String {
+    sentence_with(p, &[])
+}
+
+/// [`sentence`] with more notes in the parentheses.
+pub fn sentence_with(p: &ProcessInfo, notes: &[String]) -> String {
+    let mut all = Vec::new();
+    if let Some(end) = p.ended_at_ms {
+        if p.state != ProcState::FailedToStart {
+            all.push(format!(
+                "ran {}",
+                units::age(end.saturating_sub(p.started_at_ms))
+            ));
+        }
+    }
+    all.extend(notes.iter().cloned());
+    let mut s = format!("process {}{} {}", p.id, label(p), outcome(p));
+    if !all.is_empty() {
+        s.push_str(&format!(" ({})", all.join("; ")));
+    }
+    s
+}
+
+/// ` (name)` when the process has one.
+pub fn label(p: &ProcessInfo) -> String {
+    p.name
+        .as_deref()
+        .map_or_else(String::new, |n| format!(" ({n})"))
+}
+
+/// The signal number that ended it, for `128 + n` exit codes.
+pub fn signal_number(p: &ProcessInfo) -> Option<i32> {
+    p.signal.map(|s| s.number())
+}

@@ -1,0 +1,76 @@
+//! The process table as people see it (`ps`) and as scripts read it (`--json`).
+
+use std::collections::HashMap;
+
+use cuba_protocol::ProcessInfo;
+use serde::Serialize;
+
+use crate::ctx::Ctx;
+use crate::describe;
+use crate::style::{self, Paint};
+use crate::table::{Cell, Column, Table};
+use crate::units;
+use crate::usage::{self, Usage};
+
+/// One JSON row: the daemon's record plus what cubactl measured from /proc.
+#[derive(Serialize)]
+pub struct Row<'a> {
+    #[serde(flatten)]
+    pub process: &'a ProcessInfo,
+    /// Only for running processes.
+    pub usage: Option<&'a Usage>,
+}
+
+pub fn json_rows<'a>(list: &'a [ProcessInfo], usage: &'a HashMap<u64, Usage>) -> Vec<Row<'a>> {
+    list.iter()
+        .map(|p| Row {
+            process: p,
+            usage: usage.get(&p.id),
+        })
+        .collect()
+}
+
+pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
+    let mut t = Table::new(vec![
+        Column::right("ID"),
+        Column::left("NAME").optional(4),
+        Column::left("OWNER").optional(5),
+        Column::left("STATE"),
+        Column::right("EXIT"),
+        Column::right("AGE").optional(3),
+        Column::right("CPU%").optional(1),
+        Column::right("RSS").optional(2),
+        Column::left("PORTS").optional(6),
+        Column::left("COMMAND").flex(),
+    ]);
+    let now = units::now_ms();
+    for p in list {
+        let u = usage.get(&p.id);
+        let dim = p.state.is_finished().then_some(Paint::Dim);
+        let exit_paint = match (p.exit_code, p.signal) {
+            (Some(0), None) => None,
+            (None, None) => dim,
+            _ => Some(Paint::Red),
+        };
+        t.push(vec![
+            Cell::painted(p.id.to_string(), Some(Paint::Bold)),
+            Cell::painted(p.name.as_deref().unwrap_or("-"), Some(Paint::Cyan)),
+            Cell::new(&p.owner.name),
+            Cell::painted(p.state.as_str(), style::of_state(p)),
+            Cell::painted(describe::exit_cell(p), exit_paint),
+            Cell::painted(units::age(p.elapsed_ms(now)), dim),
+            Cell::new(
+                u.and_then(|u| u.cpu_percent)
+                    .map_or("-".to_string(), |c| format!("{c:.1}")),
+            ),
+            Cell::new(u.map_or("-".to_string(), |u| units::bytes(u.rss_bytes))),
+            Cell::new(
+                u.map(|u| usage::ports_text(&u.listening))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "-".to_string()),
+            ),
+            Cell::painted(&p.command, dim),
+        ]);
+    }
+    t.render(ctx.out, ctx.width)
+}

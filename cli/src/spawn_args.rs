@@ -1,0 +1,105 @@
+//! Options shared by `run` and `start`, and how the command words become shell text.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use cuba_protocol::SpawnRequest;
+
+use crate::units;
+
+#[derive(Args, Debug)]
+pub struct SpawnArgs {
+    /// A label shown in `ps` (it need not be unique).
+    #[arg(long, short = 'N', value_name = "NAME")]
+    pub name: Option<String>,
+    /// Working directory [default: the current one].
+    #[arg(long, short = 'C', value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Stop the whole tree after this long (TERM, grace period, KILL); its state becomes
+    /// `timed_out`. Examples: 30s, 500ms, 10m, 1h.
+    #[arg(long, short = 't', value_name = "DURATION", value_parser = units::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Set an environment variable for the command (repeatable). The rest of the environment
+    /// is this shell's.
+    #[arg(long, short = 'e', value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(OsString, OsString)>,
+    /// Shell that runs the command as `SHELL -c TEXT` [default: /bin/sh].
+    #[arg(long, value_name = "PATH")]
+    pub shell: Option<String>,
+    /// The command. One word is shell text, run as is (`'make && ./app'`); several words are
+    /// quoted one by one, so `run -- grep "a b" file` works as it would typed in your shell.
+    /// Options for cubactl go before it.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}
+
+impl SpawnArgs {
+    pub fn request(&self, close_stdin: bool) -> SpawnRequest {
+        SpawnRequest {
+            command: shell_text(&self.command),
+            cwd: self.cwd.clone().map(PathBuf::into_os_string),
+            env: self.env.clone(),
+            shell: self.shell.clone(),
+            stdin: None,
+            close_stdin,
+            timeout_ms: self.timeout.map(|t| t.as_millis() as u64),
+            name: self.name.clone(),
+        }
+    }
+}
+
+fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.into(), v.into())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+/// One word as is; several words each quoted for `sh` where needed.
+pub fn shell_text(words: &[String]) -> String {
+    if let [one] = words {
+        return one.clone();
+    }
+    words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+fn quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_word_is_shell_text_several_are_quoted() {
+        assert_eq!(shell_text(&words(&["make && ./app"])), "make && ./app");
+        assert_eq!(
+            shell_text(&words(&["grep", "a b", "it's", "--x=1"])),
+            r"grep 'a b' 'it'\''s' --x=1"
+        );
+    }
+
+    #[test]
+    fn env_pairs_parse() {
+        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert!(parse_env("=x").is_err());
+        assert!(parse_env("novalue").is_err());
+    }
+}

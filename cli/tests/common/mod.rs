@@ -1,0 +1,307 @@
+//! Test harness: a private daemon per test (auto-started by cubactl on a temp socket), a guard
+//! that kills it and everything it ran, and bounded waits driven by events (pidfds, pipes).
+
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cuba_protocol::client::{Client, ClientError};
+use cuba_protocol::{ClientInfo, ClientKind};
+
+/// Upper bound for anything a test waits for.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+pub fn cubactl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cubactl"))
+}
+
+pub fn cubad_bin() -> PathBuf {
+    let path = cubactl_bin().with_file_name("cubad");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first (`cargo build --workspace --bins`, as scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// One test's daemon world. Dropping it kills the daemon and every process it started.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::Builder::new()
+            .prefix("cc")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let socket = dir.path().join("s");
+        let state = dir.path().join("state");
+        Env { dir, socket, state }
+    }
+
+    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("CUBA_EXEC_SOCKET", self.socket.clone().into()),
+            ("CUBA_EXEC_STATE_DIR", self.state.clone().into()),
+            ("CUBA_EXEC_DAEMON", cubad_bin().into()),
+            ("CUBA_EXEC_SHUTDOWN_TIMEOUT", "500ms".into()),
+        ]
+    }
+
+    /// `cubactl` for assert_cmd, bounded by [`LIMIT`].
+    pub fn cmd(&self) -> assert_cmd::Command {
+        let mut c = assert_cmd::Command::new(cubactl_bin());
+        c.envs(self.vars())
+            .env_remove("NO_COLOR")
+            .env_remove("COLUMNS");
+        c.timeout(LIMIT);
+        c
+    }
+
+    /// `cubactl` as a plain child process (for signals, pipes and terminals).
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(cubactl_bin());
+        c.envs(self.vars())
+            .env_remove("NO_COLOR")
+            .env_remove("COLUMNS");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Runs cubactl with `args`; panics unless it exits 0. Returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().expect("run cubactl");
+        assert!(
+            out.status.success(),
+            "cubactl {args:?} failed: {}",
+            show(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs cubactl with `args` and gives the whole output, whatever the exit code.
+    pub fn output(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run cubactl")
+    }
+
+    /// `cubactl start …` and the new id.
+    pub fn start(&self, args: &[&str]) -> u64 {
+        let mut all = vec!["start"];
+        all.extend_from_slice(args);
+        let out = self.ok(&all);
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("start printed {out:?}"))
+    }
+
+    /// `cubactl ps --json` as JSON.
+    pub fn ps(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.ok(&["ps", "--json"])).expect("ps --json is JSON")
+    }
+
+    pub fn row(&self, id: u64) -> serde_json::Value {
+        self.ps()
+            .into_iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("process {id} is not in ps --json"))
+    }
+
+    /// A second connection, acting as an agent through the MCP shim would.
+    pub async fn agent(&self) -> Result<Client, ClientError> {
+        let me = ClientInfo {
+            kind: ClientKind::Mcp,
+            name: "agent".into(),
+            pid: std::process::id(),
+            cwd: "/".into(),
+            env: std::env::vars_os().collect(),
+        };
+        Client::connect(&self.socket, me).await
+    }
+
+    fn daemon_pid(&self) -> Option<i32> {
+        let lock = cuba_protocol::paths::lock_path(&self.socket);
+        std::fs::read_to_string(lock).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            sigkill(pid);
+        }
+        let Ok(instance) = std::fs::read_to_string(self.state.join("instance")) else {
+            return;
+        };
+        let marker = format!("CUBA_EXEC_PROCESS={}.", instance.trim());
+        for pid in marked(&marker) {
+            sigkill(pid);
+        }
+    }
+}
+
+fn sigkill(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Pids whose environment holds `marker`.
+fn marked(marker: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|v| v.starts_with(marker.as_bytes()))
+            })
+        })
+        .collect()
+}
+
+pub fn show(out: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Waits until process `pid` has exited (it may still be an unreaped zombie), at most
+/// `limit`: a pidfd becomes readable at exit. True when it has.
+pub fn exited_within(pid: i32, limit: Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    // SAFETY: a new fd owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis() as i32) };
+        if n > 0 {
+            return true;
+        }
+        let interrupted =
+            n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if !interrupted || left.is_zero() {
+            return false;
+        }
+    }
+}
+
+/// True while `pid` is a living (non-zombie) process.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Waits for a child to exit, at most [`LIMIT`]; kills it and panics on timeout.
+pub fn wait_child(child: &mut Child) -> ExitStatus {
+    if !exited_within(child.id() as i32, LIMIT) {
+        let _ = child.kill();
+        panic!("cubactl (pid {}) did not exit within {LIMIT:?}", child.id());
+    }
+    child.wait().expect("wait for cubactl")
+}
+
+/// Collects what a pipe or terminal produces, on a thread, so a test can wait for a text.
+pub struct Collector {
+    rx: mpsc::Receiver<Vec<u8>>,
+    pub seen: Vec<u8>,
+    closed: bool,
+}
+
+impl Collector {
+    pub fn new(mut source: impl Read + Send + 'static) -> Collector {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // A terminal's master side reports EIO once the other side is closed: that is EOF.
+            while let Ok(n) = source.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Collector {
+            rx,
+            seen: Vec::new(),
+            closed: false,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen).into_owned()
+    }
+
+    /// Waits until the output so far contains `needle`; panics after [`LIMIT`].
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + LIMIT;
+        while !self.text().contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(data) => self.seen.extend(data),
+                Err(_) => panic!("never saw {needle:?}; got {:?}", self.text()),
+            }
+        }
+    }
+
+    /// Everything until the source closes (bounded by [`LIMIT`]).
+    pub fn finish(&mut self) -> String {
+        let deadline = Instant::now() + LIMIT;
+        while !self.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(data) => self.seen.extend(data),
+                Err(mpsc::RecvTimeoutError::Disconnected) => self.closed = true,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("output never ended; got {:?}", self.text())
+                }
+            }
+        }
+        self.text()
+    }
+}
+
+/// The matched line of `cubactl wait ID --until REGEX`.
+pub fn wait_line(env: &Env, id: u64, regex: &str) -> String {
+    env.ok(&[
+        "wait",
+        &id.to_string(),
+        "--until",
+        regex,
+        "--timeout",
+        "20s",
+    ])
+    .trim()
+    .to_string()
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}

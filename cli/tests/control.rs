@@ -1,0 +1,151 @@
+//! `kill`, `run` and `prune`: stopping trees, foreground runs with exit codes and Ctrl-C.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{alive, exited_within, wait_child, wait_line, Collector, Env, LIMIT};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+#[test]
+fn kill_stops_the_whole_tree() {
+    let env = Env::new();
+    let id = env.start(&["--name", "tree", "--", "sleep 300 & echo $!; wait"]);
+    let grandchild: i32 = wait_line(&env, id, r"^\d+$").parse().expect("pid");
+    assert!(alive(grandchild));
+
+    // By name: the running process called `tree`.
+    let out = env.ok(&["kill", "tree"]);
+    let says = format!("process {id} (tree) was killed by SIGTERM");
+    assert!(out.contains(&says), "{out}");
+    assert!(out.contains("2 processes in its tree"), "{out}");
+    assert!(
+        exited_within(grandchild, LIMIT),
+        "grandchild {grandchild} survived"
+    );
+    assert!(!alive(grandchild));
+    assert_eq!(env.row(id)["state"], "Killed");
+
+    // Already ended: says so and fails.
+    let again = env.output(&["kill", &id.to_string()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already ended"));
+}
+
+#[test]
+fn kill_all_and_by_owner() {
+    let env = Env::new();
+    let a = env.start(&["--", "sleep 300"]);
+    let b = env.start(&["--", "trap '' TERM; echo armed; sleep 300"]);
+    wait_line(&env, b, "armed");
+    let none = env.ok(&["kill", "--owner", "nobody"]);
+    assert!(none.is_empty());
+    let out = env.ok(&["kill", "--all", "--grace", "200ms"]);
+    assert!(
+        out.contains(&format!("process {a} was killed by SIGTERM")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("process {b} was killed by SIGKILL")),
+        "{out}"
+    );
+    assert!(out.contains("outlived the grace period"), "{out}");
+    let json = env.ok(&["kill", "--all", "--json"]);
+    assert!(json.is_empty() || json.trim() == "[]", "{json}");
+}
+
+#[test]
+fn run_exits_with_the_command_code() {
+    let env = Env::new();
+    let out = env.output(&["run", "--", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", common::show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+
+    let out = env.output(&["run", "--", "kill -KILL $$"]);
+    assert_eq!(out.status.code(), Some(137), "{}", common::show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SIGKILL"));
+
+    // Several words are quoted one by one; options and env reach the command.
+    let dir = env.dir.path();
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--cwd",
+            common::path_str(dir),
+            "-e",
+            "GREETING=hi there",
+        ])
+        .args(["--", "sh", "-c", "echo \"$GREETING\" from \"$(pwd)\""])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", common::show(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("hi there from {}\n", dir.display())
+    );
+
+    // Piped stdin reaches the command, and its end closes the command's stdin.
+    let out = env
+        .cmd()
+        .args(["run", "--", "tr a-z A-Z"])
+        .write_stdin("shout\n")
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "SHOUT\n");
+}
+
+#[test]
+fn run_forwards_ctrl_c_and_exits_130() {
+    let env = Env::new();
+    let mut child = env
+        .std_cmd()
+        .args(["run", "--name", "fg", "--", "echo ready; sleep 300"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run");
+    let mut out = Collector::new(child.stdout.take().expect("stdout"));
+    out.wait_for("ready\n");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
+    let status = wait_child(&mut child);
+    assert_eq!(status.code(), Some(130), "{status}");
+
+    let row = env
+        .ps()
+        .into_iter()
+        .find(|r| r["name"] == "fg")
+        .expect("the run is in the table");
+    assert_eq!(row["state"], "Killed", "{row}");
+    assert_eq!(row["signal"], "Int", "{row}");
+}
+
+#[test]
+fn run_timeout_and_prune() {
+    let env = Env::new();
+    let out = env.output(&["run", "--timeout", "300ms", "--", "sleep 300"]);
+    assert_eq!(out.status.code(), Some(143), "{}", common::show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timed out"));
+    assert_eq!(env.ok(&["prune"]), "removed 1 finished record(s)\n");
+    assert_eq!(env.ok(&["ps", "--json"]).trim(), "[]");
+}
+
+#[test]
+fn ctrl_c_reaches_a_command_that_floods_output() {
+    // The output loop must keep draining while the signal request is in flight: the reply
+    // shares the connection with the flood.
+    let env = Env::new();
+    let mut child = env
+        .std_cmd()
+        .args(["run", "--", "echo ready >&2; exec yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run");
+    let mut err = Collector::new(child.stderr.take().expect("stderr"));
+    err.wait_for("ready\n");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
+    let status = wait_child(&mut child);
+    assert_eq!(status.code(), Some(130), "{status}: {}", err.finish());
+}

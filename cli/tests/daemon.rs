@@ -1,0 +1,106 @@
+//! `daemon status|start|stop|restart`, including a restart over a daemon that speaks another
+//! protocol version.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{exited_within, path_str, Collector, Env, LIMIT};
+
+fn status_pid(env: &Env) -> u64 {
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["daemon", "status", "--json"])).expect("json");
+    assert_eq!(json["running"], true);
+    json["pid"].as_u64().expect("pid")
+}
+
+#[test]
+fn status_start_stop_restart() {
+    let env = Env::new();
+    let out = env.output(&["daemon", "status"]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not running"));
+    assert!(!env.socket.exists(), "status must not start the daemon");
+
+    assert!(env.ok(&["daemon", "start"]).contains("started cubad"));
+    assert!(env.ok(&["daemon", "start"]).contains("already running"));
+    let status = env.ok(&["daemon", "status"]);
+    for field in [
+        "version",
+        "pid",
+        "uptime",
+        "socket",
+        "state dir",
+        "clients",
+        "processes",
+    ] {
+        assert!(status.contains(field), "{field} missing: {status}");
+    }
+    assert!(status.contains(path_str(&env.socket)), "{status}");
+    let first = status_pid(&env);
+
+    let id = env.start(&["--", "sleep 300"]);
+    for action in ["stop", "restart"] {
+        let out = env.output(&["daemon", action]);
+        assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    }
+    let out = env.ok(&["daemon", "restart", "--force"]);
+    assert!(out.contains(&format!("then cubad (pid {first})")), "{out}");
+    assert!(exited_within(first as i32, LIMIT));
+    let second = status_pid(&env);
+    assert_ne!(first, second);
+    assert_ne!(env.row(id)["state"], "Running");
+
+    assert!(env.ok(&["daemon", "stop"]).contains("stopped cubad"));
+    assert!(exited_within(second as i32, LIMIT));
+    assert_eq!(env.output(&["daemon", "status"]).status.code(), Some(1));
+    assert!(env.ok(&["daemon", "stop"]).contains("not running"));
+}
+
+/// A stand-in for a daemon of another version: holds the lock with its pid and answers every
+/// handshake with protocol version 999.
+const OLD_DAEMON: &str = r#"
+import fcntl, os, socket, struct, sys
+path = sys.argv[1]
+lock = open(path + ".lock", "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+lock.write(str(os.getpid())); lock.flush()
+s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen()
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    body = b"CUBA" + struct.pack(">II", 999, os.getpid()) + b"\x00"
+    c.sendall(struct.pack(">I", len(body)) + body)
+    c.close()
+"#;
+
+#[test]
+fn restart_replaces_a_daemon_of_another_version() {
+    let env = Env::new();
+    let mut old = std::process::Command::new("python3")
+        .args(["-c", OLD_DAEMON, path_str(&env.socket)])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut ready = Collector::new(old.stdout.take().expect("stdout"));
+    ready.wait_for("ready");
+
+    let out = env.output(&["ps"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("protocol version 999") && err.contains("cubactl daemon restart"),
+        "{err}"
+    );
+
+    let out = env.ok(&["daemon", "restart"]);
+    assert!(
+        out.contains(&format!("stopped cubad (pid {})", old.id())),
+        "{out}"
+    );
+    assert!(out.contains("started cubad"), "{out}");
+    common::wait_child(&mut old);
+    status_pid(&env);
+}
