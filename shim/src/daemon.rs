@@ -12,6 +12,10 @@ use tokio::sync::Mutex;
 
 use crate::view::{View, SECRET_NAMES};
 
+/// Attempts after a lost connection before the error reaches the model; with the doubling
+/// pause that is about 2.5 s, long enough for a killed daemon to finish dying and another start.
+const RETRIES: u32 = 8;
+
 pub struct Daemon {
     socket: PathBuf,
     client: Mutex<Option<Client>>,
@@ -53,6 +57,39 @@ impl Daemon {
 
     pub fn view(&self) -> &View {
         &self.view
+    }
+
+    /// Runs `f` with the connection; if the connection turns out to be dead (the daemon was
+    /// restarted or killed since the last call), connects again (starting a daemon) and retries
+    /// once. Returns the connection used, for the calls that follow.
+    pub async fn with<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        f: F,
+    ) -> Result<(Client, T), ClientError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let result = match self.client(ctx).await {
+                Ok(client) => f(client.clone()).await.map(|value| (client, value)),
+                Err(e) => Err(e),
+            };
+            match result {
+                // The daemon went away under us (a restart, a crash; a dying daemon's socket can
+                // even accept a last connection and close it): forget the connection; the next
+                // attempt connects again, starting a daemon if none answers.
+                Err(ClientError::Closed | ClientError::Io(_)) if attempt < RETRIES => {
+                    attempt += 1;
+                    tracing::debug!(attempt, "connection to cubad lost; connecting again");
+                    self.client.lock().await.take();
+                    tokio::time::sleep(std::time::Duration::from_millis(10 << attempt)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The connection, made (and the daemon started) if needed.

@@ -24,6 +24,9 @@ pub struct Rendered {
     pub next: u64,
 }
 
+/// Read window when collecting one stream's bytes out of the combined stream.
+const WINDOW: u64 = 1024 * 1024;
+
 async fn read(
     client: &Client,
     id: u64,
@@ -35,10 +38,70 @@ async fn read(
         .read(ReadRequest {
             id,
             since: Some(since),
-            max_bytes: max as u32,
+            max_bytes: max.min(u64::from(u32::MAX)) as u32,
             stream,
         })
         .await
+}
+
+/// The bytes a reply covers: all of them, or a head and a tail with `skipped` bytes between.
+#[derive(Default)]
+struct Collected {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    /// Cursor where `tail` starts (where `head` starts is the `since` asked for).
+    tail_at: u64,
+    skipped: u64,
+    dropped: u64,
+    next: u64,
+}
+
+/// Everything from `since` to `end`, reading on until done (reads may stop short).
+async fn read_all(
+    client: &Client,
+    id: u64,
+    since: u64,
+    end: u64,
+    stream: StreamFilter,
+    max: u64,
+) -> Result<Collected, ClientError> {
+    let head_len = (max / 4) as usize;
+    let tail_len = (max as usize) - head_len;
+    let mut c = Collected {
+        next: since,
+        tail_at: since,
+        ..Collected::default()
+    };
+    let mut all: Vec<u8> = Vec::new();
+    let mut cut = false;
+    while c.next < end {
+        let r = read(client, id, c.next, (end - c.next).min(WINDOW), stream).await?;
+        if r.next <= c.next {
+            break;
+        }
+        c.dropped += r.dropped;
+        c.next = r.next;
+        all.extend(r.bytes());
+        if all.len() > head_len + tail_len {
+            // Keep the head once, then only the last `tail_len` bytes.
+            if !cut {
+                c.head = all[..head_len].to_vec();
+                all.drain(..head_len);
+                cut = true;
+            }
+            let excess = all.len() - tail_len;
+            all.drain(..excess);
+            c.skipped += excess as u64;
+        }
+    }
+    if cut {
+        // Exact for the combined stream; for one stream only the redaction context uses it.
+        c.tail_at = c.next.saturating_sub(all.len() as u64);
+        c.tail = all;
+    } else {
+        c.head = all;
+    }
+    Ok(c)
 }
 
 /// Output of `info`'s process from `since`, as the model sees it. `ready` is output the caller
@@ -54,51 +117,72 @@ pub async fn render(
 ) -> Result<Rendered, ClientError> {
     let total = info.total_bytes();
     let since = since.min(total);
-    if let Some(r) = ready.filter(|r| r.start == since && r.next >= total) {
-        return Ok(Rendered {
-            text: view.render(&r.bytes()),
-            truncated: 0,
+    let id = info.id;
+    let c = match ready.filter(|r| r.start == since && r.next >= total) {
+        Some(r) => Collected {
+            head: r.bytes(),
             dropped: r.dropped,
             next: r.next,
-        });
-    }
-    if total - since <= max {
-        // Reads may stop short (at the end of the daemon's memory head): continue until done.
-        let mut bytes = Vec::new();
-        let (mut cursor, mut dropped) = (since, 0);
-        while cursor < total {
-            let r = read(client, info.id, cursor, total - cursor, stream).await?;
-            if r.next <= cursor {
-                break;
+            tail_at: r.next,
+            ..Collected::default()
+        },
+        // The combined stream past `max`: its head and its tail, two reads.
+        None if stream == StreamFilter::Both && total - since > max => {
+            let head_len = max / 4;
+            let head = read(client, id, since, head_len, stream).await?;
+            let tail = read(client, id, total - (max - head_len), max - head_len, stream).await?;
+            Collected {
+                head: head.bytes(),
+                tail: tail.bytes(),
+                tail_at: tail.start,
+                skipped: tail.start.saturating_sub(head.next),
+                dropped: head.dropped,
+                next: tail.next,
             }
-            dropped += r.dropped;
-            bytes.extend(r.bytes());
-            cursor = r.next;
         }
-        return Ok(Rendered {
-            text: view.render(&bytes),
-            truncated: 0,
-            dropped,
-            next: cursor,
-        });
+        // All of it, or one stream's bytes picked out of the combined stream.
+        None => read_all(client, id, since, total, stream, max).await?,
+    };
+    // Holding back a possible secret's start moves the cursor back, which only the combined
+    // stream's cursors can express.
+    let more = !info.state.is_finished() && stream == StreamFilter::Both;
+    let truncated = !c.tail.is_empty() || c.skipped > 0;
+    let before = context(client, view, id, since, stream).await?;
+    let (mut text, held) = view.render_part(&before, &c.head, more && !truncated);
+    let mut next = c.next - held as u64;
+    if truncated {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[... {} bytes truncated ...]\n", c.skipped));
+        let before = context(client, view, id, c.tail_at, stream).await?;
+        let (tail, held) = view.render_part(&before, &c.tail, more);
+        text.push_str(&tail);
+        next = c.next - held as u64;
     }
-    let head_len = max / 4;
-    let tail_len = max - head_len;
-    let head = read(client, info.id, since, head_len, stream).await?;
-    let tail = read(client, info.id, total - tail_len, tail_len, stream).await?;
-    let truncated = tail.start.saturating_sub(head.next);
-    let mut text = view.render(&head.bytes());
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&format!("[... {truncated} bytes truncated ...]\n"));
-    text.push_str(&view.render(&tail.bytes()));
     Ok(Rendered {
         text,
-        truncated,
-        dropped: head.dropped,
-        next: tail.next,
+        truncated: c.skipped,
+        dropped: c.dropped,
+        next,
     })
+}
+
+/// The bytes just before `at` that a secret crossing `at` could start in (none without secrets).
+async fn context(
+    client: &Client,
+    view: &View,
+    id: u64,
+    at: u64,
+    stream: StreamFilter,
+) -> Result<Vec<u8>, ClientError> {
+    let len = view.context_len() as u64;
+    if len == 0 || at == 0 {
+        return Ok(Vec::new());
+    }
+    let from = at.saturating_sub(len);
+    let r = read(client, id, from, at - from, stream).await?;
+    Ok(r.bytes())
 }
 
 pub fn parse_state(s: &str) -> Result<ProcState, String> {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuba_protocol::client::ClientError;
+use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{
     ListRequest, ProcState, ProcessInfo, Signal, SignalRequest, SpawnRequest, StreamFilter,
     WaitReason, WaitRequest,
@@ -166,10 +166,6 @@ impl CubaExec {
                  without them",
             ));
         }
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
-        };
         let max = crate::output::max_output(a.max_output);
         let req = SpawnRequest {
             command: a.command,
@@ -181,8 +177,12 @@ impl CubaExec {
             timeout_ms: a.timeout_ms,
             name: a.name,
         };
-        let info = match client.spawn(req).await {
-            Ok(info) => info,
+        let spawn = |c: Client| {
+            let req = req.clone();
+            async move { c.spawn(req).await }
+        };
+        let (client, info) = match self.daemon.with(&ctx, spawn).await {
+            Ok(v) => v,
             Err(e) => return Ok(remote(e)),
         };
         if info.state.is_finished() {
@@ -248,10 +248,6 @@ impl CubaExec {
                 "tty is not supported by this cuba-exec yet; start the command without it",
             ));
         }
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
-        };
         let req = SpawnRequest {
             command: a.command,
             cwd: a.cwd.map(Into::into),
@@ -262,12 +258,18 @@ impl CubaExec {
             timeout_ms: a.timeout_ms,
             name: a.name,
         };
-        let started = if a.ensure == Some(true) {
-            client.ensure(req).await
-        } else {
-            client.spawn(req).await.map(|p| (p, false))
+        let ensure = a.ensure == Some(true);
+        let start = |c: Client| {
+            let req = req.clone();
+            async move {
+                if ensure {
+                    c.ensure(req).await
+                } else {
+                    c.spawn(req).await.map(|p| (p, false))
+                }
+            }
         };
-        match started {
+        match self.daemon.with(&ctx, start).await.map(|(_, v)| v) {
             Ok((info, true)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 reply.existing = Some(true);
@@ -301,12 +303,13 @@ impl CubaExec {
         Parameters(a): Parameters<StatusArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
-        };
-        let info = match client.info(a.id).await {
-            Ok(i) => i,
+        let id = a.id;
+        let (client, info) = match self
+            .daemon
+            .with(&ctx, |c| async move { c.info(id).await })
+            .await
+        {
+            Ok(v) => v,
             Err(e) => return Ok(remote(e)),
         };
         let max = crate::output::max_output(a.max_output);
@@ -332,8 +335,13 @@ impl CubaExec {
         Parameters(a): Parameters<WaitArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
+        let id = a.id;
+        let client = match self
+            .daemon
+            .with(&ctx, |c| async move { c.info(id).await })
+            .await
+        {
+            Ok((c, _)) => c,
             Err(e) => return Ok(remote(e)),
         };
         let max = crate::output::max_output(a.max_output);
@@ -369,7 +377,8 @@ impl CubaExec {
             WaitReason::Timeout => ("timeout", None),
         };
         reply.wait = Some(reason.to_string());
-        reply.matched = matched;
+        // The matched line is output too: the model sees it through the same view.
+        reply.matched = matched.map(|m| self.daemon.view().render(m.as_bytes()));
         Ok(reply.into_result())
     }
 
@@ -384,10 +393,6 @@ impl CubaExec {
         Parameters(a): Parameters<SendInputArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
-        };
         let text = a.text.unwrap_or_default();
         let eof = a.eof.unwrap_or(false);
         if text.is_empty() && !eof {
@@ -397,9 +402,15 @@ impl CubaExec {
             ));
         }
         let sent = text.len();
-        if let Err(e) = client.stdin(a.id, text.into_bytes(), eof).await {
-            return Ok(remote(e));
-        }
+        let id = a.id;
+        let write = |c: Client| {
+            let bytes = text.clone().into_bytes();
+            async move { c.stdin(id, bytes, eof).await }
+        };
+        let client = match self.daemon.with(&ctx, write).await {
+            Ok((c, ())) => c,
+            Err(e) => return Ok(remote(e)),
+        };
         match client.info(a.id).await {
             Ok(info) => {
                 let mut reply = ProcessReply::from_info(&info);
@@ -431,10 +442,6 @@ impl CubaExec {
             Ok(s) => s,
             Err(e) => return Ok(reply::error("BAD_REQUEST", &e.to_string())),
         };
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
-        };
         let ends = matches!(
             signal,
             Signal::Term | Signal::Kill | Signal::Int | Signal::Hup
@@ -446,8 +453,12 @@ impl CubaExec {
             grace_ms: None,
             wait: ends,
         };
-        match client.signal(req).await {
-            Ok(info) => {
+        match self
+            .daemon
+            .with(&ctx, |c| async move { c.signal(req).await })
+            .await
+        {
+            Ok((_, info)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 // Stopping on request is what was asked for: not a failure.
                 if info.state == ProcState::Killed {
@@ -477,18 +488,16 @@ impl CubaExec {
             Some(Ok(s)) => Some(s),
             None => None,
         };
-        let client = match self.daemon.client(&ctx).await {
-            Ok(c) => c,
-            Err(e) => return Ok(remote(e)),
+        let req = ListRequest {
+            state,
+            owner: a.owner,
         };
-        let list = match client
-            .list(ListRequest {
-                state,
-                owner: a.owner,
-            })
-            .await
-        {
-            Ok(l) => l,
+        let list = |c: Client| {
+            let req = req.clone();
+            async move { c.list(req).await }
+        };
+        let list = match self.daemon.with(&ctx, list).await {
+            Ok((_, l)) => l,
             Err(e) => return Ok(remote(e)),
         };
         let now = reply::now_ms();

@@ -8,13 +8,19 @@ use regex::Regex;
 #[derive(Debug, Clone)]
 pub struct View {
     strip_ansi: bool,
+    /// The secret values, longest first.
+    secrets: Vec<Vec<u8>>,
     redact: Option<Regex>,
+    redact_raw: Option<regex::bytes::Regex>,
 }
 
 /// Environment variable names whose values are secrets.
 pub const SECRET_NAMES: &str = "(?i)TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL";
 /// Shorter values are too likely to occur by chance to be worth hiding.
 const MIN_SECRET_LEN: usize = 6;
+/// A tail this long that starts a secret is held back until more output shows what it is.
+const MIN_HELD: usize = 3;
+const REDACTED: &str = "[REDACTED]";
 
 impl View {
     /// A view that redacts the values of variables in `env` whose names match `names`.
@@ -31,27 +37,88 @@ impl View {
         // Longest first, so a secret that contains another is hidden whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        let redact = if secrets.is_empty() {
-            None
+        let alternation: Vec<String> = secrets.iter().map(|s| regex::escape(s)).collect();
+        let pattern = alternation.join("|");
+        let (redact, redact_raw) = if secrets.is_empty() {
+            (None, None)
         } else {
-            let alternation: Vec<String> = secrets.iter().map(|s| regex::escape(s)).collect();
-            Regex::new(&alternation.join("|")).ok()
+            (
+                Regex::new(&pattern).ok(),
+                regex::bytes::Regex::new(&pattern).ok(),
+            )
         };
-        View { strip_ansi, redact }
+        View {
+            strip_ansi,
+            secrets: secrets.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            redact,
+            redact_raw,
+        }
+    }
+
+    /// How many bytes before a cursor to pass as `before`, so a secret that crosses the cursor
+    /// is still recognised.
+    pub fn context_len(&self) -> usize {
+        self.secrets.first().map_or(0, |s| s.len() - 1)
     }
 
     /// The text a model sees for `raw`.
     pub fn render(&self, raw: &[u8]) -> String {
+        self.render_part(&[], raw, false).0
+    }
+
+    /// The text a model sees for `raw`, the bytes that follow `before`. A secret that begins in
+    /// `before` is hidden too. When `more` output may follow, a tail of `raw` that could be the
+    /// start of a secret is held back: the second value is how many bytes were (the caller's
+    /// next cursor stops before them).
+    pub fn render_part(&self, before: &[u8], raw: &[u8], more: bool) -> (String, usize) {
+        let held = if more { self.held_tail(raw) } else { 0 };
+        let raw = &raw[..raw.len() - held];
+        let mut kept: Vec<u8>;
+        let raw = match &self.redact_raw {
+            Some(re) => {
+                let joined = [before, raw].concat();
+                kept = Vec::with_capacity(raw.len());
+                let mut at = 0;
+                for m in re.find_iter(&joined) {
+                    if m.end() <= before.len() {
+                        continue;
+                    }
+                    let start = m.start().saturating_sub(before.len()).max(at);
+                    kept.extend_from_slice(&raw[at..start]);
+                    kept.extend_from_slice(REDACTED.as_bytes());
+                    at = m.end() - before.len();
+                }
+                kept.extend_from_slice(&raw[at..]);
+                &kept[..]
+            }
+            None => raw,
+        };
         let text = if self.strip_ansi {
             String::from_utf8_lossy(&strip_escapes(raw)).into_owned()
         } else {
             String::from_utf8_lossy(raw).into_owned()
         };
         let text = collapse_cr(&text);
-        match &self.redact {
-            Some(re) => re.replace_all(&text, "[REDACTED]").into_owned(),
+        // Once more after the transforms, for a secret an escape sequence had split.
+        let text = match &self.redact {
+            Some(re) => re.replace_all(&text, REDACTED).into_owned(),
             None => text,
-        }
+        };
+        (text, held)
+    }
+
+    /// The longest tail of `raw` (at least `MIN_HELD` bytes) that is a proper prefix of a secret.
+    fn held_tail(&self, raw: &[u8]) -> usize {
+        let longest = self.context_len().min(raw.len());
+        (MIN_HELD..=longest)
+            .rev()
+            .find(|&k| {
+                let tail = &raw[raw.len() - k..];
+                self.secrets
+                    .iter()
+                    .any(|s| s.len() > k && s.starts_with(tail))
+            })
+            .unwrap_or(0)
     }
 }
 
@@ -174,6 +241,24 @@ mod tests {
             out,
             "token=[REDACTED] key=[REDACTED] home=/home/someone abc"
         );
+    }
+
+    #[test]
+    fn a_secret_split_across_reads_is_hidden_on_both_sides() {
+        let names = Regex::new(SECRET_NAMES).unwrap();
+        let v = View::new(true, Some(&names), [("MY_TOKEN", "supersecret123")]);
+        // The first part is held back while more may come…
+        let (text, held) = v.render_part(b"", b"key=supersec", true);
+        assert_eq!((text.as_str(), held), ("key=", 8));
+        // …and when the rest arrives after it, the whole is redacted.
+        let (text, held) = v.render_part(b"key=", b"supersecret123\n", true);
+        assert_eq!((text.as_str(), held), ("[REDACTED]\n", 0));
+        // A reply that starts in the middle of a secret hides its end too.
+        let (text, _) = v.render_part(b"key=supersec", b"ret123 ok", false);
+        assert_eq!(text, "[REDACTED] ok");
+        // At the end of the output nothing is held.
+        let (text, held) = v.render_part(b"", b"x supersec", false);
+        assert_eq!((text.as_str(), held), ("x supersec", 0));
     }
 
     #[test]

@@ -1,0 +1,198 @@
+//! MCP server figures, on this machine, in one run:
+//! `cargo bench -p cuba-exec --bench mcp`.
+//!
+//! 1. `cuba-exec` start → `tools/list` answered (a daemon is already running).
+//! 2. `run "echo hi"` through MCP, median over 200 calls, vs. spawning `/bin/sh -c "echo hi"`
+//!    directly.
+//! 3. Bytes of the `tools/list` reply and of an `echo hi` reply.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Shim {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Shim {
+    fn start(exe: &Path, socket: &Path) -> Shim {
+        let mut child = Command::new(exe)
+            .env("CUBA_EXEC_SOCKET", socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start cuba-exec");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Shim {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        }
+    }
+
+    fn send(&mut self, value: serde_json::Value) {
+        let mut line = serde_json::to_vec(&value).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns the raw reply line.
+    fn request(&mut self, method: &str, params: serde_json::Value) -> String {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.stdout.read_line(&mut line).unwrap();
+            assert!(!line.is_empty(), "cuba-exec closed its stdout");
+            if line.contains(&format!("\"id\":{id}")) {
+                return line;
+            }
+        }
+    }
+
+    fn initialize(&mut self) {
+        self.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "bench", "version": "1"}}),
+        );
+        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let shim_exe = PathBuf::from(env!("CARGO_BIN_EXE_cuba-exec"));
+    let cubad = shim_exe.with_file_name("cubad");
+    assert!(
+        cubad.exists(),
+        "build cubad first: cargo build --release --workspace --bins"
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("cxm")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = dir.path().join("s");
+    let mut daemon = Daemon(
+        Command::new(&cubad)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("CUBA_EXEC_MAX_PROCS", "50")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cubad"),
+    );
+    let up = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(10),
+            "cubad did not start"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+
+    // 1. start → tools/list answered.
+    let mut starts = Vec::new();
+    let mut list_bytes = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        let mut shim = Shim::start(&shim_exe, &socket);
+        shim.initialize();
+        list_bytes = shim.request("tools/list", serde_json::json!({})).len();
+        starts.push(t.elapsed());
+    }
+
+    // 2. run "echo hi" through MCP vs. direct.
+    let mut shim = Shim::start(&shim_exe, &socket);
+    shim.initialize();
+    let call = serde_json::json!({"name": "run", "arguments": {"command": "echo hi"}});
+    let mut reply_bytes = 0;
+    for _ in 0..20 {
+        shim.request("tools/call", call.clone());
+    }
+    let (mut via_mcp, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let t = Instant::now();
+        let reply = shim.request("tools/call", call.clone());
+        via_mcp.push(t.elapsed());
+        assert!(reply.contains("exit:0"), "unexpected reply: {reply}");
+        reply_bytes = reply.len();
+        let t = Instant::now();
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("echo hi")
+            .output()
+            .unwrap();
+        direct.push(t.elapsed());
+        assert_eq!(out.stdout, b"hi\n");
+    }
+    let (m_mcp, m_direct) = (median(via_mcp), median(direct));
+    let ratio = m_mcp.as_secs_f64() / m_direct.as_secs_f64();
+    drop(shim);
+    let _ = daemon.0.kill();
+
+    println!(
+        "cuba-exec MCP benchmark ({} cores)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("{:<46} {:>12} {:>12}", "measure", "value", "target");
+    println!(
+        "{:<46} {:>10.2}ms {:>12}",
+        "start → tools/list answered (median of 20)",
+        ms(median(starts)),
+        "≤ 30 ms"
+    );
+    println!(
+        "{:<46} {:>10.3}ms",
+        "run \"echo hi\" via MCP (median of 200)",
+        ms(m_mcp)
+    );
+    println!(
+        "{:<46} {:>10.3}ms",
+        "sh -c \"echo hi\" direct (median of 200)",
+        ms(m_direct)
+    );
+    println!("{:<46} {:>11.2}x {:>12}", "ratio", ratio, "≤ 2x");
+    println!("{:<46} {:>11}B", "tools/list reply", list_bytes);
+    println!("{:<46} {:>11}B", "run \"echo hi\" reply", reply_bytes);
+}
