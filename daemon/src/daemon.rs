@@ -38,8 +38,6 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     table: Mutex<Table>,
     table_changed: watch::Sender<()>,
-    /// Parents whose children may be escapees of a tree: the daemon itself (subreaper).
-    pub marker_parents: HashSet<i32>,
 }
 
 impl Daemon {
@@ -62,7 +60,24 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             table: Mutex::new(table),
             table_changed: watch::Sender::new(()),
-            marker_parents: HashSet::from([pid as i32]),
+        }
+    }
+
+    /// Where escapees of a tree can be: children of the daemon (it is their subreaper) that
+    /// are not the tracked processes themselves.
+    pub fn scope(&self) -> crate::tree::Scope {
+        let known = self
+            .table()
+            .procs
+            .values()
+            .filter_map(|p| {
+                let d = p.lock();
+                (!d.finished()).then_some(d.info.pid as i32)
+            })
+            .collect();
+        crate::tree::Scope {
+            parents: HashSet::from([self.pid as i32]),
+            known,
         }
     }
 

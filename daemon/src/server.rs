@@ -2,6 +2,7 @@
 //! expired records, and on shutdown stop every process gracefully.
 
 use std::future::Future;
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,11 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
-    std::fs::create_dir_all(&config.state_dir)
+    // Owner-only: the state holds every process's output.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.state_dir)
         .with_context(|| format!("cannot create state dir {}", config.state_dir.display()))?;
     let reaper = Reaper::start().context("cannot become a child subreaper")?;
     let instance = instance_id(&config)?;
@@ -152,7 +157,7 @@ async fn stop_all(d: &Daemon) {
                 // Out of time: make sure nothing of the tree survives us.
                 let root = p.lock().root.clone();
                 if let Some(root) = root {
-                    tree::kill_tree(&root, Some(&d.marker_parents));
+                    tree::kill_tree(&root, Some(&d.scope()));
                 }
                 break;
             }

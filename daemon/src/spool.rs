@@ -47,9 +47,9 @@ fn stream_byte(s: Stream) -> u8 {
 }
 
 impl Spool {
-    /// A new, empty spool in `dir` (created) holding at most about `cap` bytes.
+    /// A new, empty spool in `dir` holding at most about `cap` bytes. The directory is made
+    /// with the first segment: a process that prints nothing costs no disk operation.
     pub fn create(dir: PathBuf, cap: u64) -> io::Result<Spool> {
-        fs::create_dir_all(&dir)?;
         let head_cap = (cap / 4).max(1);
         let seg_size = (cap / 8).max(1);
         Ok(Spool {
@@ -134,6 +134,9 @@ impl Spool {
     }
 
     fn open_segment(&mut self) -> io::Result<()> {
+        if self.segs.is_empty() {
+            fs::create_dir_all(&self.dir)?;
+        }
         let base = self.dir.join(format!("{:020}", self.written));
         let open = |ext: &str| {
             OpenOptions::new()

@@ -225,8 +225,15 @@ impl Supervisor {
         self.d.journal.ended(end);
         self.p.notify();
         self.d.table_changed();
-        // Whatever of the tree is left behind is stopped too: nothing leaks.
-        let left = self.signal_tree(libc::SIGTERM);
+        // Whatever of the tree is left behind is stopped too: nothing leaks. Most processes
+        // leave nothing, and two cheap checks say so without scanning /proc.
+        let root = self.p.lock().root.clone();
+        let left = match root {
+            Some(root) if tree::may_have_leftovers(&root, &self.d.scope()) => {
+                self.signal_tree(libc::SIGTERM)
+            }
+            _ => 0,
+        };
         if left > 0 {
             tracing::debug!(
                 id = self.p.id,
@@ -243,7 +250,7 @@ impl Supervisor {
     fn signal_tree(&self, signal: i32) -> usize {
         let root = self.p.lock().root.clone();
         match root {
-            Some(root) => tree::signal_tree(&root, signal, Some(&self.d.marker_parents)),
+            Some(root) => tree::signal_tree(&root, signal, Some(&self.d.scope())),
             None => 0,
         }
     }
@@ -251,7 +258,7 @@ impl Supervisor {
     fn kill_now(&mut self) {
         let root = self.p.lock().root.clone();
         if let Some(root) = root {
-            let n = tree::kill_tree(&root, Some(&self.d.marker_parents));
+            let n = tree::kill_tree(&root, Some(&self.d.scope()));
             tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
         }
     }

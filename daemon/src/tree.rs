@@ -40,14 +40,18 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     })
 }
 
-pub fn stat(pid: i32) -> Option<ProcStat> {
+/// `/proc/PID/stat` in one read into a stack buffer: a stat line is a few hundred bytes, and a
+/// scan reads one for every process on the machine.
+fn with_stat<T>(pid: i32, f: impl FnOnce(&str) -> Option<T>) -> Option<T> {
     use std::io::Read;
-    // One read into a stack buffer: a stat line is a few hundred bytes, and this runs for every
-    // process on the machine when a tree is scanned.
     let mut buf = [0u8; 1024];
     let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
     let n = file.read(&mut buf).ok()?;
-    parse_stat(pid, std::str::from_utf8(&buf[..n]).ok()?)
+    f(std::str::from_utf8(&buf[..n]).ok()?)
+}
+
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    with_stat(pid, |text| parse_stat(pid, text))
 }
 
 /// Whether a `/proc/PID/stat` line is a zombie's (state `Z`).
@@ -65,11 +69,9 @@ pub fn scan() -> Vec<ProcStat> {
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            if is_zombie(&text) {
-                return None;
-            }
-            parse_stat(pid, &text)
+            with_stat(pid, |text| {
+                (!is_zombie(text)).then(|| parse_stat(pid, text))?
+            })
         })
         .collect()
 }
@@ -85,11 +87,39 @@ pub fn has_marker(pid: i32, marker: &str) -> bool {
 /// The members of `root`'s tree now alive, as `(pid, start_time)`. `marker_candidates` limits
 /// the (costly) environment check to processes whose parent is one of those pids (the daemon,
 /// or init after a restart); `None` checks every process.
-pub fn members(
-    root: &TreeRoot,
-    procs: &[ProcStat],
-    marker_parents: Option<&HashSet<i32>>,
-) -> Vec<(i32, u64)> {
+/// Where escapees of a tree can be: children of `parents` (the daemon, a subreaper), other than
+/// the `known` tracked processes (whose environments carry their own markers, not worth reading).
+#[derive(Debug, Default)]
+pub struct Scope {
+    pub parents: HashSet<i32>,
+    pub known: HashSet<i32>,
+}
+
+/// The daemon's children now (every thread's), from `/proc/self/task/*/children`.
+pub fn own_children() -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// Whether anything of `root`'s tree may be left, without a scan: its process group still has
+/// members, or the daemon has a child it does not track (an escapee reparented to it).
+pub fn may_have_leftovers(root: &TreeRoot, scope: &Scope) -> bool {
+    // SAFETY: kill with signal 0 only checks that the group exists and may be signalled.
+    let group_alive = unsafe { libc::kill(-root.pid, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    group_alive || own_children().iter().any(|c| !scope.known.contains(c))
+}
+
+pub fn members(root: &TreeRoot, procs: &[ProcStat], scope: Option<&Scope>) -> Vec<(i32, u64)> {
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
     for (i, p) in procs.iter().enumerate() {
         children.entry(p.ppid).or_default().push(i);
@@ -105,7 +135,7 @@ pub fn members(
         // The group id is the root's pid: the root leads its own session.
         let in_group = group_ours && p.pgrp == root.pid && p.start_time >= root.start_time;
         let marked = p.pid != root.pid
-            && marker_parents.is_none_or(|parents| parents.contains(&p.ppid))
+            && scope.is_none_or(|s| s.parents.contains(&p.ppid) && !s.known.contains(&p.pid))
             && has_marker(p.pid, &root.marker);
         if in_root || in_group || marked {
             seeds.push(i);
@@ -171,10 +201,10 @@ pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> 
 }
 
 /// Signals every member of the tree once. Returns how many were signalled.
-pub fn signal_tree(root: &TreeRoot, signal: i32, marker_parents: Option<&HashSet<i32>>) -> usize {
+pub fn signal_tree(root: &TreeRoot, signal: i32, scope: Option<&Scope>) -> usize {
     let procs = scan();
     let mut n = 0;
-    for (pid, start) in members(root, &procs, marker_parents) {
+    for (pid, start) in members(root, &procs, scope) {
         match signal_exact(pid, start, signal) {
             Ok(true) => n += 1,
             Ok(false) => {}
@@ -186,10 +216,10 @@ pub fn signal_tree(root: &TreeRoot, signal: i32, marker_parents: Option<&HashSet
 
 /// SIGKILLs the tree until no member is left (a member forking while it is killed is caught on
 /// the next round). Returns the number of processes killed.
-pub fn kill_tree(root: &TreeRoot, marker_parents: Option<&HashSet<i32>>) -> usize {
+pub fn kill_tree(root: &TreeRoot, scope: Option<&Scope>) -> usize {
     let mut total = 0;
     for _ in 0..50 {
-        let n = signal_tree(root, libc::SIGKILL, marker_parents);
+        let n = signal_tree(root, libc::SIGKILL, scope);
         if n == 0 {
             break;
         }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,8 @@ use crate::wire::{self, WireError};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an auto-started daemon may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Frames a streaming reply may have waiting for its reader before the stream is ended.
+const STREAM_BUFFER: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -148,7 +151,7 @@ impl Client {
                 let Ok(reply) = wire::decode::<ResponseFrame>(&frame) else {
                     break;
                 };
-                route(&routes, reply).await;
+                route(&routes, reply);
             }
             alive_flag.store(false, Ordering::Relaxed);
             // Dropping every sender wakes every waiter with "closed".
@@ -200,7 +203,7 @@ impl Client {
 
     /// A streaming request: responses until `End` (which is not returned).
     pub async fn subscribe(&self, request: Request) -> Result<Subscription, ClientError> {
-        Ok(Subscription(self.send(request, 64).await?))
+        Ok(Subscription(self.send(request, STREAM_BUFFER).await?))
     }
 
     pub async fn spawn(&self, req: SpawnRequest) -> Result<ProcessInfo, ClientError> {
@@ -281,14 +284,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn route(routes: &Pending, reply: ResponseFrame) {
+/// Hands a reply to the request waiting for it. Never waits: one stream whose reader fell a
+/// whole buffer behind must not stall every other reply on the connection, so such a stream is
+/// ended instead (its reader sees the connection as closed for that request).
+fn route(routes: &Pending, reply: ResponseFrame) {
     let tx = lock(routes).get(&reply.id).cloned();
     match tx {
         Some(tx) => {
             let last = matches!(reply.response, Response::End | Response::Error(_));
-            // A receiver that went away has cancelled; its frames are dropped.
-            let _ = tx.send(reply.response).await;
-            if last {
+            if tx.try_send(reply.response).is_err() || last {
                 lock(routes).remove(&reply.id);
             }
         }
@@ -296,7 +300,7 @@ async fn route(routes: &Pending, reply: ResponseFrame) {
             // A connection-level error (e.g. an undecodable frame): tell every waiter.
             let all: Vec<_> = lock(routes).drain().map(|(_, tx)| tx).collect();
             for tx in all {
-                let _ = tx.send(reply.response.clone()).await;
+                let _ = tx.try_send(reply.response.clone());
             }
         }
         None => {}
@@ -379,7 +383,11 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
         reason,
     };
     let state = paths::state_dir();
-    std::fs::create_dir_all(&state)
+    // Owner-only: the state holds every process's output.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
         .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
     let log_path = paths::daemon_log(&state);
     let log = std::fs::OpenOptions::new()

@@ -259,7 +259,6 @@ async def test_process_output_is_a_resource(world: World) -> None:
 
 
 @limited()
-@pytest.mark.xfail(strict=True, reason="bug: wait's `matched` line is not redacted (shim/src/server.rs wait)")
 async def test_matched_line_is_redacted(world: World) -> None:
     async with world.client(MY_API_TOKEN="supersecret123") as c:
         pid_id = (await ok(c, "start", command="echo key=supersecret123; exec sleep 30"))["id"]
