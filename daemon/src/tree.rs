@@ -97,7 +97,12 @@ pub struct Scope {
 
 /// The daemon's children now (every thread's), from `/proc/self/task/*/children`.
 pub fn own_children() -> Vec<i32> {
-    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+    children_of("self")
+}
+
+/// A process's children (every thread's), from `/proc/PID/task/*/children`.
+fn children_of(pid: impl std::fmt::Display) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
     tasks
@@ -158,6 +163,38 @@ pub fn members(root: &TreeRoot, procs: &[ProcStat], scope: Option<&Scope>) -> Ve
     out
 }
 
+/// The tree of `root` found by following parent → child links, from the root and from the
+/// daemon's untracked children that carry the root's marker (escapees reparented to the
+/// subreaper). Its cost is the size of the tree, not of the machine: what the daemon uses while
+/// it runs. (After a daemon restart orphans belong to init, and only [`members`] finds them.)
+fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
+    let mut todo: Vec<i32> = Vec::new();
+    if stat(root.pid).is_some_and(|s| s.start_time == root.start_time) {
+        todo.push(root.pid);
+    }
+    for parent in &scope.parents {
+        todo.extend(children_of(parent).into_iter().filter(|c| {
+            *c != root.pid && !scope.known.contains(c) && has_marker(*c, &root.marker)
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    while let Some(pid) = todo.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        let live = with_stat(pid, |text| {
+            (!is_zombie(text)).then(|| parse_stat(pid, text))?
+        });
+        if let Some(s) = live {
+            out.push((pid, s.start_time));
+        }
+        todo.extend(children_of(pid));
+    }
+    out.sort_unstable();
+    out
+}
+
 /// Sends `signal` to `pid` if it is still the process that started at `start_time`.
 pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
     // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
@@ -202,9 +239,12 @@ pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> 
 
 /// Signals every member of the tree once. Returns how many were signalled.
 pub fn signal_tree(root: &TreeRoot, signal: i32, scope: Option<&Scope>) -> usize {
-    let procs = scan();
+    let targets = match scope {
+        Some(scope) => members_linked(root, scope),
+        None => members(root, &scan(), None),
+    };
     let mut n = 0;
-    for (pid, start) in members(root, &procs, scope) {
+    for (pid, start) in targets {
         match signal_exact(pid, start, signal) {
             Ok(true) => n += 1,
             Ok(false) => {}
