@@ -73,6 +73,11 @@ pub fn client_hint(client: &ClientError) -> Option<String> {
                  (CUBA_EXEC_MAX_PROCS raises the limit when the daemon starts)"
                     .into(),
             ),
+            ErrorKind::Blocked => Some(
+                "`cubactl policy check 'COMMAND'` shows the rule and every sub-command the \
+                 policy saw"
+                    .into(),
+            ),
             ErrorKind::ShuttingDown => {
                 Some("cubad is stopping; run the command again to start a new one".into())
             }

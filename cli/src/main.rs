@@ -110,6 +110,9 @@ enum Command {
     Prune(cmd::prune::Args),
     /// The cubad daemon: status, start, stop, restart.
     Daemon(cmd::daemon::Args),
+    /// The daemon's command policy: `cubactl policy check 'CMD'` says whether it would run
+    /// CMD, by which rule, and which sub-commands it saw.
+    Policy(cmd::policy::Args),
     /// Print a shell completion script: `cubactl completions bash > ~/.local/share/bash-completion/completions/cubactl`.
     Completions(cmd::completions::Args),
     /// Print the manual page (roff): `cubactl man | man -l -`.
@@ -133,6 +136,7 @@ async fn main() -> ExitCode {
         Command::Attach(a) => cmd::attach::run(&ctx, a).await,
         Command::Prune(a) => cmd::prune::run(&ctx, a).await,
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
+        Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

@@ -1,9 +1,12 @@
-//! Daemon settings: defaults from the design, overridden by `CUBA_EXEC_*` environment variables.
+//! Daemon settings: defaults from the design, then the config file (`config_file.rs`), then
+//! `CUBA_EXEC_*` environment variables.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+
+use crate::policy::{dir_list, name_list, Policy};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -21,6 +24,10 @@ pub struct Config {
     pub grace: Duration,
     /// Shell that runs commands as `shell -c TEXT`.
     pub shell: String,
+    /// What may run, and where.
+    pub policy: Policy,
+    /// Copy every audit line to stderr too (`CUBA_EXEC_AUDIT=1`).
+    pub audit_stderr: bool,
 }
 
 impl Config {
@@ -34,12 +41,22 @@ impl Config {
             ttl: Duration::from_secs(3600),
             grace: Duration::from_secs(5),
             shell: "/bin/sh".to_string(),
+            policy: Policy::default(),
+            audit_stderr: false,
         }
     }
 
+    /// The settings file (see `config_file.rs`), then the environment `lookup`.
+    pub fn load(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        crate::config_file::apply(self, &lookup)?.apply_env(lookup)
+    }
+
     /// Applies `CUBA_EXEC_MAX_PROCS`, `CUBA_EXEC_BUFFER_SIZE`, `CUBA_EXEC_SPOOL_SIZE`,
-    /// `CUBA_EXEC_TTL` and `CUBA_EXEC_SHUTDOWN_TIMEOUT` from `lookup` (the environment).
+    /// `CUBA_EXEC_TTL`, `CUBA_EXEC_SHUTDOWN_TIMEOUT` and the policy settings
+    /// (`CUBA_EXEC_BLOCKED_COMMANDS`, `CUBA_EXEC_ALLOWED_COMMANDS`, `CUBA_EXEC_ALLOWED_DIRS`,
+    /// `CUBA_EXEC_AUDIT`) from `lookup` (the environment).
     pub fn apply_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        self.apply_policy(&lookup)?;
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         if let Some(v) = get("CUBA_EXEC_MAX_PROCS") {
             self.max_procs =
@@ -69,6 +86,35 @@ impl Config {
                 parse_duration(&v).with_context(|| format!("CUBA_EXEC_SHUTDOWN_TIMEOUT={v:?}"))?;
         }
         Ok(self)
+    }
+
+    /// The policy variables. A set but empty `CUBA_EXEC_BLOCKED_COMMANDS` clears the blocklist;
+    /// an empty allowlist or directory list means "not set".
+    fn apply_policy(&mut self, lookup: &impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(v) = lookup("CUBA_EXEC_BLOCKED_COMMANDS") {
+            self.policy.blocked = name_list(&v);
+        }
+        if let Some(v) = lookup("CUBA_EXEC_ALLOWED_COMMANDS").filter(|v| !v.trim().is_empty()) {
+            self.policy.allowed = Some(name_list(&v));
+        }
+        if let Some(v) = lookup("CUBA_EXEC_ALLOWED_DIRS").filter(|v| !v.trim().is_empty()) {
+            let dirs = dir_list(&v);
+            if let Some(d) = dirs.iter().find(|d| !d.is_absolute()) {
+                bail!(
+                    "CUBA_EXEC_ALLOWED_DIRS={v:?}: {} is not an absolute path",
+                    d.display()
+                );
+            }
+            self.policy.dirs = dirs;
+        }
+        if let Some(v) = lookup("CUBA_EXEC_AUDIT").filter(|v| !v.trim().is_empty()) {
+            self.audit_stderr = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => bail!("CUBA_EXEC_AUDIT={v:?}: expected 1 or 0"),
+            };
+        }
+        Ok(())
     }
 }
 

@@ -34,6 +34,8 @@ pub struct Daemon {
     pub started_at_ms: u64,
     pub reaper: Arc<Reaper>,
     pub journal: Journal,
+    /// `audit.jsonl`: policy decisions and process ends.
+    pub audit: crate::audit::Audit,
     pub clients: AtomicU32,
     pub shutdown: CancellationToken,
     table: Mutex<Table>,
@@ -50,6 +52,10 @@ impl Daemon {
     ) -> Daemon {
         let pid = std::process::id();
         Daemon {
+            audit: crate::audit::Audit::new(
+                config.state_dir.join("audit.jsonl"),
+                config.audit_stderr,
+            ),
             config,
             pid,
             instance,

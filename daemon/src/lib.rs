@@ -8,12 +8,15 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod audit;
 pub mod config;
+mod config_file;
 mod conn;
 pub mod daemon;
 mod handlers;
 mod journal;
 pub mod output;
+pub mod policy;
 mod proc;
 mod reaper;
 mod restore;

@@ -63,7 +63,7 @@ fn setup(args: Args) -> Result<ExitCode> {
         );
     }
     let config = Config::new(socket.clone(), state_dir)
-        .apply_env(|k| std::env::var(k).ok())
+        .load(|k| std::env::var(k).ok())
         .context("bad configuration")?;
     if args.daemonize {
         // Before any thread exists: fork, let the parent exit, and start a new session.

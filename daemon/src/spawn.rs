@@ -1,5 +1,6 @@
-//! Starting a process: validate the request, reserve a table slot, fork/exec through the shell in
-//! a new session with the client's environment and cwd, and hand the child to its supervisor.
+//! Starting a process: validate the request, check the command policy, reserve a table slot,
+//! spawn it through the shell in its own process group with the client's environment and cwd,
+//! and hand the child to its supervisor.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -121,6 +122,17 @@ pub fn start_or_find(
         Some(c) => Path::new(&client.cwd).join(c),
         None => PathBuf::from(&client.cwd),
     };
+    let decision = d
+        .config
+        .policy
+        .check_spawn(req.shell.as_deref(), &req.command, &cwd);
+    if !decision.allowed {
+        let cwd_text = cwd.display().to_string();
+        d.audit.refused(client, &req.command, &cwd_text, &decision);
+        let rule = decision.rule.as_deref().unwrap_or("policy");
+        let message = format!("refused by the {rule} rule: {}", decision.message);
+        return Err(ProtocolError::new(ErrorKind::Blocked, message));
+    }
     let p = match reserve(d, client, &req, &cwd, ensure)? {
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok(Reserved::Existing(p.info())),
@@ -144,8 +156,11 @@ pub fn start_or_find(
                 data.control = Some(control_tx);
                 data.stdin = Some(stdin_tx.clone());
             }
+            let info = p.info();
+            // Before the supervisor exists, so this line precedes the process's end line.
+            d.audit.allowed(client, &info);
             d.journal.started(&Record {
-                info: p.info(),
+                info,
                 start_time: root.start_time,
                 marker: root.marker.clone(),
             });
@@ -190,6 +205,8 @@ pub fn start_or_find(
                 marker: d.marker(id),
             });
             d.journal.ended(end);
+            d.audit.allowed(client, &p.info());
+            d.audit.ended(&p.info());
         }
     }
     d.table_changed();

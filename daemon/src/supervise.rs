@@ -223,6 +223,7 @@ impl Supervisor {
             }
         };
         self.d.journal.ended(end);
+        self.d.audit.ended(&self.p.info());
         self.p.notify();
         self.d.table_changed();
         // Whatever of the tree is left behind is stopped too: nothing leaks. Most processes

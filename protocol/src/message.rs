@@ -100,6 +100,9 @@ pub enum Request {
     /// Start a process unless one with the same `name` and command is running already.
     /// Answered by [`Response::Process`] (started) or [`Response::Existing`] (found).
     Ensure(SpawnRequest),
+    /// Explain what the daemon's command policy says about this shell text, without running
+    /// it. Answered by [`Response::Policy`].
+    PolicyCheck(String),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -116,6 +119,24 @@ pub enum Response {
     Error(ProtocolError),
     /// The running process an [`Request::Ensure`] found (nothing was started).
     Existing(ProcessInfo),
+    /// The policy's verdict on the text of a [`Request::PolicyCheck`].
+    Policy(PolicyDecision),
+}
+
+/// What the command policy decided about a piece of shell text (or a working directory).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PolicyDecision {
+    pub allowed: bool,
+    /// The rule that refused it: `blocklist`, `allowlist`, `unresolved`, `parse` or
+    /// `allowed_dirs`. `None` when allowed.
+    pub rule: Option<String>,
+    /// The simple command (or directory) that tripped the rule.
+    pub offending: Option<String>,
+    /// Every simple command found in the text, after unwrapping wrappers and `sh -c` strings.
+    /// Commands whose name cannot be known before run time are shown as `?(text)`.
+    pub commands: Vec<String>,
+    /// One sentence for a human or an agent: what was decided and why.
+    pub message: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -430,6 +451,9 @@ pub enum ErrorKind {
     Denied,
     /// Something failed inside the daemon (I/O and the like).
     Internal,
+    /// The command policy refused the command (blocklist, allowlist, unparsable text) or its
+    /// working directory; the message names the rule and the sub-command.
+    Blocked,
 }
 
 impl ErrorKind {
@@ -443,6 +467,7 @@ impl ErrorKind {
             ErrorKind::InvalidState => "INVALID_STATE",
             ErrorKind::Denied => "DENIED",
             ErrorKind::Internal => "INTERNAL",
+            ErrorKind::Blocked => "BLOCKED",
         }
     }
 }

@@ -124,6 +124,8 @@ impl TestDaemon {
             }
         }
         cmd.env("CUBA_EXEC_SHUTDOWN_TIMEOUT", TEST_GRACE);
+        // Nor must the user's config file: an empty one (a test may pass its own).
+        cmd.env("CUBA_EXEC_CONFIG", "/dev/null");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.child = Some(cmd.spawn().expect("cannot start cubad"));
         let deadline = Instant::now() + START_TIMEOUT;

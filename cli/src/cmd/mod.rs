@@ -7,6 +7,7 @@ pub mod info;
 pub mod kill;
 pub mod logs;
 pub mod man;
+pub mod policy;
 pub mod prune;
 pub mod ps;
 pub mod run;

@@ -50,6 +50,7 @@ pub async fn dispatch(d: Arc<Daemon>, client: Arc<ClientInfo>, request: Request,
         Request::Signal(r) => signal::signal(&d, r).await,
         Request::List(r) => Ok(Response::List(table::list(&d, &r))),
         Request::Prune => Ok(Response::Pruned(d.prune(std::time::Duration::ZERO))),
+        Request::PolicyCheck(text) => Ok(Response::Policy(d.config.policy.check(&text))),
         Request::DaemonStatus => Ok(Response::DaemonStatus(lifecycle::status(&d))),
         Request::Shutdown(r) => {
             // Answer before the daemon starts going down.

@@ -98,6 +98,7 @@ fn error_kind() -> impl Strategy<Value = ErrorKind> {
         Just(ErrorKind::InvalidState),
         Just(ErrorKind::Denied),
         Just(ErrorKind::Internal),
+        Just(ErrorKind::Blocked),
     ]
 }
 
@@ -201,6 +202,7 @@ pub fn request() -> BoxedStrategy<Request> {
         Just(Request::DaemonStatus),
         any::<bool>().prop_map(|force| Request::Shutdown(ShutdownRequest { force })),
         spawn_request().prop_map(Request::Ensure).boxed(),
+        text().prop_map(Request::PolicyCheck).boxed(),
     ]
     .boxed()
 }
@@ -309,6 +311,25 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
     )
 }
 
+fn policy_decision() -> impl Strategy<Value = PolicyDecision> {
+    (
+        any::<bool>(),
+        opt(text()),
+        opt(text()),
+        vec(text(), 0..3),
+        text(),
+    )
+        .prop_map(
+            |(allowed, rule, offending, commands, message)| PolicyDecision {
+                allowed,
+                rule,
+                offending,
+                commands,
+                message,
+            },
+        )
+}
+
 /// Every `Response` variant.
 pub fn response() -> BoxedStrategy<Response> {
     prop_oneof![
@@ -329,6 +350,7 @@ pub fn response() -> BoxedStrategy<Response> {
         Just(Response::End),
         (error_kind(), text())
             .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
+        policy_decision().prop_map(Response::Policy).boxed(),
     ]
     .boxed()
 }

@@ -1,0 +1,151 @@
+//! The optional settings file, `~/.config/cuba-exec/config.toml` (or `$CUBA_EXEC_CONFIG`).
+//! Each key stands for one `CUBA_EXEC_*` variable and is applied the same way, before the
+//! environment, so a variable always wins over the file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::config::Config;
+
+/// A number or a string with a unit (`max_procs = 20`, `ttl = "1h"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Int(i64),
+    Text(String),
+}
+
+/// The file's keys; unknown keys are an error naming the line.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    max_procs: Option<Scalar>,
+    buffer_size: Option<Scalar>,
+    spool_size: Option<Scalar>,
+    ttl: Option<Scalar>,
+    shutdown_timeout: Option<Scalar>,
+    blocked_commands: Option<Vec<String>>,
+    allowed_commands: Option<Vec<String>>,
+    allowed_dirs: Option<Vec<String>>,
+    audit: Option<bool>,
+}
+
+impl File {
+    /// The file as the environment variables it stands for.
+    fn into_env(self) -> BTreeMap<&'static str, String> {
+        let mut vars = BTreeMap::new();
+        let scalars = [
+            ("CUBA_EXEC_MAX_PROCS", self.max_procs),
+            ("CUBA_EXEC_BUFFER_SIZE", self.buffer_size),
+            ("CUBA_EXEC_SPOOL_SIZE", self.spool_size),
+            ("CUBA_EXEC_TTL", self.ttl),
+            ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
+        ];
+        for (name, value) in scalars {
+            match value {
+                Some(Scalar::Int(n)) => vars.insert(name, n.to_string()),
+                Some(Scalar::Text(t)) => vars.insert(name, t),
+                None => None,
+            };
+        }
+        let lists = [
+            ("CUBA_EXEC_BLOCKED_COMMANDS", self.blocked_commands),
+            ("CUBA_EXEC_ALLOWED_COMMANDS", self.allowed_commands),
+            ("CUBA_EXEC_ALLOWED_DIRS", self.allowed_dirs),
+        ];
+        for (name, list) in lists {
+            if let Some(list) = list {
+                vars.insert(name, list.join(","));
+            }
+        }
+        if let Some(audit) = self.audit {
+            vars.insert("CUBA_EXEC_AUDIT", if audit { "1" } else { "0" }.to_string());
+        }
+        vars
+    }
+}
+
+/// `$CUBA_EXEC_CONFIG` (must exist), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
+/// `~/.config/cuba-exec/config.toml` (may be absent).
+fn path(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
+    if let Some(p) = lookup("CUBA_EXEC_CONFIG").filter(|p| !p.is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let base = lookup("XDG_CONFIG_HOME")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some((base.join("cuba-exec").join("config.toml"), false))
+}
+
+/// Parses settings text; errors name the line (toml's message carries it).
+fn parse(text: &str) -> Result<BTreeMap<&'static str, String>> {
+    let file: File = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(file.into_env())
+}
+
+/// Applies the settings file, if there is one, to `config`.
+pub fn apply(config: Config, lookup: &impl Fn(&str) -> Option<String>) -> Result<Config> {
+    let Some((path, explicit)) = path(lookup) else {
+        return Ok(config);
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(config),
+        Err(e) => bail!("cannot read config file {}: {e}", path.display()),
+    };
+    let vars = parse(&text).with_context(|| format!("config file {}", path.display()))?;
+    config
+        .apply_env(|k| vars.get(k).cloned())
+        .with_context(|| format!("config file {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn file_values_apply_and_env_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "max_procs = 7\nttl = \"10m\"\nblocked_commands = [\"curl\"]\n\
+             allowed_dirs = [\"/tmp\"]\naudit = true\n",
+        )
+        .unwrap();
+        let f = file.display().to_string();
+        let lookup = |k: &str| match k {
+            "CUBA_EXEC_CONFIG" => Some(f.clone()),
+            "CUBA_EXEC_MAX_PROCS" => Some("3".into()),
+            _ => None,
+        };
+        let c = Config::new("/s".into(), "/d".into()).load(lookup).unwrap();
+        assert_eq!(c.max_procs, 3, "the environment wins");
+        assert_eq!(c.ttl, std::time::Duration::from_secs(600));
+        assert_eq!(c.policy.blocked, ["curl".to_string()].into());
+        assert_eq!(c.policy.dirs, [PathBuf::from("/tmp")]);
+        assert!(c.audit_stderr);
+    }
+
+    #[test]
+    fn a_bad_file_names_the_line() {
+        let err = parse("max_procs = 3\nttl = [1\n").unwrap_err();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        let err = parse("max_procs = 3\n\nbogus = 1\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("line 3") && text.contains("bogus"), "{text}");
+    }
+
+    #[test]
+    fn an_explicit_missing_file_is_an_error_a_default_one_is_not() {
+        let lookup = |k: &str| (k == "CUBA_EXEC_CONFIG").then(|| "/nonexistent/c.toml".into());
+        assert!(Config::new("/s".into(), "/d".into()).load(lookup).is_err());
+        let lookup = |k: &str| (k == "HOME").then(|| "/nonexistent".into());
+        assert!(Config::new("/s".into(), "/d".into()).load(lookup).is_ok());
+    }
+}

@@ -1,0 +1,228 @@
+//! The command policy: which shell text `cubad` agrees to run, and where. The text is parsed
+//! with a full bash parser (`walk`), every simple command it could run is collected, and each
+//! is held against the blocklist and the optional allowlist. This is a seatbelt, not a sandbox:
+//! a program the lists allow (`python -c`, a compiled binary) can still do anything.
+
+mod walk;
+mod words;
+mod wrappers;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use cuba_protocol::PolicyDecision;
+
+pub use walk::{collect, Seen};
+
+/// The 27 names of Cuba-Exec's default blocklist.
+pub const DEFAULT_BLOCKED: [&str; 27] = [
+    "rm",
+    "dd",
+    "mkfs",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "init",
+    "systemctl",
+    "passwd",
+    "chown",
+    "chmod",
+    "chgrp",
+    "mount",
+    "umount",
+    "fdisk",
+    "parted",
+    "iptables",
+    "nft",
+    "ip6tables",
+    "crontab",
+    "at",
+    "useradd",
+    "userdel",
+    "groupadd",
+    "groupdel",
+    "visudo",
+];
+
+/// What the daemon lets clients run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Program names refused anywhere in a command (`mkfs` also covers `mkfs.ext4`).
+    pub blocked: BTreeSet<String>,
+    /// When set, every simple command must be one of these, and a name known only at run
+    /// time is refused.
+    pub allowed: Option<BTreeSet<String>>,
+    /// When non-empty, a process's working directory must lie inside one of these.
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            blocked: DEFAULT_BLOCKED.iter().map(|s| s.to_string()).collect(),
+            allowed: None,
+            dirs: Vec::new(),
+        }
+    }
+}
+
+/// Splits a name list (`rm, dd`): commas, whitespace around names, empty entries dropped.
+pub fn name_list(text: &str) -> BTreeSet<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Splits a directory list on `:` and `,`.
+pub fn dir_list(text: &str) -> Vec<PathBuf> {
+    text.split([':', ','])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn refuse(rule: &str, offending: &str, commands: Vec<String>, message: String) -> PolicyDecision {
+    PolicyDecision {
+        allowed: false,
+        rule: Some(rule.to_string()),
+        offending: Some(offending.to_string()),
+        commands,
+        message,
+    }
+}
+
+impl Policy {
+    fn is_blocked(&self, name: &str) -> bool {
+        self.blocked.contains(name)
+            || name
+                .split_once('.')
+                .is_some_and(|(stem, _)| self.blocked.contains(stem))
+    }
+
+    /// The decision on shell text.
+    pub fn check(&self, text: &str) -> PolicyDecision {
+        let seen = match collect(text) {
+            Ok(seen) => seen,
+            Err(e) => {
+                return refuse(
+                    "parse",
+                    text,
+                    Vec::new(),
+                    format!("the command does not parse as shell text ({e}); it was not run"),
+                )
+            }
+        };
+        let commands: Vec<String> = seen.iter().map(Seen::display).collect();
+        for s in &seen {
+            if let Some(name) = s.name.as_deref().filter(|n| self.is_blocked(n)) {
+                let msg = format!(
+                    "`{name}` is on the blocklist (in `{}`); run something else, or ask the \
+                     user to change CUBA_EXEC_BLOCKED_COMMANDS",
+                    s.text
+                );
+                return refuse("blocklist", &s.text, commands, msg);
+            }
+            let Some(allowed) = &self.allowed else {
+                continue;
+            };
+            if let Some(why) = s.unresolved {
+                let msg = format!(
+                    "`{}` cannot be checked against the allowlist: {why}; write the command \
+                     out literally",
+                    s.text
+                );
+                return refuse("unresolved", &s.text, commands, msg);
+            }
+            if let Some(name) = s.name.as_deref().filter(|n| !allowed.contains(*n)) {
+                let msg = format!(
+                    "`{name}` is not on the allowlist (in `{}`); allowed: {}",
+                    s.text,
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+                return refuse("allowlist", &s.text, commands, msg);
+            }
+        }
+        let unresolved = seen.iter().filter(|s| s.unresolved.is_some()).count();
+        let message = if unresolved > 0 {
+            format!(
+                "allowed; {unresolved} command(s) could not be resolved before run time and \
+                 were not checked"
+            )
+        } else {
+            "allowed".to_string()
+        };
+        PolicyDecision {
+            allowed: true,
+            rule: None,
+            offending: None,
+            commands,
+            message,
+        }
+    }
+
+    /// The decision on a spawn: its shell (when not the default), its text, then its cwd.
+    pub fn check_spawn(&self, shell: Option<&str>, text: &str, cwd: &Path) -> PolicyDecision {
+        if let Some(shell) = shell {
+            let name = shell.rsplit('/').next().unwrap_or(shell);
+            let is_sh = matches!(
+                name,
+                "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash"
+            );
+            if self.is_blocked(name) {
+                let msg = format!("the shell `{name}` is on the blocklist");
+                return refuse("blocklist", shell, Vec::new(), msg);
+            }
+            if !is_sh && self.allowed.as_ref().is_some_and(|a| !a.contains(name)) {
+                let msg = format!(
+                    "the text would be run by `{shell}`, which is not a POSIX shell the policy \
+                     can read and not on the allowlist"
+                );
+                return refuse("unresolved", shell, Vec::new(), msg);
+            }
+        }
+        let decision = self.check(text);
+        if !decision.allowed {
+            return decision;
+        }
+        match self.check_dir(cwd) {
+            Ok(()) => decision,
+            Err(refusal) => PolicyDecision {
+                commands: decision.commands,
+                ..refusal
+            },
+        }
+    }
+
+    /// Checks a working directory against the allowed roots, after resolving symlinks and `..`.
+    pub fn check_dir(&self, cwd: &Path) -> Result<(), PolicyDecision> {
+        if self.dirs.is_empty() {
+            return Ok(());
+        }
+        let shown = cwd.display().to_string();
+        let real = std::fs::canonicalize(cwd).map_err(|e| {
+            let msg = format!("cwd {shown} cannot be resolved ({e}), so it cannot be checked");
+            refuse("allowed_dirs", &shown, Vec::new(), msg)
+        })?;
+        let inside = self.dirs.iter().any(|root| {
+            let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+            real.starts_with(root)
+        });
+        if inside {
+            return Ok(());
+        }
+        let roots: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+        let msg = format!(
+            "cwd {} is outside the allowed directories ({}); pass a cwd inside one of them",
+            real.display(),
+            roots.join(", ")
+        );
+        Err(refuse("allowed_dirs", &shown, Vec::new(), msg))
+    }
+}

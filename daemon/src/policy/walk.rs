@@ -1,0 +1,336 @@
+//! Walks a parsed shell program and collects every simple command it can run: in lists,
+//! pipelines, compound commands, function bodies, substitutions, redirections, and through
+//! wrappers and `sh -c` strings, recursively.
+
+use brush_parser::ast::{
+    Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
+    IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand, Word,
+};
+use brush_parser::{Parser, ParserOptions};
+
+use super::words::{analyse, Arg};
+use super::wrappers::{inner, Inner};
+
+/// Texts nested deeper than this (`sh -c "sh -c '...'"`, eval of eval) are not followed; the
+/// command is reported unresolved instead.
+const MAX_DEPTH: usize = 16;
+
+/// One simple command found in the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The normalised program name; `None` when it is only known at run time.
+    pub name: Option<String>,
+    /// The command as written (its words joined by spaces).
+    pub text: String,
+    /// Why it is unresolved (set when `name` is `None`, and for `eval` / `source`).
+    pub unresolved: Option<&'static str>,
+}
+
+impl Seen {
+    /// How the command is shown in a decision: `rm -rf /`, or `?(…)` when unresolved.
+    pub fn display(&self) -> String {
+        match self.unresolved {
+            Some(_) => format!("?({})", self.text),
+            None => self.text.clone(),
+        }
+    }
+}
+
+/// Brackets nested deeper than this are refused before parsing: the parser recurses on them,
+/// and a daemon thread's stack must survive any text a client sends.
+const MAX_BRACKETS: usize = 48;
+
+/// Collects the simple commands of `text`. A syntax error anywhere (also inside a `sh -c`
+/// string or a substitution) is an error carrying the parser's message.
+pub fn collect(text: &str) -> Result<Vec<Seen>, String> {
+    let depth = bracket_depth(text);
+    if depth > MAX_BRACKETS {
+        return Err(format!(
+            "brackets nested {depth} deep, more than the {MAX_BRACKETS} the policy reads"
+        ));
+    }
+    // The parser is third-party code run on untrusted text: a panic in it is a refusal, not
+    // a lost request.
+    let run = std::panic::AssertUnwindSafe(|| {
+        let mut w = Walker::default();
+        w.program(text, 0).map(|()| w.seen)
+    });
+    std::panic::catch_unwind(run).unwrap_or_else(|_| Err("the shell parser failed".into()))
+}
+
+/// The deepest nesting of `(`, `{` and `[` (quotes ignored, so it may over-count).
+fn bracket_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' | '{' | '[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[derive(Default)]
+struct Walker {
+    seen: Vec<Seen>,
+}
+
+type Res = Result<(), String>;
+
+impl Walker {
+    fn program(&mut self, text: &str, depth: usize) -> Res {
+        if depth > MAX_DEPTH {
+            self.unresolved(text, "nested too deeply to follow");
+            return Ok(());
+        }
+        let mut parser = Parser::new(text.as_bytes(), &ParserOptions::default());
+        let program = parser.parse_program().map_err(|e| e.to_string())?;
+        for cc in &program.complete_commands {
+            self.list(cc, depth)?;
+        }
+        Ok(())
+    }
+
+    fn unresolved(&mut self, text: &str, why: &'static str) {
+        self.seen.push(Seen {
+            name: None,
+            text: text.to_string(),
+            unresolved: Some(why),
+        });
+    }
+
+    fn list(&mut self, list: &CompoundList, depth: usize) -> Res {
+        for item in &list.0 {
+            self.pipeline(&item.0.first, depth)?;
+            for next in &item.0.additional {
+                let (brush_parser::ast::AndOr::And(p) | brush_parser::ast::AndOr::Or(p)) = next;
+                self.pipeline(p, depth)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pipeline(&mut self, p: &Pipeline, depth: usize) -> Res {
+        for c in &p.seq {
+            self.command(c, depth)?;
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, c: &Command, depth: usize) -> Res {
+        match c {
+            Command::Simple(s) => self.simple(s, depth),
+            Command::Compound(cc, redirects) => {
+                self.compound(cc, depth)?;
+                for r in redirects.iter().flat_map(|r| &r.0) {
+                    self.redirect(r, depth)?;
+                }
+                Ok(())
+            }
+            Command::Function(f) => {
+                self.compound(&f.body.0, depth)?;
+                for r in f.body.1.iter().flat_map(|r| &r.0) {
+                    self.redirect(r, depth)?;
+                }
+                Ok(())
+            }
+            Command::ExtendedTest(t, redirects) => {
+                self.test_expr(&t.expr, depth)?;
+                for r in redirects.iter().flat_map(|r| &r.0) {
+                    self.redirect(r, depth)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn compound(&mut self, c: &CompoundCommand, depth: usize) -> Res {
+        match c {
+            CompoundCommand::Arithmetic(a) => self.text_word(&a.expr.value, depth),
+            CompoundCommand::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.text_word(&e.value, depth)?;
+                }
+                self.list(&f.body.list, depth)
+            }
+            CompoundCommand::BraceGroup(g) => self.list(&g.list, depth),
+            CompoundCommand::Subshell(s) => self.list(&s.list, depth),
+            CompoundCommand::ForClause(f) => {
+                for w in f.values.iter().flatten() {
+                    self.word(w, depth)?;
+                }
+                self.list(&f.body.list, depth)
+            }
+            CompoundCommand::CaseClause(c) => {
+                self.word(&c.value, depth)?;
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.word(p, depth)?;
+                    }
+                    if let Some(body) = &item.cmd {
+                        self.list(body, depth)?;
+                    }
+                }
+                Ok(())
+            }
+            CompoundCommand::IfClause(i) => {
+                self.list(&i.condition, depth)?;
+                self.list(&i.then, depth)?;
+                for e in i.elses.iter().flatten() {
+                    if let Some(cond) = &e.condition {
+                        self.list(cond, depth)?;
+                    }
+                    self.list(&e.body, depth)?;
+                }
+                Ok(())
+            }
+            CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+                self.list(&w.0, depth)?;
+                self.list(&w.1.list, depth)
+            }
+            CompoundCommand::Coprocess(c) => self.command(&c.body, depth),
+        }
+    }
+
+    fn test_expr(&mut self, e: &ExtendedTestExpr, depth: usize) -> Res {
+        match e {
+            ExtendedTestExpr::And(a, b) | ExtendedTestExpr::Or(a, b) => {
+                self.test_expr(a, depth)?;
+                self.test_expr(b, depth)
+            }
+            ExtendedTestExpr::Not(a) | ExtendedTestExpr::Parenthesized(a) => {
+                self.test_expr(a, depth)
+            }
+            ExtendedTestExpr::UnaryTest(_, w) => self.word(w, depth),
+            ExtendedTestExpr::BinaryTest(_, a, b) => {
+                self.word(a, depth)?;
+                self.word(b, depth)
+            }
+        }
+    }
+
+    fn redirect(&mut self, r: &IoRedirect, depth: usize) -> Res {
+        match r {
+            IoRedirect::File(_, _, target) => match target {
+                IoFileRedirectTarget::Filename(w) | IoFileRedirectTarget::Duplicate(w) => {
+                    self.word(w, depth)
+                }
+                IoFileRedirectTarget::Fd(_) => Ok(()),
+                IoFileRedirectTarget::ProcessSubstitution(_, s) => self.list(&s.list, depth),
+            },
+            IoRedirect::HereDocument(_, doc) => {
+                if !doc.requires_expansion {
+                    return Ok(());
+                }
+                let pieces = brush_parser::word::parse_heredoc(&doc.doc.value, &Default::default())
+                    .map_err(|e| e.to_string())?;
+                // Read the here-document's expansions the way a word's are read.
+                for p in pieces {
+                    if let brush_parser::word::WordPiece::CommandSubstitution(t)
+                    | brush_parser::word::WordPiece::BackquotedCommandSubstitution(t) = &p.piece
+                    {
+                        self.program(t, depth + 1)?;
+                    } else if let Some(src) = doc.doc.value.get(p.start_index..p.end_index) {
+                        self.text_word(src, depth)?;
+                    }
+                }
+                Ok(())
+            }
+            IoRedirect::HereString(_, w) | IoRedirect::OutputAndError(w, _) => self.word(w, depth),
+        }
+    }
+
+    /// A word outside command position: only the commands inside it matter.
+    fn word(&mut self, w: &Word, depth: usize) -> Res {
+        self.text_word(&w.value, depth)
+    }
+
+    fn text_word(&mut self, raw: &str, depth: usize) -> Res {
+        self.arg(raw, depth).map(|_| ())
+    }
+
+    fn arg(&mut self, raw: &str, depth: usize) -> Result<Arg, String> {
+        let mut nested = Vec::new();
+        let arg = analyse(raw, &mut nested)?;
+        for text in nested {
+            self.program(&text, depth + 1)?;
+        }
+        Ok(arg)
+    }
+
+    fn simple(&mut self, c: &SimpleCommand, depth: usize) -> Res {
+        let mut args = Vec::new();
+        for item in c.prefix.iter().flat_map(|p| &p.0) {
+            match item {
+                // `FOO=1 cmd`: the assignment is not an argument.
+                CommandPrefixOrSuffixItem::AssignmentWord(_, w) => self.word(w, depth)?,
+                _ => self.item(item, &mut args, depth)?,
+            }
+        }
+        if let Some(w) = &c.word_or_name {
+            args.push(self.arg(&w.value, depth)?);
+        }
+        for item in c.suffix.iter().flat_map(|s| &s.0) {
+            self.item(item, &mut args, depth)?;
+        }
+        self.invocation(&args, depth)
+    }
+
+    fn item(&mut self, item: &CommandPrefixOrSuffixItem, args: &mut Vec<Arg>, depth: usize) -> Res {
+        match item {
+            CommandPrefixOrSuffixItem::Word(w) => args.push(self.arg(&w.value, depth)?),
+            CommandPrefixOrSuffixItem::IoRedirect(r) => self.redirect(r, depth)?,
+            // `env FOO=1 cmd`: after the name, an assignment is an argument.
+            CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                args.push(self.arg(&w.value, depth)?)
+            }
+            CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => self.list(&s.list, depth)?,
+        }
+        Ok(())
+    }
+
+    /// A command given as words: record it, then whatever it runs in turn.
+    fn invocation(&mut self, args: &[Arg], depth: usize) -> Res {
+        let Some(first) = args.first() else {
+            return Ok(());
+        };
+        let text = args_text(args);
+        let Some(name) = first.command_name() else {
+            self.unresolved(&text, "its name is only known at run time");
+            return Ok(());
+        };
+        let unresolved = match name.as_str() {
+            "eval" => Some("eval runs text as commands"),
+            "source" | "." => Some("it runs the commands of a file"),
+            _ => None,
+        };
+        self.seen.push(Seen {
+            name: Some(name.clone()),
+            text,
+            unresolved,
+        });
+        for inner in inner(&name, &args[1..]) {
+            match inner {
+                Inner::Slice(words) => self.invocation(words, depth)?,
+                Inner::Args(words) => self.invocation(&words, depth)?,
+                Inner::Text(t) => self.program(&t, depth + 1)?,
+                Inner::Unresolved(why) => self.unresolved(&args_text(args), why),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn args_text(args: &[Arg]) -> String {
+    args.iter()
+        .map(|a| a.raw.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
