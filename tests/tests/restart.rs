@@ -1,6 +1,6 @@
 //! The daemon's own life: a SIGKILLed daemon's successor keeps finished records and their output
 //! and marks (and ends) what was running as lost; `cubactl daemon stop` refuses while processes
-//! run and `--force` stops them and removes the socket.
+//! run and `--force` stops them and removes the socket; SIGTERM stops children gracefully.
 
 #![allow(clippy::unwrap_used)]
 
@@ -130,4 +130,32 @@ async fn daemon_stop_refuses_while_running_and_force_stops_all() {
     assert!(!pid_alive(p.pid as i32), "the sleep outlived the daemon");
     assert!(!d.socket().exists(), "the socket file was left behind");
     assert!(d.log().contains("shutting down"), "{}", d.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_children_gracefully_and_removes_the_socket() {
+    let mut d = TestDaemon::builder().grace("5s").start().await;
+    let c = d.client().await;
+    // A process that handles TERM itself: a graceful stop lets it say goodbye.
+    let p = spawn(
+        &c,
+        "trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.1; done",
+    )
+    .await;
+    wait_match(&c, p.id, "ready").await;
+
+    // SAFETY: kill(2) on the daemon's pid, which this test owns.
+    assert_eq!(unsafe { libc::kill(d.pid(), libc::SIGTERM) }, 0);
+    let status = d.wait_daemon_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "cubad exited with {status}");
+    assert!(!pid_alive(p.pid as i32), "the child outlived the daemon");
+    assert!(!d.socket().exists(), "the socket file was left behind");
+
+    // The record says how it ended, and the child had time to run its TERM handler.
+    d.restart().await;
+    let c = d.client().await;
+    let info = c.info(p.id).step().await.unwrap();
+    assert_eq!(info.state, ProcState::Killed, "{info:?}");
+    let out = text(&read_all(&c, p.id).await);
+    assert!(out.contains("bye"), "the TERM handler did not run: {out:?}");
 }
