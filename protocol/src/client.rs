@@ -166,6 +166,19 @@ impl Client {
         })
     }
 
+    /// Tells the daemon to stop working on request `id`. Best effort: if the queue is full or
+    /// closed, the daemon drops the request's work when the connection closes anyway.
+    fn cancel(&self, id: u64) {
+        // The cancel gets an id of its own; its `Ok` finds no waiter and is dropped.
+        let own = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(body) = wire::encode(&RequestFrame {
+            id: own,
+            request: Request::Cancel(id),
+        }) {
+            let _ = self.out.try_send(Bytes::from(body));
+        }
+    }
+
     /// False once the daemon has closed the connection: connect again.
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Relaxed) && !self.out.is_closed()
@@ -203,7 +216,8 @@ impl Client {
 
     /// A streaming request: responses until `End` (which is not returned).
     pub async fn subscribe(&self, request: Request) -> Result<Subscription, ClientError> {
-        Ok(Subscription(self.send(request, STREAM_BUFFER).await?))
+        let stream = self.send(request.clone(), STREAM_BUFFER).await?;
+        Ok(Subscription { stream, request })
     }
 
     pub async fn spawn(&self, req: SpawnRequest) -> Result<ProcessInfo, ClientError> {
@@ -342,27 +356,51 @@ impl Drop for Stream_ {
     fn drop(&mut self) {
         lock(&self.client.pending).remove(&self.id);
         if !self.done {
-            // The cancel gets an id of its own; its `Ok` finds no waiter and is dropped.
-            let id = self.client.next_id.fetch_add(1, Ordering::Relaxed);
-            if let Ok(body) = wire::encode(&RequestFrame {
-                id,
-                request: Request::Cancel(self.id),
-            }) {
-                // Best effort: if the queue is full or closed the daemon will drop the
-                // request's work when the connection closes anyway.
-                let _ = self.client.out.try_send(Bytes::from(body));
-            }
+            self.client.cancel(self.id);
         }
     }
 }
 
 /// Frames of a streaming reply. Dropping it cancels the stream.
-pub struct Subscription(Stream_);
+pub struct Subscription {
+    stream: Stream_,
+    /// The request, kept up to date (a `Follow`'s cursor) so the stream can be resumed.
+    request: Request,
+}
 
 impl Subscription {
     /// The next frame; `None` once the stream has ended.
+    ///
+    /// A reader that falls a whole buffer behind has its stream ended by the reply router (so
+    /// other replies keep flowing); it is resumed here from the last cursor received, so the
+    /// reader sees every byte once, only later.
     pub async fn next(&mut self) -> Option<Result<Response, ClientError>> {
-        self.0.next().await
+        loop {
+            let frame = self.stream.next().await;
+            match (&frame, &mut self.request) {
+                (Some(Ok(Response::Output(out))), Request::Follow(follow)) => {
+                    follow.since = Some(out.next);
+                }
+                (Some(Err(ClientError::Closed)), _) if self.stream.client.is_alive() => {
+                    // The daemon still streams the old request: stop it.
+                    self.stream.client.cancel(self.stream.id);
+                    match self
+                        .stream
+                        .client
+                        .send(self.request.clone(), STREAM_BUFFER)
+                        .await
+                    {
+                        Ok(stream) => {
+                            self.stream = stream;
+                            continue;
+                        }
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                _ => {}
+            }
+            return frame;
+        }
     }
 }
 

@@ -292,3 +292,43 @@ async fn command_text_at_the_argument_limit_runs() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_falls_behind_is_resumed_without_loss() {
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_SPOOL_SIZE", "512M")
+        .start()
+        .await;
+    let c = d.client().await;
+    // Far more frames than a stream buffers for its reader.
+    let total: u64 = 96_000_000;
+    let p = spawn(&c, &format!("head -c {total} /dev/zero")).await;
+    let req = FollowRequest {
+        id: p.id,
+        since: Some(0),
+        backlog: 0,
+        stream: StreamFilter::Both,
+    };
+    let mut sub = c.subscribe(Request::Follow(req)).step().await.unwrap();
+    // Read nothing until the process has ended: the stream's buffer overflows meanwhile.
+    let w = bounded("exit", Duration::from_secs(60), wait_exit(&c, p.id)).await;
+    assert_eq!(w.process.total_bytes(), total);
+    // Other calls on the same connection were never held up by the unread stream.
+    assert_eq!(c.info(p.id).step().await.unwrap().id, p.id);
+    let mut cursor = 0;
+    loop {
+        match bounded("follow frame", STEP, sub.next()).await {
+            Some(Ok(Response::Output(o))) => {
+                assert_eq!((o.start, o.dropped), (cursor, 0), "gap or overlap: {o:?}");
+                assert!(o.chunks.iter().all(|ch| ch.data.iter().all(|b| *b == 0)));
+                cursor = o.next;
+            }
+            Some(Ok(Response::Process(info))) => {
+                assert_eq!(info.state, ProcState::Exited);
+                break;
+            }
+            other => panic!("unexpected follow frame: {other:?}"),
+        }
+    }
+    assert_eq!(cursor, total, "every byte arrived once");
+}
