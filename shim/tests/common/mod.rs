@@ -10,7 +10,6 @@
 pub mod mcp;
 
 use std::fs::{self, OpenOptions};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,28 +24,9 @@ pub const STEP: Duration = Duration::from_secs(20);
 /// Grace period (TERM → KILL) every test daemon uses.
 pub const GRACE: &str = "500ms";
 
-/// Awaits `fut`, failing the test if it takes longer than `limit`.
-pub async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out after {limit:?}: {what}"),
-    }
-}
-
-/// Re-checks `cond` every 10 ms until it holds or `limit` passes; returns whether it held. Only
-/// for conditions no event announces (a pid vanishing, a row appearing in another's table).
-pub async fn wait_for(mut cond: impl FnMut() -> bool, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// The end-to-end suite's bounded await and condition re-check (not every test file uses both).
+#[allow(unused_imports)]
+pub use cuba_tests::{bounded, wait_for};
 
 /// The shim binary under test.
 pub fn shim_bin() -> PathBuf {
