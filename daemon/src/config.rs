@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::policy::{dir_list, name_list, Policy};
+use crate::sandbox::Sandbox;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -28,6 +29,8 @@ pub struct Config {
     pub policy: Policy,
     /// Copy every audit line to stderr too (`CUBA_EXEC_AUDIT=1`).
     pub audit_stderr: bool,
+    /// The OS sandbox every command runs in (off by default).
+    pub sandbox: Sandbox,
 }
 
 impl Config {
@@ -43,6 +46,7 @@ impl Config {
             shell: "/bin/sh".to_string(),
             policy: Policy::default(),
             audit_stderr: false,
+            sandbox: Sandbox::default(),
         }
     }
 
@@ -54,9 +58,11 @@ impl Config {
     /// Applies `CUBA_EXEC_MAX_PROCS`, `CUBA_EXEC_BUFFER_SIZE`, `CUBA_EXEC_SPOOL_SIZE`,
     /// `CUBA_EXEC_TTL`, `CUBA_EXEC_SHUTDOWN_TIMEOUT` and the policy settings
     /// (`CUBA_EXEC_BLOCKED_COMMANDS`, `CUBA_EXEC_ALLOWED_COMMANDS`, `CUBA_EXEC_ALLOWED_DIRS`,
-    /// `CUBA_EXEC_AUDIT`) from `lookup` (the environment).
+    /// `CUBA_EXEC_AUDIT`) and the sandbox (`CUBA_EXEC_SANDBOX`, `CUBA_EXEC_NETWORK`, and
+    /// `TMPDIR` as a writable temp dir) from `lookup` (the environment).
     pub fn apply_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
         self.apply_policy(&lookup)?;
+        self.apply_sandbox(&lookup)?;
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         if let Some(v) = get("CUBA_EXEC_MAX_PROCS") {
             self.max_procs =
@@ -113,6 +119,31 @@ impl Config {
                 "0" | "false" | "no" | "off" => false,
                 _ => bail!("CUBA_EXEC_AUDIT={v:?}: expected 1 or 0"),
             };
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// `CUBA_EXEC_SANDBOX` (`workspace-write`, or `off`), `CUBA_EXEC_NETWORK` (`1`/`0`), and the
+    /// daemon's `TMPDIR` (an absolute path), which the sandbox lets commands write to.
+    fn apply_sandbox(&mut self, lookup: &impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(v) = lookup("CUBA_EXEC_SANDBOX").filter(|v| !v.trim().is_empty()) {
+            self.sandbox.workspace_write = match v.trim().to_ascii_lowercase().as_str() {
+                "workspace-write" => true,
+                "off" | "none" | "0" | "false" => false,
+                _ => bail!("CUBA_EXEC_SANDBOX={v:?}: expected \"workspace-write\" or \"off\""),
+            };
+        }
+        if let Some(v) = lookup("CUBA_EXEC_NETWORK").filter(|v| !v.trim().is_empty()) {
+            self.sandbox.no_network = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => false,
+                "0" | "false" | "no" | "off" => true,
+                _ => bail!("CUBA_EXEC_NETWORK={v:?}: expected 1 (allowed) or 0 (no network)"),
+            };
+        }
+        if let Some(v) = lookup("TMPDIR").filter(|v| v.starts_with('/')) {
+            self.sandbox.tmpdir = Some(PathBuf::from(v));
         }
         Ok(())
     }
@@ -193,5 +224,31 @@ mod tests {
             .apply_env(|k| (k == "CUBA_EXEC_MAX_PROCS").then(|| "0".into()))
             .unwrap_err();
         assert!(format!("{err:#}").contains("CUBA_EXEC_MAX_PROCS"));
+    }
+
+    #[test]
+    fn sandbox_settings_parse() {
+        let base = Config::new("/s".into(), "/d".into());
+        assert!(!base.sandbox.active(), "off by default");
+        let c = base
+            .clone()
+            .apply_env(|k| match k {
+                "CUBA_EXEC_SANDBOX" => Some("workspace-write".into()),
+                "CUBA_EXEC_NETWORK" => Some("0".into()),
+                "TMPDIR" => Some("/var/tmp/me".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(c.sandbox.workspace_write && c.sandbox.no_network);
+        assert_eq!(c.sandbox.tmpdir, Some(PathBuf::from("/var/tmp/me")));
+        let err = base
+            .clone()
+            .apply_env(|k| (k == "CUBA_EXEC_SANDBOX").then(|| "read-only".into()))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("CUBA_EXEC_SANDBOX"), "{err:#}");
+        let err = base
+            .apply_env(|k| (k == "CUBA_EXEC_NETWORK").then(|| "maybe".into()))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("CUBA_EXEC_NETWORK"), "{err:#}");
     }
 }

@@ -31,6 +31,8 @@ struct File {
     allowed_commands: Option<Vec<String>>,
     allowed_dirs: Option<Vec<String>>,
     audit: Option<bool>,
+    sandbox: Option<String>,
+    network: Option<bool>,
 }
 
 impl File {
@@ -63,6 +65,15 @@ impl File {
         }
         if let Some(audit) = self.audit {
             vars.insert("CUBA_EXEC_AUDIT", if audit { "1" } else { "0" }.to_string());
+        }
+        if let Some(sandbox) = self.sandbox {
+            vars.insert("CUBA_EXEC_SANDBOX", sandbox);
+        }
+        if let Some(network) = self.network {
+            vars.insert(
+                "CUBA_EXEC_NETWORK",
+                if network { "1" } else { "0" }.to_string(),
+            );
         }
         vars
     }
@@ -115,7 +126,8 @@ mod tests {
         std::fs::write(
             &file,
             "max_procs = 7\nttl = \"10m\"\nblocked_commands = [\"curl\"]\n\
-             allowed_dirs = [\"/tmp\"]\naudit = true\n",
+             allowed_dirs = [\"/tmp\"]\naudit = true\nsandbox = \"workspace-write\"\n\
+             network = false\n",
         )
         .unwrap();
         let f = file.display().to_string();
@@ -130,6 +142,7 @@ mod tests {
         assert_eq!(c.policy.blocked, ["curl".to_string()].into());
         assert_eq!(c.policy.dirs, [PathBuf::from("/tmp")]);
         assert!(c.audit_stderr);
+        assert!(c.sandbox.workspace_write && c.sandbox.no_network);
     }
 
     #[test]

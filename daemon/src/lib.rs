@@ -20,6 +20,7 @@ pub mod policy;
 mod proc;
 mod reaper;
 mod restore;
+pub mod sandbox;
 pub mod server;
 mod spawn;
 pub mod spool;

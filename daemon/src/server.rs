@@ -31,6 +31,14 @@ pub async fn run(
         .mode(0o700)
         .create(&config.state_dir)
         .with_context(|| format!("cannot create state dir {}", config.state_dir.display()))?;
+    // Before the reaper exists: the probe waits for its own child.
+    crate::sandbox::probe(
+        &config.sandbox,
+        &config.policy.dirs,
+        &config.shell,
+        &config.state_dir,
+    )
+    .context("the configured sandbox is not available")?;
     let reaper = Reaper::start().context("cannot become a child subreaper")?;
     let instance = instance_id(&config)?;
     let journal_path = config.state_dir.join("journal.jsonl");

@@ -334,14 +334,28 @@ fn start(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Its own process group (the tree's handle). No `pre_exec`: that would force a full
-    // fork of the daemon, while without it std uses posix_spawn (vfork-fast). The daemon runs
-    // in a session of its own without a terminal, so children have no terminal either.
+    // Its own process group (the tree's handle). No `pre_exec` unless a sandbox is configured:
+    // it forces a full fork of the daemon, while without it std uses posix_spawn (vfork-fast).
+    // The daemon runs in a session of its own without a terminal, so children have no terminal
+    // either.
     cmd.process_group(0);
-    let (mut child, exit, start_time) = d
-        .reaper
-        .spawn(&mut cmd)
-        .map_err(|e| format!("cannot run {shell}: {e}"))?;
+    let sandbox = &d.config.sandbox;
+    // Kept alive until the spawn returns: the child enters its ruleset.
+    let prepared = if sandbox.active() {
+        let p = sandbox
+            .prepare(&d.config.policy.dirs, cwd)
+            .map_err(|e| format!("cannot prepare the sandbox: {e:#}"))?;
+        p.install(&mut cmd);
+        Some(p)
+    } else {
+        None
+    };
+    let spawned = d.reaper.spawn(&mut cmd);
+    drop(prepared);
+    let (mut child, exit, start_time) = spawned.map_err(|e| match sandbox.active() {
+        true => format!("cannot run {shell} in the sandbox: {e}"),
+        false => format!("cannot run {shell}: {e}"),
+    })?;
     let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
         return Err("child has no pipes".to_string());
