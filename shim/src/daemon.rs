@@ -81,7 +81,9 @@ impl Daemon {
                 // The daemon went away under us (a restart, a crash; a dying daemon's socket can
                 // even accept a last connection and close it): forget the connection; the next
                 // attempt connects again, starting a daemon if none answers.
-                Err(ClientError::Closed | ClientError::Io(_)) if attempt < RETRIES => {
+                Err(ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. })
+                    if attempt < RETRIES =>
+                {
                     attempt += 1;
                     tracing::debug!(attempt, "connection to cubad lost; connecting again");
                     self.client.lock().await.take();
