@@ -73,6 +73,11 @@ pub fn client_hint(client: &ClientError) -> Option<String> {
                  (CUBA_EXEC_MAX_PROCS raises the limit when the daemon starts)"
                     .into(),
             ),
+            ErrorKind::Blocked if e.message.contains("side_effects rule") => Some(
+                "the daemon blocks that declared side effect (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); \
+                 run something else, or ask whoever runs cubad to change the setting"
+                    .into(),
+            ),
             ErrorKind::Blocked => Some(
                 "`cubactl policy check 'COMMAND'` shows the rule and every sub-command the \
                  policy saw"

@@ -113,6 +113,9 @@ enum Command {
     /// The daemon's command policy: `cubactl policy check 'CMD'` says whether it would run
     /// CMD, by which rule, and which sub-commands it saw.
     Policy(cmd::policy::Args),
+    /// The audit log: every spawn decision and process end (`-f` follows it, `--json` for
+    /// the raw lines).
+    Audit(cmd::audit::Args),
     /// Print a shell completion script: `cubactl completions bash > ~/.local/share/bash-completion/completions/cubactl`.
     Completions(cmd::completions::Args),
     /// Print the manual page (roff): `cubactl man | man -l -`.
@@ -137,6 +140,7 @@ async fn main() -> ExitCode {
         Command::Prune(a) => cmd::prune::run(&ctx, a).await,
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
+        Command::Audit(a) => cmd::audit::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

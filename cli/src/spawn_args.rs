@@ -28,6 +28,11 @@ pub struct SpawnArgs {
     /// Shell that runs the command as `SHELL -c TEXT` [default: /bin/sh].
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
+    /// Declare a side effect of the command (repeatable), in YieldShell's categories, e.g.
+    /// MAKES_NETWORK_REQUESTS or DELETES_FILES. The daemon refuses a command that declares a
+    /// category it blocks (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); declarations are not verified.
+    #[arg(long = "side-effect", value_name = "CATEGORY")]
+    pub side_effects: Vec<String>,
     /// The command. One word is shell text, run as is (`'make && ./app'`); several words are
     /// quoted one by one, so `run -- grep "a b" file` works as it would typed in your shell.
     /// Options for cubactl go before it.
@@ -51,6 +56,7 @@ impl SpawnArgs {
             close_stdin,
             timeout_ms: self.timeout.map(|t| t.as_millis() as u64),
             name: self.name.clone(),
+            side_effects: self.side_effects.clone(),
         }
     }
 }

@@ -149,3 +149,33 @@ fn ctrl_c_reaches_a_command_that_floods_output() {
     let status = wait_child(&mut child);
     assert_eq!(status.code(), Some(130), "{status}: {}", err.finish());
 }
+
+#[test]
+fn run_with_a_blocked_side_effect_is_refused() {
+    let env = Env::new();
+    // BREAKS_OPERATING_SYSTEM is in the daemon's default blocked set.
+    let out = env.output(&[
+        "run",
+        "--side-effect",
+        "MODIFIES_WORKSPACE_FILES",
+        "--side-effect",
+        "BREAKS_OPERATING_SYSTEM",
+        "--",
+        "echo ran",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("side_effects") && stderr.contains("BREAKS_OPERATING_SYSTEM"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
+    let out = env.ok(&[
+        "run",
+        "--side-effect",
+        "modifies_workspace_files",
+        "--",
+        "echo ran",
+    ]);
+    assert_eq!(out, "ran\n");
+}

@@ -9,13 +9,8 @@ use cuba_protocol::SpawnRequest;
 fn agent_spawn(command: &str, name: &str) -> SpawnRequest {
     SpawnRequest {
         command: command.into(),
-        cwd: None,
-        env: Vec::new(),
-        shell: None,
-        stdin: None,
-        close_stdin: false,
-        timeout_ms: None,
         name: Some(name.into()),
+        ..SpawnRequest::default()
     }
 }
 

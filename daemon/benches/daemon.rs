@@ -145,13 +145,8 @@ impl Drop for Daemon {
 fn spawn_req(command: &str) -> SpawnRequest {
     SpawnRequest {
         command: command.to_string(),
-        cwd: None,
-        env: Vec::new(),
-        shell: None,
-        stdin: None,
         close_stdin: true,
-        timeout_ms: None,
-        name: None,
+        ..SpawnRequest::default()
     }
 }
 

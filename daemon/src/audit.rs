@@ -1,113 +1,274 @@
 //! The audit log: one JSON line per policy decision on a spawn and per process end, appended
 //! to `<state_dir>/audit.jsonl` (and copied to stderr with `CUBA_EXEC_AUDIT=1`).
 //!
+//! Every line has `ts` (Unix ms), `event` (`spawn` / `end`), `client`, `client_kind`,
+//! `client_pid` (what the client said), `peer_uid` / `peer_pid` (the connection's SO_PEERCRED,
+//! what the kernel said), `command`, `cwd`, `decision`, `rule`, `id`, `pid`; end lines add
+//! `state`, `exit`, `signal` and `duration_ms` (also as `ms`).
+//!
+//! Rotation: once the file has grown past `audit_max` bytes it is renamed `audit.jsonl.1`
+//! (`.1` → `.2` → `.3`, the oldest dropped) and the next line starts a new file.
+//!
 //! A std `Mutex<File>`: a line is one `write_all` under the lock, never held across an
 //! `.await`, so lines from concurrent spawns never interleave.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cuba_protocol::{ClientInfo, PolicyDecision, ProcessInfo};
+use cuba_protocol::{ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
 use serde_json::{json, Value};
 
 use crate::daemon::now_ms;
 
+/// Rotated generations kept beside the live file.
+const GENERATIONS: u32 = 3;
+
+/// The kernel's word on who is at the other end of a connection (SO_PEERCRED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub pid: Option<i32>,
+}
+
+tokio::task_local! {
+    /// The peer of the connection whose request this task serves (set by `conn::serve`).
+    pub static PEER: Peer;
+}
+
+fn current_peer() -> Option<Peer> {
+    PEER.try_with(|p| *p).ok()
+}
+
+struct Log {
+    /// Opened on the first line, so a daemon that never spawns writes no file.
+    file: Option<File>,
+    /// Bytes in the live file.
+    size: u64,
+    /// Peers of processes still running, for their end lines.
+    peers: HashMap<u64, Peer>,
+}
+
 pub struct Audit {
     path: PathBuf,
     stderr: bool,
-    /// Opened on the first line, so a daemon that never spawns writes no file.
-    file: Mutex<Option<File>>,
+    max: u64,
+    log: Mutex<Log>,
+}
+
+fn kind_name(kind: ClientKind) -> String {
+    match serde_json::to_value(kind) {
+        Ok(Value::String(s)) => s.to_ascii_lowercase(),
+        _ => format!("{kind:?}").to_ascii_lowercase(),
+    }
+}
+
+fn peer_fields(peer: Option<Peer>) -> (Value, Value) {
+    match peer {
+        Some(p) => (json!(p.uid), json!(p.pid)),
+        None => (Value::Null, Value::Null),
+    }
 }
 
 impl Audit {
-    pub fn new(path: PathBuf, stderr: bool) -> Audit {
+    pub fn new(path: PathBuf, stderr: bool, max: u64) -> Audit {
         Audit {
             path,
             stderr,
-            file: Mutex::new(None),
+            max,
+            log: Mutex::new(Log {
+                file: None,
+                size: 0,
+                peers: HashMap::new(),
+            }),
         }
     }
 
     /// A spawn the policy refused.
     pub fn refused(&self, client: &ClientInfo, command: &str, cwd: &str, d: &PolicyDecision) {
-        self.write(json!({
-            "ts": now_ms(),
-            "event": "spawn",
-            "client": client.name,
-            "peer_pid": client.pid,
-            "command": command,
-            "cwd": cwd,
-            "decision": "refused",
-            "rule": d.rule,
-            "offending": d.offending,
-            "id": Value::Null,
-            "pid": Value::Null,
-        }));
+        let (peer_uid, peer_pid) = peer_fields(current_peer());
+        self.write(
+            None,
+            json!({
+                "ts": now_ms(),
+                "event": "spawn",
+                "client": client.name,
+                "client_kind": kind_name(client.kind),
+                "client_pid": client.pid,
+                "peer_uid": peer_uid,
+                "peer_pid": peer_pid,
+                "command": command,
+                "cwd": cwd,
+                "decision": "refused",
+                "rule": d.rule,
+                "offending": d.offending,
+                "id": Value::Null,
+                "pid": Value::Null,
+            }),
+        );
     }
 
     /// A spawn the policy allowed (the process may still have failed to start).
     pub fn allowed(&self, client: &ClientInfo, info: &ProcessInfo) {
-        self.write(json!({
-            "ts": now_ms(),
-            "event": "spawn",
-            "client": client.name,
-            "peer_pid": client.pid,
-            "command": info.command,
-            "cwd": info.cwd,
-            "decision": "allowed",
-            "rule": Value::Null,
-            "id": info.id,
-            "pid": info.pid,
-            "state": info.state.as_str(),
-        }));
+        let peer = current_peer();
+        let (peer_uid, peer_pid) = peer_fields(peer);
+        self.write(
+            peer.map(|p| (info.id, p)),
+            json!({
+                "ts": now_ms(),
+                "event": "spawn",
+                "client": client.name,
+                "client_kind": kind_name(client.kind),
+                "client_pid": client.pid,
+                "peer_uid": peer_uid,
+                "peer_pid": peer_pid,
+                "command": info.command,
+                "cwd": info.cwd,
+                "decision": "allowed",
+                "rule": Value::Null,
+                "id": info.id,
+                "pid": info.pid,
+                "state": info.state.as_str(),
+            }),
+        );
     }
 
     /// A process's end.
     pub fn ended(&self, info: &ProcessInfo) {
-        self.write(json!({
-            "ts": now_ms(),
-            "event": "end",
-            "client": info.owner.name,
-            "peer_pid": info.owner.pid,
-            "command": info.command,
-            "cwd": info.cwd,
-            "decision": "allowed",
-            "rule": Value::Null,
-            "id": info.id,
-            "pid": info.pid,
-            "state": info.state.as_str(),
-            "exit": info.exit_code,
-            "signal": info.signal.map(|s| format!("{s:?}")),
-            "ms": info.elapsed_ms(now_ms()),
-        }));
+        let peer = self.lock().peers.remove(&info.id);
+        let (peer_uid, peer_pid) = peer_fields(peer);
+        let ms = info.elapsed_ms(now_ms());
+        self.write(
+            None,
+            json!({
+                "ts": now_ms(),
+                "event": "end",
+                "client": info.owner.name,
+                "client_kind": kind_name(info.owner.kind),
+                "client_pid": info.owner.pid,
+                "peer_uid": peer_uid,
+                "peer_pid": peer_pid,
+                "command": info.command,
+                "cwd": info.cwd,
+                "decision": "allowed",
+                "rule": Value::Null,
+                "id": info.id,
+                "pid": info.pid,
+                "state": info.state.as_str(),
+                "exit": info.exit_code,
+                "signal": info.signal.map(|s| format!("{s:?}")),
+                "duration_ms": ms,
+                "ms": ms,
+            }),
+        );
     }
 
-    fn write(&self, line: Value) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends `line`; `remember` keeps a running process's peer for its end line.
+    fn write(&self, remember: Option<(u64, Peer)>, line: Value) {
         let mut text = line.to_string();
         text.push('\n');
         if self.stderr {
             eprint!("cubad audit: {text}");
         }
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if file.is_none() {
+        let mut log = self.lock();
+        if let Some((id, peer)) = remember {
+            // An end line may already have been written (a process that failed to start).
+            if !matches!(line.get("state"), Some(Value::String(s)) if s != "running") {
+                log.peers.insert(id, peer);
+            }
+        }
+        if log.file.is_none() {
             match OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&self.path)
             {
-                Ok(f) => *file = Some(f),
+                Ok(f) => {
+                    log.size = f.metadata().map_or(0, |m| m.len());
+                    log.file = Some(f);
+                }
                 Err(e) => {
                     tracing::warn!("cannot open the audit log {}: {e}", self.path.display());
                     return;
                 }
             }
         }
-        if let Some(f) = file.as_mut() {
+        if let Some(f) = log.file.as_mut() {
             if let Err(e) = f.write_all(text.as_bytes()) {
                 tracing::warn!("cannot write the audit log {}: {e}", self.path.display());
+                return;
             }
         }
+        log.size += text.len() as u64;
+        if log.size >= self.max {
+            log.file = None;
+            log.size = 0;
+            if let Err(e) = rotate(&self.path) {
+                tracing::warn!("cannot rotate the audit log {}: {e}", self.path.display());
+            }
+        }
+    }
+}
+
+fn generation(path: &Path, n: u32) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// `audit.jsonl.2` → `.3`, `.1` → `.2`, `audit.jsonl` → `.1` (rename replaces the oldest).
+fn rotate(path: &Path) -> std::io::Result<()> {
+    for n in (1..GENERATIONS).rev() {
+        match std::fs::rename(generation(path, n), generation(path, n + 1)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    std::fs::rename(path, generation(path, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rotation_keeps_three_generations_of_valid_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::new(path.clone(), false, 1024);
+        for i in 0..200 {
+            audit.write(None, json!({ "i": i, "pad": "x".repeat(40) }));
+        }
+        for n in 1..=3 {
+            let text = std::fs::read_to_string(generation(&path, n)).unwrap();
+            assert!(
+                text.len() >= 1024 && text.len() < 1200,
+                "{n}: {}",
+                text.len()
+            );
+            for l in text.lines() {
+                serde_json::from_str::<Value>(l).unwrap();
+            }
+        }
+        assert!(!generation(&path, 4).exists());
+        let live = std::fs::read_to_string(&path).unwrap_or_default();
+        let last: Value = serde_json::from_str(
+            live.lines().last().unwrap_or(
+                std::fs::read_to_string(generation(&path, 1))
+                    .unwrap()
+                    .lines()
+                    .last()
+                    .unwrap(),
+            ),
+        )
+        .unwrap();
+        assert_eq!(last["i"], 199);
     }
 }

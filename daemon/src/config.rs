@@ -1,11 +1,13 @@
 //! Daemon settings: defaults from the design, then the config file (`config_file.rs`), then
 //! `CUBA_EXEC_*` environment variables.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::limits::Limits;
 use crate::policy::{dir_list, name_list, Policy};
 use crate::sandbox::Sandbox;
 
@@ -29,8 +31,15 @@ pub struct Config {
     pub policy: Policy,
     /// Copy every audit line to stderr too (`CUBA_EXEC_AUDIT=1`).
     pub audit_stderr: bool,
+    /// `audit.jsonl` is rotated (`.1` … `.3`) once it grows past this many bytes
+    /// (`CUBA_EXEC_AUDIT_MAX`, default 8 MiB).
+    pub audit_max: u64,
+    /// rlimits and cgroup limits for every command (none by default).
+    pub limits: Limits,
     /// The OS sandbox every command runs in (off by default).
     pub sandbox: Sandbox,
+    /// Side-effect categories a spawn may not declare (`CUBA_EXEC_BLOCKED_SIDE_EFFECTS`).
+    pub blocked_side_effects: BTreeSet<String>,
 }
 
 impl Config {
@@ -46,7 +55,10 @@ impl Config {
             shell: "/bin/sh".to_string(),
             policy: Policy::default(),
             audit_stderr: false,
+            audit_max: 8 * 1024 * 1024,
+            limits: Limits::default(),
             sandbox: Sandbox::default(),
+            blocked_side_effects: crate::side_effects::default_blocked(),
         }
     }
 
@@ -63,6 +75,12 @@ impl Config {
     pub fn apply_env(mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
         self.apply_policy(&lookup)?;
         self.apply_sandbox(&lookup)?;
+        self.apply_limits(&lookup)?;
+        // A set but empty CUBA_EXEC_BLOCKED_SIDE_EFFECTS clears the blocked set.
+        if let Some(v) = lookup("CUBA_EXEC_BLOCKED_SIDE_EFFECTS") {
+            self.blocked_side_effects = crate::side_effects::parse_list(&v)
+                .with_context(|| format!("CUBA_EXEC_BLOCKED_SIDE_EFFECTS={v:?}"))?;
+        }
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         if let Some(v) = get("CUBA_EXEC_MAX_PROCS") {
             self.max_procs =
@@ -125,6 +143,62 @@ impl Config {
 }
 
 impl Config {
+    /// `CUBA_EXEC_AUDIT_MAX` (a size), the rlimits `CUBA_EXEC_RLIMIT_CPU` (seconds),
+    /// `CUBA_EXEC_RLIMIT_FSIZE` (a size), `CUBA_EXEC_RLIMIT_NOFILE` (a count),
+    /// `CUBA_EXEC_RLIMIT_AS` (a size), and the cgroup limits `CUBA_EXEC_PIDS_MAX` (a count) and
+    /// `CUBA_EXEC_MEMORY_MAX` (a size). An empty value means "not set".
+    fn apply_limits(&mut self, lookup: &impl Fn(&str) -> Option<String>) -> Result<()> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        if let Some(v) = get("CUBA_EXEC_AUDIT_MAX") {
+            let n = parse_size(&v).with_context(|| format!("CUBA_EXEC_AUDIT_MAX={v:?}"))?;
+            if n < 1024 {
+                bail!("CUBA_EXEC_AUDIT_MAX={v:?}: must be at least 1K");
+            }
+            self.audit_max = n;
+        }
+        let count = |name: &str| -> Result<Option<u64>> {
+            get(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .with_context(|| format!("{name}={v:?}: expected a number >= 1"))
+                })
+                .transpose()
+        };
+        let size = |name: &str| -> Result<Option<u64>> {
+            get(name)
+                .map(|v| {
+                    parse_size(&v)
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .with_context(|| format!("{name}={v:?}: expected a size such as 1M"))
+                })
+                .transpose()
+        };
+        let l = &mut self.limits;
+        if let Some(n) = count("CUBA_EXEC_RLIMIT_CPU")? {
+            l.cpu_seconds = Some(n);
+        }
+        if let Some(n) = size("CUBA_EXEC_RLIMIT_FSIZE")? {
+            l.file_size = Some(n);
+        }
+        if let Some(n) = count("CUBA_EXEC_RLIMIT_NOFILE")? {
+            l.open_files = Some(n);
+        }
+        if let Some(n) = size("CUBA_EXEC_RLIMIT_AS")? {
+            l.address_space = Some(n);
+        }
+        if let Some(n) = count("CUBA_EXEC_PIDS_MAX")? {
+            l.pids_max = Some(n);
+        }
+        if let Some(n) = size("CUBA_EXEC_MEMORY_MAX")? {
+            l.memory_max = Some(n);
+        }
+        Ok(())
+    }
+
     /// `CUBA_EXEC_SANDBOX` (`workspace-write`, or `off`), `CUBA_EXEC_NETWORK` (`1`/`0`), and the
     /// daemon's `TMPDIR` (an absolute path), which the sandbox lets commands write to.
     fn apply_sandbox(&mut self, lookup: &impl Fn(&str) -> Option<String>) -> Result<()> {
@@ -224,6 +298,37 @@ mod tests {
             .apply_env(|k| (k == "CUBA_EXEC_MAX_PROCS").then(|| "0".into()))
             .unwrap_err();
         assert!(format!("{err:#}").contains("CUBA_EXEC_MAX_PROCS"));
+    }
+
+    #[test]
+    fn limit_settings_parse() {
+        let base = Config::new("/s".into(), "/d".into());
+        assert!(base.limits.is_empty());
+        assert_eq!(base.audit_max, 8 << 20);
+        let c = base
+            .clone()
+            .apply_env(|k| match k {
+                "CUBA_EXEC_AUDIT_MAX" => Some("4K".into()),
+                "CUBA_EXEC_RLIMIT_CPU" => Some("10".into()),
+                "CUBA_EXEC_RLIMIT_FSIZE" => Some("1M".into()),
+                "CUBA_EXEC_RLIMIT_NOFILE" => Some("64".into()),
+                "CUBA_EXEC_MEMORY_MAX" => Some("512M".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(c.audit_max, 4096);
+        assert_eq!(c.limits.cpu_seconds, Some(10));
+        assert_eq!(c.limits.file_size, Some(1 << 20));
+        assert_eq!(c.limits.open_files, Some(64));
+        assert_eq!(c.limits.memory_max, Some(512 << 20));
+        assert_eq!(c.limits.address_space, None);
+        let err = base
+            .apply_env(|k| (k == "CUBA_EXEC_RLIMIT_NOFILE").then(|| "many".into()))
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("CUBA_EXEC_RLIMIT_NOFILE"),
+            "{err:#}"
+        );
     }
 
     #[test]

@@ -30,16 +30,39 @@ struct File {
     blocked_commands: Option<Vec<String>>,
     allowed_commands: Option<Vec<String>>,
     allowed_dirs: Option<Vec<String>>,
+    blocked_side_effects: Option<Vec<String>>,
     audit: Option<bool>,
     sandbox: Option<String>,
     network: Option<bool>,
+    audit_max: Option<Scalar>,
+    limits: Option<LimitsTable>,
+}
+
+/// `[limits]`: rlimits and cgroup limits for every command.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsTable {
+    cpu_seconds: Option<Scalar>,
+    file_size: Option<Scalar>,
+    open_files: Option<Scalar>,
+    address_space: Option<Scalar>,
+    pids_max: Option<Scalar>,
+    memory_max: Option<Scalar>,
 }
 
 impl File {
     /// The file as the environment variables it stands for.
     fn into_env(self) -> BTreeMap<&'static str, String> {
         let mut vars = BTreeMap::new();
+        let limits = self.limits.unwrap_or_default();
         let scalars = [
+            ("CUBA_EXEC_AUDIT_MAX", self.audit_max),
+            ("CUBA_EXEC_RLIMIT_CPU", limits.cpu_seconds),
+            ("CUBA_EXEC_RLIMIT_FSIZE", limits.file_size),
+            ("CUBA_EXEC_RLIMIT_NOFILE", limits.open_files),
+            ("CUBA_EXEC_RLIMIT_AS", limits.address_space),
+            ("CUBA_EXEC_PIDS_MAX", limits.pids_max),
+            ("CUBA_EXEC_MEMORY_MAX", limits.memory_max),
             ("CUBA_EXEC_MAX_PROCS", self.max_procs),
             ("CUBA_EXEC_BUFFER_SIZE", self.buffer_size),
             ("CUBA_EXEC_SPOOL_SIZE", self.spool_size),
@@ -57,6 +80,7 @@ impl File {
             ("CUBA_EXEC_BLOCKED_COMMANDS", self.blocked_commands),
             ("CUBA_EXEC_ALLOWED_COMMANDS", self.allowed_commands),
             ("CUBA_EXEC_ALLOWED_DIRS", self.allowed_dirs),
+            ("CUBA_EXEC_BLOCKED_SIDE_EFFECTS", self.blocked_side_effects),
         ];
         for (name, list) in lists {
             if let Some(list) = list {
@@ -127,7 +151,7 @@ mod tests {
             &file,
             "max_procs = 7\nttl = \"10m\"\nblocked_commands = [\"curl\"]\n\
              allowed_dirs = [\"/tmp\"]\naudit = true\nsandbox = \"workspace-write\"\n\
-             network = false\n",
+             network = false\nblocked_side_effects = [\"makes_network_requests\"]\n",
         )
         .unwrap();
         let f = file.display().to_string();
@@ -143,6 +167,31 @@ mod tests {
         assert_eq!(c.policy.dirs, [PathBuf::from("/tmp")]);
         assert!(c.audit_stderr);
         assert!(c.sandbox.workspace_write && c.sandbox.no_network);
+        assert_eq!(
+            c.blocked_side_effects,
+            ["MAKES_NETWORK_REQUESTS".to_string()].into()
+        );
+    }
+
+    #[test]
+    fn the_limits_table_and_audit_max_apply() {
+        let vars = parse(
+            "audit_max = \"1M\"\n\n[limits]\nopen_files = 64\nfile_size = \"1M\"\n\
+             cpu_seconds = 5\naddress_space = \"2G\"\npids_max = 5\nmemory_max = \"256M\"\n",
+        )
+        .unwrap();
+        let c = Config::new("/s".into(), "/d".into())
+            .apply_env(|k| vars.get(k).cloned())
+            .unwrap();
+        assert_eq!(c.audit_max, 1 << 20);
+        assert_eq!(c.limits.open_files, Some(64));
+        assert_eq!(c.limits.file_size, Some(1 << 20));
+        assert_eq!(c.limits.cpu_seconds, Some(5));
+        assert_eq!(c.limits.address_space, Some(2 << 30));
+        assert_eq!(c.limits.pids_max, Some(5));
+        assert_eq!(c.limits.memory_max, Some(256 << 20));
+        let err = parse("[limits]\nopen_file = 64\n").unwrap_err();
+        assert!(format!("{err:#}").contains("open_file"), "{err:#}");
     }
 
     #[test]

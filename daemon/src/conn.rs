@@ -103,13 +103,22 @@ async fn write_replies(
     }
 }
 
-pub async fn serve(d: Arc<Daemon>, stream: UnixStream) {
+/// `peer`: the connection's SO_PEERCRED, seen by the audit log through a task-local.
+/// `peer.pid` also places the connection inside one of our process trees or not
+/// (`policy::ancestry`), before anything is read from it.
+pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: crate::audit::Peer) {
+    let origin = crate::policy::ancestry::origin(&d, peer.pid);
     let mut framed = Framed::new(stream, wire::codec());
     let Some(client) = handshake(&d, &mut framed).await else {
         return;
     };
     tracing::debug!(name = %client.name, pid = client.pid, "client connected");
     d.clients.fetch_add(1, Ordering::Relaxed);
+    // The policy this connection (and everything it starts) is held to, computed once.
+    let policy = Arc::new(crate::policy::ancestry::effective(&d, &origin, &client));
+    if let Some(by) = policy.narrowed_by() {
+        tracing::debug!(name = %client.name, "policy narrowed by {by}");
+    }
     let client = Arc::new(client);
     let (sink, mut source) = framed.split();
     let (tx, rx) = mpsc::channel::<ResponseFrame>(OUT_QUEUE);
@@ -181,11 +190,11 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream) {
         tracing::trace!(id, "request");
         let out = Responder { id, tx: tx.clone() };
         let handle = tasks.spawn({
-            let (d, client) = (d.clone(), client.clone());
-            async move {
-                dispatch(d, client, request, out).await;
+            let (d, client, policy) = (d.clone(), client.clone(), policy.clone());
+            crate::audit::PEER.scope(peer, async move {
+                dispatch(d, client, policy, request, out).await;
                 id
-            }
+            })
         });
         in_flight.insert(id, handle);
     }

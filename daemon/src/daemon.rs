@@ -36,6 +36,8 @@ pub struct Daemon {
     pub journal: Journal,
     /// `audit.jsonl`: policy decisions and process ends.
     pub audit: crate::audit::Audit,
+    /// rlimits and per-process cgroups (`limits.rs`), checked at start-up.
+    pub limits: crate::limits::Limiter,
     pub clients: AtomicU32,
     pub shutdown: CancellationToken,
     table: Mutex<Table>,
@@ -55,7 +57,9 @@ impl Daemon {
             audit: crate::audit::Audit::new(
                 config.state_dir.join("audit.jsonl"),
                 config.audit_stderr,
+                config.audit_max,
             ),
+            limits: crate::limits::Limiter::default(),
             config,
             pid,
             instance,

@@ -48,6 +48,9 @@ pub struct ProcData {
     pub control: Option<mpsc::Sender<Control>>,
     pub root: Option<TreeRoot>,
     pub stop: Option<StopCause>,
+    /// The policy of the client that started it: a connection from inside its tree is held to
+    /// it (`policy::ancestry`). `None` for records restored from the journal.
+    pub policy: Option<std::sync::Arc<crate::policy::Effective>>,
 }
 
 pub struct Proc {

@@ -62,6 +62,7 @@ pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>
             control: None,
             root: None,
             stop: None,
+            policy: None,
         };
         procs.insert(id, Arc::new(Proc::new(data)));
         records.insert(id, rec);

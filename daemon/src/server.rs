@@ -48,7 +48,11 @@ pub async fn run(
     let (table, records) = restore::restore(&config, loaded);
     let journal = Journal::create(journal_path.clone(), &records, next_id)
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
-    let d = Arc::new(Daemon::new(config, instance, reaper, journal, table));
+    let limiter = crate::limits::Limiter::setup(&config.limits, &instance)
+        .context("the configured resource limits cannot be applied")?;
+    let mut daemon = Daemon::new(config, instance, reaper, journal, table);
+    daemon.limits = limiter;
+    let d = Arc::new(daemon);
     tracing::info!(
         pid = d.pid,
         socket = %d.config.socket.display(),
@@ -90,7 +94,13 @@ fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<(
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         match stream.peer_cred() {
-            Ok(cred) if cred.uid() == me => conn::serve(d, stream).await,
+            Ok(cred) if cred.uid() == me => {
+                let peer = crate::audit::Peer {
+                    uid: cred.uid(),
+                    pid: cred.pid(),
+                };
+                conn::serve(d, stream, peer).await
+            }
             Ok(cred) => {
                 tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a peer of another uid");
                 let reason = format!(

@@ -91,9 +91,10 @@ fn validate(req: &SpawnRequest) -> Result<(), ProtocolError> {
 pub fn spawn(
     d: &Arc<Daemon>,
     client: &ClientInfo,
+    policy: &Arc<crate::policy::Effective>,
     req: SpawnRequest,
 ) -> Result<ProcessInfo, ProtocolError> {
-    match start_or_find(d, client, req, false)? {
+    match start_or_find(d, client, policy, req, false)? {
         Reserved::New(info) | Reserved::Existing(info) => Ok(info),
     }
 }
@@ -109,6 +110,7 @@ pub enum Reserved<T> {
 pub fn start_or_find(
     d: &Arc<Daemon>,
     client: &ClientInfo,
+    policy: &Arc<crate::policy::Effective>,
     req: SpawnRequest,
     ensure: bool,
 ) -> Result<Reserved<ProcessInfo>, ProtocolError> {
@@ -122,10 +124,8 @@ pub fn start_or_find(
         Some(c) => Path::new(&client.cwd).join(c),
         None => PathBuf::from(&client.cwd),
     };
-    let decision = d
-        .config
-        .policy
-        .check_spawn(req.shell.as_deref(), &req.command, &cwd);
+    // --- Policy: the connection's effective policy (the daemon's, narrowed per client).
+    let decision = policy.check_spawn(req.shell.as_deref(), &req.command, &cwd);
     if !decision.allowed {
         let cwd_text = cwd.display().to_string();
         d.audit.refused(client, &req.command, &cwd_text, &decision);
@@ -133,10 +133,24 @@ pub fn start_or_find(
         let message = format!("refused by the {rule} rule: {}", decision.message);
         return Err(ProtocolError::new(ErrorKind::Blocked, message));
     }
+    // --- Side-effect declarations (side_effects.rs): unknown names are BAD_REQUEST, a blocked
+    // category is BLOCKED and audited like a policy refusal. The caller's word, not verified.
+    match crate::side_effects::check(&req.side_effects, &d.config.blocked_side_effects) {
+        Ok(()) => {}
+        Err(crate::side_effects::Refusal::Bad(e)) => return Err(e),
+        Err(crate::side_effects::Refusal::Blocked(e, decision)) => {
+            let cwd_text = cwd.display().to_string();
+            d.audit.refused(client, &req.command, &cwd_text, &decision);
+            return Err(e);
+        }
+    }
+    // --- End of side-effect declarations.
     let p = match reserve(d, client, &req, &cwd, ensure)? {
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok(Reserved::Existing(p.info())),
     };
+    // --- Policy: a connection from inside this process's tree inherits it (policy::ancestry).
+    p.lock().policy = Some(policy.clone());
     let id = p.id;
     let started = Instant::now();
     match start(d, client, &req, &cwd, id) {
@@ -287,6 +301,7 @@ fn reserve(
         control: None,
         root: None,
         stop: None,
+        policy: None,
     }));
     table.procs.insert(id, p.clone());
     Ok(Reserved::New(p))
@@ -356,6 +371,9 @@ fn start(
         true => format!("cannot run {shell} in the sandbox: {e}"),
         false => format!("cannot run {shell}: {e}"),
     })?;
+    // ---- resource limits (limits.rs): prlimit + cgroup move on the new pid; kills on failure.
+    d.limits.apply_or_kill(id, child.id() as i32)?;
+    // ---- end resource limits
     let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
         return Err("child has no pipes".to_string());

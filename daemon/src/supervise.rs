@@ -287,6 +287,9 @@ impl Supervisor {
     }
 
     fn finish(&mut self) {
+        // ---- resource limits (limits.rs): the per-process cgroup goes with the process.
+        self.d.limits.release(self.p.id);
+        // ---- end resource limits
         {
             let mut d = self.p.lock();
             d.drained = true;

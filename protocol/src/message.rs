@@ -139,7 +139,7 @@ pub struct PolicyDecision {
     pub message: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpawnRequest {
     /// Shell text, run as `shell -c command`.
     pub command: String,
@@ -157,6 +157,45 @@ pub struct SpawnRequest {
     pub timeout_ms: Option<u64>,
     /// Optional label shown in tables.
     pub name: Option<String>,
+    /// What the caller says the command does: YieldShell's side-effect category names
+    /// (`MAKES_NETWORK_REQUESTS`, `DELETES_FILES`, …; see [`SIDE_EFFECTS`]). Empty: nothing
+    /// declared. The daemon refuses unknown names and categories in its blocked set; it does
+    /// not verify that a declaration is true.
+    pub side_effects: Vec<String>,
+}
+
+/// YieldShell's side-effect categories, the names a [`SpawnRequest::side_effects`] may use.
+/// `NONE` (no meaningful side effect) cannot be combined with another category.
+pub const SIDE_EFFECTS: &[&str] = &[
+    "NONE",
+    "MODIFIES_WORKSPACE_FILES",
+    "MODIFIES_PROTECTED_FILES",
+    "MODIFIES_OUTSIDE_WORKSPACE",
+    "DELETES_FILES",
+    "INSTALLS_DEPENDENCIES",
+    "CHANGES_SYSTEM_CONFIGURATION",
+    "BREAKS_OPERATING_SYSTEM",
+    "AFFECTS_PRODUCTION_SERVICES",
+    "STOPS_OR_RESTARTS_SERVICES",
+    "EXPOSES_SECRETS",
+    "CREATES_SECURITY_RISK",
+    "CHANGES_NETWORK_CONFIGURATION",
+    "MAKES_NETWORK_REQUESTS",
+    "RUNS_PRIVILEGED_COMMANDS",
+    "USES_DESTRUCTIVE_GIT_OPERATION",
+    "CONSUMES_SIGNIFICANT_RESOURCES",
+    "GENERATES_EXECUTABLE_CONTENT",
+    "BREAKS_OS_USER_SETTINGS",
+    "KILLS_AGENT_PROCESS",
+    "OTHER",
+    "UNKNOWN",
+];
+
+/// The canonical name of a side-effect category: `name` trimmed and upper-cased if that is one
+/// of [`SIDE_EFFECTS`] (so `makes_network_requests` is accepted), else `None`.
+pub fn side_effect_name(name: &str) -> Option<&'static str> {
+    let upper = name.trim().to_ascii_uppercase();
+    SIDE_EFFECTS.iter().copied().find(|c| *c == upper)
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -45,6 +45,7 @@ fn spawn_frame() -> RequestFrame {
             close_stdin: true,
             timeout_ms: Some(300),
             name: Some("é".into()),
+            side_effects: vec!["NONE".into()],
         }),
     }
 }
@@ -118,6 +119,7 @@ fn golden_spawn_request() {
             "01",                   // close_stdin true
             "01 fb 012c",           // timeout_ms Some(300): u16 marker, big-endian
             "01 02 c3a9",           // name Some("é"), UTF-8
+            "01 04 4e4f4e45",       // side_effects: 1 entry, "NONE"
         ],
     );
 }
@@ -204,7 +206,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "00000003",             // protocol version 3, fixed u32 big-endian
+            "00000004",             // protocol version 4, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -224,7 +226,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000003",      // protocol version 3
+            "00000004",      // protocol version 4
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -234,7 +236,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000003 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000004 00000063", "01", "6e6f"]);
 }
 
 #[test]

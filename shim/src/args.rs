@@ -44,6 +44,17 @@ pub struct RunArgs {
     pub tty: Option<bool>,
     /// Run in the persistent shell of this name, so `cd` and `export` carry over between calls.
     pub session: Option<String>,
+    /// What the command does, declared by you before it runs: every category that plausibly
+    /// applies, or ["NONE"] for a read-only command. Categories: NONE, MODIFIES_WORKSPACE_FILES,
+    /// MODIFIES_PROTECTED_FILES, MODIFIES_OUTSIDE_WORKSPACE, DELETES_FILES, INSTALLS_DEPENDENCIES,
+    /// CHANGES_SYSTEM_CONFIGURATION, BREAKS_OPERATING_SYSTEM, AFFECTS_PRODUCTION_SERVICES,
+    /// STOPS_OR_RESTARTS_SERVICES, EXPOSES_SECRETS, CREATES_SECURITY_RISK,
+    /// CHANGES_NETWORK_CONFIGURATION, MAKES_NETWORK_REQUESTS, RUNS_PRIVILEGED_COMMANDS,
+    /// USES_DESTRUCTIVE_GIT_OPERATION, CONSUMES_SIGNIFICANT_RESOURCES,
+    /// GENERATES_EXECUTABLE_CONTENT, BREAKS_OS_USER_SETTINGS, KILLS_AGENT_PROCESS, OTHER, UNKNOWN.
+    /// A command declaring a category the user has blocked is refused (BLOCKED) and not run:
+    /// then do the task another way or ask the user. Example: ["MAKES_NETWORK_REQUESTS"].
+    pub side_effects: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -68,6 +79,17 @@ pub struct StartArgs {
     pub ensure: Option<bool>,
     /// Run in a pseudo-terminal (for programs that need one).
     pub tty: Option<bool>,
+    /// What the command does, declared by you before it runs: every category that plausibly
+    /// applies, or ["NONE"] for a read-only command. Categories: NONE, MODIFIES_WORKSPACE_FILES,
+    /// MODIFIES_PROTECTED_FILES, MODIFIES_OUTSIDE_WORKSPACE, DELETES_FILES, INSTALLS_DEPENDENCIES,
+    /// CHANGES_SYSTEM_CONFIGURATION, BREAKS_OPERATING_SYSTEM, AFFECTS_PRODUCTION_SERVICES,
+    /// STOPS_OR_RESTARTS_SERVICES, EXPOSES_SECRETS, CREATES_SECURITY_RISK,
+    /// CHANGES_NETWORK_CONFIGURATION, MAKES_NETWORK_REQUESTS, RUNS_PRIVILEGED_COMMANDS,
+    /// USES_DESTRUCTIVE_GIT_OPERATION, CONSUMES_SIGNIFICANT_RESOURCES,
+    /// GENERATES_EXECUTABLE_CONTENT, BREAKS_OS_USER_SETTINGS, KILLS_AGENT_PROCESS, OTHER, UNKNOWN.
+    /// A command declaring a category the user has blocked is refused (BLOCKED) and not run:
+    /// then do the task another way or ask the user. Example: ["MAKES_NETWORK_REQUESTS"].
+    pub side_effects: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

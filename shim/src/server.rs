@@ -176,6 +176,7 @@ impl CubaExec {
             stdin: a.stdin.map(String::into_bytes),
             timeout_ms: a.timeout_ms,
             name: a.name,
+            side_effects: a.side_effects.unwrap_or_default(),
         };
         let spawn = |c: Client| {
             let req = req.clone();
@@ -257,6 +258,7 @@ impl CubaExec {
             close_stdin: false,
             timeout_ms: a.timeout_ms,
             name: a.name,
+            side_effects: a.side_effects.unwrap_or_default(),
         };
         let ensure = a.ensure == Some(true);
         let start = |c: Client| {

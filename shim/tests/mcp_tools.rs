@@ -301,3 +301,41 @@ async fn stdout_and_stderr_are_kept_in_write_order() {
     assert_eq!(r.output(), want);
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_declaring_a_blocked_side_effect_is_refused_and_nothing_runs() {
+    let (t, c) = setup().await;
+    // BREAKS_OPERATING_SYSTEM is in the daemon's default blocked set.
+    let marker = t.path().join("ran");
+    let command = format!("touch {}", marker.display());
+    let r = c
+        .call(
+            "run",
+            json!({ "command": command, "side_effects": ["BREAKS_OPERATING_SYSTEM"] }),
+        )
+        .await;
+    assert!(r.is_error(), "{}", r.text());
+    assert_eq!(r.code(), Some("BLOCKED"), "{}", r.text());
+    assert!(r.text().contains("BREAKS_OPERATING_SYSTEM"), "{}", r.text());
+    assert!(r.text().contains("side_effects"), "{}", r.text());
+    assert!(!marker.exists(), "a refused command must not run");
+
+    let r = c
+        .call(
+            "run",
+            json!({ "command": "echo ok", "side_effects": ["no_such_effect"] }),
+        )
+        .await;
+    assert!(r.is_error());
+    assert_eq!(r.code(), Some("BAD_REQUEST"), "{}", r.text());
+
+    let r = c
+        .call(
+            "run",
+            json!({ "command": "echo ok", "side_effects": ["MODIFIES_WORKSPACE_FILES"] }),
+        )
+        .await;
+    assert!(!r.is_error(), "{}", r.text());
+    assert_eq!(r.output(), "ok\n");
+    c.close().await;
+}

@@ -88,13 +88,7 @@ pub async fn wait_for(mut cond: impl FnMut() -> bool, limit: Duration) -> bool {
 pub fn spawn_req(command: &str) -> SpawnRequest {
     SpawnRequest {
         command: command.to_string(),
-        cwd: None,
-        env: Vec::new(),
-        shell: None,
-        stdin: None,
-        close_stdin: false,
-        timeout_ms: None,
-        name: None,
+        ..SpawnRequest::default()
     }
 }
 

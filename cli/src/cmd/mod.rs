@@ -1,6 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod attach;
+pub mod audit;
 pub mod completions;
 pub mod daemon;
 pub mod info;

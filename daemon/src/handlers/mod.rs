@@ -14,6 +14,7 @@ use cuba_protocol::{ClientInfo, ErrorKind, ProtocolError, Request, Response, Res
 use tokio::sync::mpsc;
 
 use crate::daemon::Daemon;
+use crate::policy::Effective;
 
 /// Sends the frames of one request's reply.
 #[derive(Clone)]
@@ -36,13 +37,22 @@ impl Responder {
 }
 
 /// Runs one request to completion, sending its reply.
-pub async fn dispatch(d: Arc<Daemon>, client: Arc<ClientInfo>, request: Request, out: Responder) {
+/// `policy` is the connection's effective policy (the daemon's, narrowed for this client).
+pub async fn dispatch(
+    d: Arc<Daemon>,
+    client: Arc<ClientInfo>,
+    policy: Arc<Effective>,
+    request: Request,
+    out: Responder,
+) {
     let result = match request {
-        Request::Spawn(r) => crate::spawn::spawn(&d, &client, r).map(Response::Process),
-        Request::Ensure(r) => crate::spawn::start_or_find(&d, &client, r, true).map(|r| match r {
-            crate::spawn::Reserved::New(p) => Response::Process(p),
-            crate::spawn::Reserved::Existing(p) => Response::Existing(p),
-        }),
+        Request::Spawn(r) => crate::spawn::spawn(&d, &client, &policy, r).map(Response::Process),
+        Request::Ensure(r) => {
+            crate::spawn::start_or_find(&d, &client, &policy, r, true).map(|r| match r {
+                crate::spawn::Reserved::New(p) => Response::Process(p),
+                crate::spawn::Reserved::Existing(p) => Response::Existing(p),
+            })
+        }
         Request::Info(r) => d.get(r.id).map(|p| Response::Process(p.info())),
         Request::Read(r) => io::read(&d, r),
         Request::Stdin(r) => io::stdin(&d, r),
@@ -50,7 +60,7 @@ pub async fn dispatch(d: Arc<Daemon>, client: Arc<ClientInfo>, request: Request,
         Request::Signal(r) => signal::signal(&d, r).await,
         Request::List(r) => Ok(Response::List(table::list(&d, &r))),
         Request::Prune => Ok(Response::Pruned(d.prune(std::time::Duration::ZERO))),
-        Request::PolicyCheck(text) => Ok(Response::Policy(d.config.policy.check(&text))),
+        Request::PolicyCheck(text) => Ok(Response::Policy(policy.check(&text))),
         Request::DaemonStatus => Ok(Response::DaemonStatus(lifecycle::status(&d))),
         Request::Shutdown(r) => {
             // Answer before the daemon starts going down.

@@ -3,6 +3,8 @@
 //! is held against the blocklist and the optional allowlist. This is a seatbelt, not a sandbox:
 //! a program the lists allow (`python -c`, a compiled binary) can still do anything.
 
+pub(crate) mod ancestry;
+mod narrow;
 mod walk;
 mod words;
 mod wrappers;
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use cuba_protocol::PolicyDecision;
 
+pub use narrow::Effective;
 pub use walk::{collect, Seen};
 
 /// The 27 names of Cuba-Exec's default blocklist.

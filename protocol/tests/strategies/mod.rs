@@ -112,17 +112,21 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
         any::<bool>(),
         opt(any::<u64>()),
         opt(text()),
+        proptest::collection::vec(text(), 0..4),
     );
     fields.prop_map(
-        |(command, cwd, env, shell, stdin, close_stdin, timeout_ms, name)| SpawnRequest {
-            command,
-            cwd,
-            env,
-            shell,
-            stdin,
-            close_stdin,
-            timeout_ms,
-            name,
+        |(command, cwd, env, shell, stdin, close_stdin, timeout_ms, name, side_effects)| {
+            SpawnRequest {
+                command,
+                cwd,
+                env,
+                shell,
+                stdin,
+                close_stdin,
+                timeout_ms,
+                name,
+                side_effects,
+            }
         },
     )
 }
