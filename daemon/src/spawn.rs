@@ -153,7 +153,7 @@ pub fn start_or_find(
     p.lock().policy = Some(policy.clone());
     let id = p.id;
     let started = Instant::now();
-    match start(d, client, &req, &cwd, id) {
+    match start(d, client, policy, &req, &cwd, id) {
         Ok((child, root)) => {
             tracing::debug!(
                 id,
@@ -312,6 +312,7 @@ type Started = ((ChildIo, pipe::Sender), TreeRoot);
 fn start(
     d: &Arc<Daemon>,
     client: &ClientInfo,
+    policy: &crate::policy::Effective,
     req: &SpawnRequest,
     cwd: &Path,
     id: u64,
@@ -354,11 +355,16 @@ fn start(
     // The daemon runs in a session of its own without a terminal, so children have no terminal
     // either.
     cmd.process_group(0);
-    let sandbox = &d.config.sandbox;
+    // The daemon's sandbox, plus what this client asked for; confined to its (narrowed) roots.
+    let sandbox = &crate::sandbox::Sandbox {
+        workspace_write: d.config.sandbox.workspace_write || policy.write_confined,
+        no_network: d.config.sandbox.no_network || policy.no_network,
+        tmpdir: d.config.sandbox.tmpdir.clone(),
+    };
     // Kept alive until the spawn returns: the child enters its ruleset.
     let prepared = if sandbox.active() {
         let p = sandbox
-            .prepare(&d.config.policy.dirs, cwd)
+            .prepare(&policy.rules().dirs, cwd)
             .map_err(|e| format!("cannot prepare the sandbox: {e:#}"))?;
         p.install(&mut cmd);
         Some(p)

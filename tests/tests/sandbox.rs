@@ -187,3 +187,51 @@ fn a_bad_sandbox_setting_stops_the_daemon_at_start_up() {
     assert!(!status.success());
     assert!(err.contains("CUBA_EXEC_SANDBOX"), "{err}");
 }
+
+/// A connection whose own environment asks for a sandbox, as an editor's MCP config can.
+async fn client_with(d: &TestDaemon, vars: &[(&str, &str)]) -> Client {
+    let mut info = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "boxed");
+    info.env
+        .retain(|(k, _)| !k.to_string_lossy().starts_with("CUBA_EXEC_"));
+    info.env
+        .extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    cuba_tests::bounded("connect", STEP, Client::connect(d.socket(), info))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_can_ask_for_a_sandbox_the_daemon_does_not_impose() {
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().canonicalize().unwrap().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let outside = outside_dir();
+    let target = outside.path().join("escaped");
+    let write = format!("echo x > {}", target.display());
+    let d = TestDaemon::start().await;
+    let dirs = work.to_str().unwrap();
+    let boxed = client_with(
+        &d,
+        &[
+            ("CUBA_EXEC_SANDBOX", "workspace-write"),
+            ("CUBA_EXEC_ALLOWED_DIRS", dirs),
+        ],
+    )
+    .await;
+    let (code, out) = run(&boxed, &write, &work).await;
+    assert_ne!(
+        code,
+        Some(0),
+        "the boxed client's command wrote outside: {out}"
+    );
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(!target.exists());
+    let (code, out) = run(&boxed, "echo in > in.txt", &work).await;
+    assert_eq!(code, Some(0), "inside its root it writes: {out}");
+
+    // Another client of the same daemon is not confined by that request.
+    let plain = d.client().await;
+    let (code, out) = run(&plain, &write, &work).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(target.exists());
+}

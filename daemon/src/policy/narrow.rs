@@ -26,6 +26,10 @@ pub struct Effective {
     no_dirs: bool,
     /// Who narrowed the daemon's policy (for decisions); `None` when nobody did.
     by: Option<String>,
+    /// Sandboxing a client asked for on top of the daemon's (`CUBA_EXEC_SANDBOX`,
+    /// `CUBA_EXEC_NETWORK=0` in its environment): a client can add confinement, never remove it.
+    pub write_confined: bool,
+    pub no_network: bool,
 }
 
 fn lookup<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a OsString> {
@@ -101,6 +105,8 @@ impl Effective {
             rules: policy.clone(),
             no_dirs: false,
             by: None,
+            write_confined: false,
+            no_network: false,
         }
     }
 
@@ -130,6 +136,9 @@ impl Effective {
             dirs: Vec::new(),
         };
         let mut any = false;
+        let write_confined = self.write_confined
+            || get("CUBA_EXEC_SANDBOX").is_some_and(|v| v.trim() == "workspace-write");
+        let no_network = self.no_network || get("CUBA_EXEC_NETWORK").is_some_and(|v| v.trim() == "0");
         if let Some(v) = get("CUBA_EXEC_BLOCKED_COMMANDS") {
             client.blocked = name_list(&v);
             any |= !client.blocked.is_subset(&self.rules.blocked);
@@ -154,7 +163,11 @@ impl Effective {
             }
         }
         if !any {
-            return self.clone();
+            return Effective {
+                write_confined,
+                no_network,
+                ..self.clone()
+            };
         }
         let (rules, no_dirs) = meet(&self.rules, self.no_dirs, &client, false);
         Effective {
@@ -162,6 +175,8 @@ impl Effective {
             rules,
             no_dirs,
             by: join(self.by.as_deref(), Some(&format!("client `{who}`"))),
+            write_confined,
+            no_network,
         }
     }
 
@@ -175,6 +190,8 @@ impl Effective {
             rules,
             no_dirs,
             by: join(theirs.as_deref(), self.by.as_deref()),
+            write_confined: self.write_confined || other.write_confined,
+            no_network: self.no_network || other.no_network,
         }
     }
 
