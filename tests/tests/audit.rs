@@ -81,14 +81,20 @@ async fn the_audit_log_rotates_keeping_three_generations() {
         last_id = p.id;
     }
     let dir = d.state_dir();
-    // A waiter may hear of the exit a moment before the end line is written.
+    // A waiter may hear of the exit a moment before the end line is written, and a rotation
+    // renames the generations one after another: wait until the last line is in and every
+    // generation is in place.
     let written = cuba_tests::wait_for(
         || {
-            ["audit.jsonl", "audit.jsonl.1"].iter().any(|name| {
-                lines(&dir.join(name))
-                    .iter()
-                    .any(|l| l["event"] == "end" && l["id"] == last_id)
-            })
+            let generations = ["audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.3"]
+                .iter()
+                .all(|name| dir.join(name).exists());
+            generations
+                && ["audit.jsonl", "audit.jsonl.1"].iter().any(|name| {
+                    lines(&dir.join(name))
+                        .iter()
+                        .any(|l| l["event"] == "end" && l["id"] == last_id)
+                })
         },
         STEP,
     )
