@@ -29,6 +29,8 @@ pub enum Control {
         signal: Signal,
         grace: Option<std::time::Duration>,
     },
+    /// Bytes were queued for its stdin: it is no longer waiting, and the quiet period restarts.
+    InputSent,
 }
 
 /// Messages to a process's stdin writer.

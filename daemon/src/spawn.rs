@@ -391,19 +391,36 @@ fn start(
         // SAFETY: F_SETPIPE_SZ on a pipe fd we own; failure only means a smaller buffer.
         unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
     }
+    let stdin = OwnedFd::from(stdin);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
     let io = ChildIo {
         stdout: pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?,
         stderr: pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
         exit,
+        stdin_ino: pipe_inode(&stdin),
     };
-    let stdin = pipe::Sender::from_owned_fd(OwnedFd::from(stdin)).map_err(io_err)?;
+    let stdin = pipe::Sender::from_owned_fd(stdin).map_err(io_err)?;
     let root = TreeRoot {
         pid: child.id() as i32,
         start_time,
         marker,
     };
     Ok(((io, stdin), root))
+}
+
+/// The inode of a pipe (shared by both ends): what `/proc/PID/fd/N` of a reader links to as
+/// `pipe:[INODE]`.
+fn pipe_inode(fd: &OwnedFd) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat on an fd we own, into a buffer of the right type.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    let st = unsafe { st.assume_init() };
+    Some(st.st_ino)
 }
 
 /// Feeds queued stdin writes to the child; ends at EOF, when the child closes its end, or when

@@ -33,11 +33,20 @@ const ABANDON_AFTER: Duration = Duration::from_secs(1);
 /// Most bytes read per stream at the exit: more than a pipe holds, so all the exited process
 /// wrote, while a grandchild writing without pause cannot keep the loop going.
 const DRAIN_LIMIT: usize = 4 * READ_BUF_MAX;
+/// How long output must have been quiet (since the last output, a stdin write, or the start)
+/// before the tree is checked for a process blocked reading its stdin.
+pub const INPUT_QUIET: Duration = Duration::from_millis(150);
+/// A check that finds nobody reading is repeated after doubling pauses (the process may reach
+/// its `read` a little later), this many times, then not again until the next output or stdin
+/// write: an idle process costs nothing.
+const INPUT_CHECKS: u32 = 5;
 
 pub struct ChildIo {
     pub stdout: pipe::Receiver,
     pub stderr: pipe::Receiver,
     pub exit: oneshot::Receiver<Exit>,
+    /// Inode of the stdin pipe the daemon holds the write end of (both ends share it).
+    pub stdin_ino: Option<u64>,
 }
 
 async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
@@ -80,6 +89,11 @@ struct Supervisor {
     timeout_at: Option<Instant>,
     kill_at: Option<Instant>,
     abandon_at: Option<Instant>,
+    stdin_ino: Option<u64>,
+    /// When to look whether the tree is blocked reading stdin; `checks` done since the last
+    /// output or stdin write.
+    input_check_at: Option<Instant>,
+    checks: u32,
 }
 
 pub async fn supervise(
@@ -98,6 +112,9 @@ pub async fn supervise(
         timeout_at: timeout.map(|t| Instant::now() + t),
         kill_at: None,
         abandon_at: None,
+        stdin_ino: io.stdin_ino,
+        input_check_at: io.stdin_ino.map(|_| Instant::now() + INPUT_QUIET),
+        checks: 0,
     };
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
@@ -134,8 +151,13 @@ pub async fn supervise(
                 s.stdout = None;
                 s.stderr = None;
             }
+            _ = at(s.input_check_at), if !s.exited && s.input_check_at.is_some() => {
+                s.input_check_at = None;
+                s.check_input();
+            }
             Some(msg) = control.recv() => match msg {
                 Control::Signal { signal, grace } => s.signal(signal, grace),
+                Control::InputSent => s.rearm_input_check(),
             },
         }
     }
@@ -157,12 +179,21 @@ impl Supervisor {
                 Stream::Stderr => self.stderr = None,
             },
             Ok(n) => {
-                {
+                let was_waiting = {
                     let mut d = self.p.lock();
                     d.output.append(stream, &buf[..n]);
                     d.last_output = std::time::Instant::now();
-                }
+                    let waiting = d.info.state == ProcState::WaitingInput;
+                    if waiting {
+                        d.info.state = ProcState::Running;
+                    }
+                    waiting
+                };
                 self.p.notify();
+                if was_waiting {
+                    self.d.table_changed();
+                }
+                self.rearm_input_check();
             }
         }
     }
@@ -245,6 +276,53 @@ impl Supervisor {
             self.abandon_at = Some(Instant::now() + self.d.config.grace + ABANDON_AFTER);
         } else {
             self.abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    /// Output or a stdin write: the quiet period starts again.
+    fn rearm_input_check(&mut self) {
+        if self.stdin_ino.is_some() && !self.exited {
+            self.checks = 0;
+            self.input_check_at = Some(Instant::now() + INPUT_QUIET);
+        }
+    }
+
+    /// Output has been quiet: is a process of the tree blocked reading the stdin pipe we hold?
+    fn check_input(&mut self) {
+        let Some(ino) = self.stdin_ino else { return };
+        let (root, open, state) = {
+            let d = self.p.lock();
+            (d.root.clone(), d.stdin.is_some(), d.info.state)
+        };
+        // Nobody can answer once stdin is closed; already reported: nothing to do.
+        let Some(root) = root.filter(|_| open && state == ProcState::Running) else {
+            return;
+        };
+        let reader = tree::reading_pipe(&root, &self.d.scope(), ino);
+        match reader {
+            Some(pid) => {
+                let changed = {
+                    let mut d = self.p.lock();
+                    let quiet = d.last_output.elapsed() >= INPUT_QUIET;
+                    let now = d.info.state == ProcState::Running && d.stdin.is_some() && quiet;
+                    if now {
+                        d.info.state = ProcState::WaitingInput;
+                    }
+                    now
+                };
+                if changed {
+                    tracing::debug!(id = self.p.id, pid, "waiting for input");
+                    self.p.notify();
+                    self.d.table_changed();
+                } else {
+                    self.rearm_input_check();
+                }
+            }
+            None if self.checks + 1 < INPUT_CHECKS => {
+                self.checks += 1;
+                self.input_check_at = Some(Instant::now() + INPUT_QUIET * (1 << self.checks));
+            }
+            None => {}
         }
     }
 

@@ -195,6 +195,74 @@ fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
     out
 }
 
+/// Whether a live member of `root`'s tree is blocked reading the pipe whose inode is `ino` (the
+/// stdin pipe the daemon holds). Kernel state only: the member has the pipe open (a
+/// `/proc/PID/fd/N` link `pipe:[INO]`) and one of its threads sleeps in `read`/`readv` on that
+/// fd (`/proc/PID/task/TID/syscall`); where that file is unreadable, a thread sleeping (state
+/// `S`) in `pipe_read` (its `wchan`) counts. Returns the pid found.
+pub fn reading_pipe(root: &TreeRoot, scope: &Scope, ino: u64) -> Option<i32> {
+    let link = format!("pipe:[{ino}]");
+    members_linked(root, scope)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .find(|pid| blocked_reading(*pid, &link))
+}
+
+/// The fds of `pid` that are `link` (e.g. `pipe:[123]`).
+fn fds_on(pid: i32, link: &str) -> Vec<u64> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let target = fs::read_link(e.path()).ok()?;
+        (target.as_os_str() == link)
+            .then(|| e.file_name().to_str()?.parse().ok())
+            .flatten()
+    })
+    .collect()
+}
+
+/// A `/proc/PID/task/TID/syscall` line says the thread sleeps in a read of one of `fds`.
+pub fn syscall_reads(text: &str, fds: &[u64]) -> bool {
+    let mut fields = text.split_whitespace();
+    let (Some(nr), Some(fd)) = (fields.next(), fields.next()) else {
+        return false;
+    };
+    let Ok(nr) = nr.parse::<i64>() else {
+        // "running", or "-1 ..." (not in a syscall).
+        return false;
+    };
+    let reads = nr == libc::SYS_read || nr == libc::SYS_readv;
+    let fd = u64::from_str_radix(fd.trim_start_matches("0x"), 16);
+    reads && fd.is_ok_and(|fd| fds.contains(&fd))
+}
+
+fn blocked_reading(pid: i32, link: &str) -> bool {
+    let fds = fds_on(pid, link);
+    if fds.is_empty() {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|t| t.ok()).any(|t| {
+        let task = t.path();
+        match fs::read_to_string(task.join("syscall")) {
+            Ok(text) => syscall_reads(&text, &fds),
+            Err(_) => {
+                let wchan = fs::read_to_string(task.join("wchan")).unwrap_or_default();
+                let sleeping = fs::read_to_string(task.join("stat")).is_ok_and(|st| {
+                    st.rfind(')')
+                        .and_then(|i| st[i + 1..].split_whitespace().next())
+                        == Some("S")
+                });
+                sleeping && matches!(wchan.trim(), "pipe_read" | "anon_pipe_read")
+            }
+        }
+    })
+}
+
 /// Sends `signal` to `pid` if it is still the process that started at `start_time`.
 pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
     // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
@@ -281,6 +349,25 @@ mod tests {
         assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, 98765));
         assert!(!is_zombie(line));
         assert!(is_zombie("7 (x) Z) Z 1 7 7 0"));
+    }
+
+    #[test]
+    fn syscall_lines_of_a_blocked_read() {
+        let read = format!(
+            "{} 0x0 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(syscall_reads(&read, &[0]));
+        assert!(!syscall_reads(&read, &[3]));
+        let read3 = format!(
+            "{} 0xa 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(syscall_reads(&read3, &[10]));
+        assert!(!syscall_reads("running", &[0]));
+        assert!(!syscall_reads("-1 0x7ffd 0x7f00", &[0]));
+        let wait = format!("{} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f00", libc::SYS_wait4);
+        assert!(!syscall_reads(&wait, &[0]));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod wire;
 pub use message::*;
 
 /// Bumped on any change to the wire format or the message types.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The version of this build of the cuba-exec binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -303,6 +303,9 @@ pub enum WaitReason {
     Matched(String),
     Quiet,
     Timeout,
+    /// The process is blocked reading the stdin pipe the daemon holds, and its output has gone
+    /// quiet: it waits for an answer (`Stdin`) that nothing else will give.
+    WaitingInput,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -83,6 +83,31 @@ fn running_hint(id: u64, next: u64) -> String {
     )
 }
 
+/// The last line of `output`, the prompt a waiting process printed (shortened).
+fn prompt(output: &str) -> Option<String> {
+    let line = output
+        .trim_end_matches(['\n', '\r'])
+        .rsplit('\n')
+        .next()?
+        .trim_end_matches('\r');
+    if line.trim().is_empty() {
+        return None;
+    }
+    let count = line.chars().count();
+    Some(match count > 200 {
+        true => format!("…{}", line.chars().skip(count - 200).collect::<String>()),
+        false => line.to_string(),
+    })
+}
+
+fn waiting_hint(id: u64, output: &str) -> String {
+    let after = prompt(output).map_or(String::new(), |p| format!(" after {p:?}"));
+    format!(
+        "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it, \
+         send_input(id={id}, eof=true) closes stdin; send_signal(id={id}) stops it"
+    )
+}
+
 #[tool_router]
 impl CubaExec {
     pub fn new(socket: PathBuf) -> CubaExec {
@@ -121,7 +146,9 @@ impl CubaExec {
         reply.truncated = r.truncated;
         reply.dropped = reply.dropped.max(r.dropped);
         reply.next = r.next;
-        if !info.state.is_finished() {
+        if info.state == ProcState::WaitingInput {
+            reply.hint = Some(waiting_hint(info.id, &reply.output));
+        } else if !info.state.is_finished() {
             reply.hint = Some(running_hint(info.id, reply.next));
         }
         Ok(reply)
@@ -377,6 +404,7 @@ impl CubaExec {
             WaitReason::Matched(line) => ("matched", Some(line)),
             WaitReason::Quiet => ("quiet", None),
             WaitReason::Timeout => ("timeout", None),
+            WaitReason::WaitingInput => ("waiting_input", None),
         };
         reply.wait = Some(reason.to_string());
         // The matched line is output too: the model sees it through the same view.

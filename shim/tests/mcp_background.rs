@@ -229,8 +229,6 @@ async fn send_signal_sigterm_kills_without_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "waiting_input detection is the terminals issue (#6), not built yet; run blocks for yield_ms on a process \
-            that waits for stdin (DESIGN.md section 4, Waiting for input)"]
 async fn a_process_reading_its_stdin_is_reported_waiting_input() {
     let (_t, c) = setup().await;
     let started = Instant::now();
@@ -244,6 +242,13 @@ async fn a_process_reading_its_stdin_is_reported_waiting_input() {
     let id = r.id();
     c.call("send_input", json!({ "id": id, "eof": true })).await;
     assert_eq!(state, "waiting_input", "{}", r.text());
+    assert!(r.text().contains("state:waiting_input"), "{}", r.text());
+    assert!(
+        r.str("hint").contains("waiting for input after \"name? \"")
+            && r.str("hint").contains(&format!("send_input(id={id}")),
+        "{}",
+        r.text()
+    );
     assert!(
         started.elapsed() < Duration::from_millis(2500),
         "run returns at once when input is awaited, took {:?}",

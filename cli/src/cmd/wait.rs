@@ -1,4 +1,5 @@
-//! `wait ID`: block until a process ends, its output matches a pattern, or it goes quiet.
+//! `wait ID`: block until a process ends, its output matches a pattern, it goes quiet, or it
+//! waits for input.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -16,7 +17,8 @@ use crate::units;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Exits 0 when the condition was met (the pattern matched; without --until: the process ended), \
-1 on timeout or when the process ended without a match. Never stops the process.")]
+1 on timeout, when the process ended without a match, or when it waits for input (blocked \
+reading its stdin: answer with `cubactl send`). Never stops the process.")]
 pub struct Args {
     /// The process: its id (first column of `cubactl ps`) or its name.
     #[arg(value_name = "ID|NAME")]
@@ -75,6 +77,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         WaitReason::Exited => ("exited", None, args.until.is_none()),
         WaitReason::Quiet => ("quiet", None, true),
         WaitReason::Timeout => ("timeout", None, false),
+        WaitReason::WaitingInput => ("waiting_input", None, false),
     };
     if args.json {
         let v = json!({ "reason": reason, "line": line, "process": result.process });
@@ -89,6 +92,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ),
             WaitReason::Exited => eprintln!("{}", describe::sentence(&result.process)),
             WaitReason::Quiet => eprintln!("process {} went quiet", id),
+            WaitReason::WaitingInput => eprintln!(
+                "cubactl: process {id} is waiting for input (cubactl send {id} TEXT answers it)"
+            ),
             WaitReason::Timeout => eprintln!(
                 "cubactl: timed out; process {} {}",
                 id,

@@ -4,7 +4,9 @@ use cuba_protocol::{ErrorKind, ProtocolError, ReadRequest, Response, StdinReques
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::daemon::Daemon;
-use crate::proc::StdinMsg;
+use cuba_protocol::ProcState;
+
+use crate::proc::{Control, StdinMsg};
 
 pub fn read(d: &Daemon, r: ReadRequest) -> Result<Response, ProtocolError> {
     let p = d.get(r.id)?;
@@ -52,6 +54,23 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
     if r.eof {
         send(StdinMsg::Eof)?;
         p.lock().stdin = None;
+    }
+    // Answered (or closed): no longer waiting for input, from this reply on; the supervisor
+    // starts the quiet period again.
+    let (was_waiting, control) = {
+        let mut data = p.lock();
+        let waiting = data.info.state == ProcState::WaitingInput;
+        if waiting {
+            data.info.state = ProcState::Running;
+        }
+        (waiting, data.control.clone())
+    };
+    if was_waiting {
+        p.notify();
+        d.table_changed();
+    }
+    if let Some(control) = control {
+        let _ = control.try_send(Control::InputSent);
     }
     Ok(Response::Ok)
 }

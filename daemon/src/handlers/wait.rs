@@ -1,9 +1,12 @@
 //! `Wait`: block until the process exits, its output matches `until`, it has been quiet for
-//! `quiet_ms`, or the timeout. Never kills. Woken by the process's change channel, not by polling.
+//! `quiet_ms`, it waits for input (blocked reading its stdin pipe, see `supervise`), or the
+//! timeout. Never kills. Woken by the process's change channel, not by polling.
 
 use std::time::Duration;
 
-use cuba_protocol::{ProtocolError, Response, StreamFilter, WaitReason, WaitRequest, WaitResult};
+use cuba_protocol::{
+    ProcState, ProtocolError, Response, StreamFilter, WaitReason, WaitRequest, WaitResult,
+};
 use regex::bytes::{Regex, RegexBuilder};
 use tokio::time::{sleep_until, Instant};
 
@@ -90,12 +93,20 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
         // The exit is reported as soon as it happens: what the process wrote is already in
         // (the supervisor reads its pipes before publishing the exit); a grandchild still
         // holding the pipes must not delay it.
-        let (finished, last_output) = {
+        let (finished, waiting, last_output) = {
             let data = p.lock();
-            (data.finished(), data.last_output)
+            (
+                data.finished(),
+                data.info.state == ProcState::WaitingInput,
+                data.last_output,
+            )
         };
         if finished {
             break WaitReason::Exited;
+        }
+        // Blocked reading the stdin pipe with nothing more to say: only an answer moves it on.
+        if waiting {
+            break WaitReason::WaitingInput;
         }
         let quiet_at = quiet.map(|q| Instant::from_std(last_output) + q);
         if quiet_at.is_some_and(|q| q <= Instant::now()) {

@@ -138,7 +138,8 @@ impl Effective {
         let mut any = false;
         let write_confined = self.write_confined
             || get("CUBA_EXEC_SANDBOX").is_some_and(|v| v.trim() == "workspace-write");
-        let no_network = self.no_network || get("CUBA_EXEC_NETWORK").is_some_and(|v| v.trim() == "0");
+        let no_network =
+            self.no_network || get("CUBA_EXEC_NETWORK").is_some_and(|v| v.trim() == "0");
         if let Some(v) = get("CUBA_EXEC_BLOCKED_COMMANDS") {
             client.blocked = name_list(&v);
             any |= !client.blocked.is_subset(&self.rules.blocked);

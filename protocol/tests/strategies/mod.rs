@@ -286,6 +286,7 @@ fn wait_reason() -> impl Strategy<Value = WaitReason> {
         text().prop_map(WaitReason::Matched),
         Just(WaitReason::Quiet),
         Just(WaitReason::Timeout),
+        Just(WaitReason::WaitingInput),
     ]
 }
 
