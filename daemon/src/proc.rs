@@ -91,6 +91,21 @@ impl Proc {
 }
 
 impl ProcData {
+    /// A record with no child attached (yet): `drained` for one restored from the journal.
+    pub fn new(info: ProcessInfo, output: Output, drained: bool) -> ProcData {
+        ProcData {
+            info,
+            output,
+            drained,
+            last_output: Instant::now(),
+            stdin: None,
+            control: None,
+            root: None,
+            stop: None,
+            policy: None,
+        }
+    }
+
     pub fn snapshot(&self) -> ProcessInfo {
         let mut info = self.info.clone();
         info.stdout_bytes = self.output.stdout_bytes;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use cuba_protocol::ProcState;
 
@@ -53,17 +52,8 @@ pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>
             );
             tracing::warn!(id, stopped, "process of a previous daemon marked lost");
         }
-        let data = ProcData {
-            info: rec.info.clone(),
-            output: Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes),
-            drained: true,
-            last_output: Instant::now(),
-            stdin: None,
-            control: None,
-            root: None,
-            stop: None,
-            policy: None,
-        };
+        let output = Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes);
+        let data = ProcData::new(rec.info.clone(), output, true);
         procs.insert(id, Arc::new(Proc::new(data)));
         records.insert(id, rec);
     }

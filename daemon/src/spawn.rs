@@ -292,17 +292,8 @@ fn reserve(
         stderr_bytes: 0,
         dropped_bytes: 0,
     };
-    let p = Arc::new(Proc::new(ProcData {
-        info,
-        output: Output::new(d.config.buffer_size, spool),
-        drained: false,
-        last_output: Instant::now(),
-        stdin: None,
-        control: None,
-        root: None,
-        stop: None,
-        policy: None,
-    }));
+    let output = Output::new(d.config.buffer_size, spool);
+    let p = Arc::new(Proc::new(ProcData::new(info, output, false)));
     table.procs.insert(id, p.clone());
     Ok(Reserved::New(p))
 }
