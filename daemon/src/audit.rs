@@ -88,71 +88,38 @@ impl Audit {
 
     /// A spawn the policy refused.
     pub fn refused(&self, client: &ClientInfo, command: &str, cwd: &str, d: &PolicyDecision) {
-        let (peer_uid, peer_pid) = peer_fields(current_peer());
-        self.write(
-            None,
-            json!({
-                "ts": now_ms(),
-                "event": "spawn",
-                "client": client.name,
-                "client_kind": kind_name(client.kind),
-                "client_pid": client.pid,
-                "peer_uid": peer_uid,
-                "peer_pid": peer_pid,
-                "command": command,
-                "cwd": cwd,
-                "decision": "refused",
+        let who = (client.name.as_str(), client.kind, client.pid);
+        let line =
+            fields("spawn", who, current_peer(), command, cwd, "refused").extend_with(json!({
                 "rule": d.rule,
                 "offending": d.offending,
                 "id": Value::Null,
                 "pid": Value::Null,
-            }),
-        );
+            }));
+        self.write(None, line);
     }
 
     /// A spawn the policy allowed (the process may still have failed to start).
     pub fn allowed(&self, client: &ClientInfo, info: &ProcessInfo) {
         let peer = current_peer();
-        let (peer_uid, peer_pid) = peer_fields(peer);
-        self.write(
-            peer.map(|p| (info.id, p)),
-            json!({
-                "ts": now_ms(),
-                "event": "spawn",
-                "client": client.name,
-                "client_kind": kind_name(client.kind),
-                "client_pid": client.pid,
-                "peer_uid": peer_uid,
-                "peer_pid": peer_pid,
-                "command": info.command,
-                "cwd": info.cwd,
-                "decision": "allowed",
+        let who = (client.name.as_str(), client.kind, client.pid);
+        let line =
+            fields("spawn", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({
                 "rule": Value::Null,
                 "id": info.id,
                 "pid": info.pid,
                 "state": info.state.as_str(),
-            }),
-        );
+            }));
+        self.write(peer.map(|p| (info.id, p)), line);
     }
 
     /// A process's end.
     pub fn ended(&self, info: &ProcessInfo) {
         let peer = self.lock().peers.remove(&info.id);
-        let (peer_uid, peer_pid) = peer_fields(peer);
         let ms = info.elapsed_ms(now_ms());
-        self.write(
-            None,
-            json!({
-                "ts": now_ms(),
-                "event": "end",
-                "client": info.owner.name,
-                "client_kind": kind_name(info.owner.kind),
-                "client_pid": info.owner.pid,
-                "peer_uid": peer_uid,
-                "peer_pid": peer_pid,
-                "command": info.command,
-                "cwd": info.cwd,
-                "decision": "allowed",
+        let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let line =
+            fields("end", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({
                 "rule": Value::Null,
                 "id": info.id,
                 "pid": info.pid,
@@ -161,8 +128,8 @@ impl Audit {
                 "signal": info.signal.map(|s| format!("{s:?}")),
                 "duration_ms": ms,
                 "ms": ms,
-            }),
-        );
+            }));
+        self.write(None, line);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
@@ -231,6 +198,45 @@ fn rotate(path: &Path) -> std::io::Result<()> {
         }
     }
     std::fs::rename(path, generation(path, 1))
+}
+
+/// The fields every audit line has: when, what, who (client and kernel-reported peer), the
+/// command and the decision.
+fn fields(
+    event: &str,
+    (client, kind, client_pid): (&str, ClientKind, u32),
+    peer: Option<Peer>,
+    command: &str,
+    cwd: &str,
+    decision: &str,
+) -> Value {
+    let (peer_uid, peer_pid) = peer_fields(peer);
+    json!({
+        "ts": now_ms(),
+        "event": event,
+        "client": client,
+        "client_kind": kind_name(kind),
+        "client_pid": client_pid,
+        "peer_uid": peer_uid,
+        "peer_pid": peer_pid,
+        "command": command,
+        "cwd": cwd,
+        "decision": decision,
+    })
+}
+
+/// Adds an object's fields to another (audit lines: the common fields, then the event's own).
+trait ExtendWith {
+    fn extend_with(self, more: Value) -> Value;
+}
+
+impl ExtendWith for Value {
+    fn extend_with(mut self, more: Value) -> Value {
+        if let (Some(base), Value::Object(more)) = (self.as_object_mut(), more) {
+            base.extend(more);
+        }
+        self
+    }
 }
 
 #[cfg(test)]
