@@ -57,6 +57,7 @@ impl SpawnArgs {
             timeout_ms: self.timeout.map(|t| t.as_millis() as u64),
             name: self.name.clone(),
             side_effects: self.side_effects.clone(),
+            ..SpawnRequest::default()
         }
     }
 }

@@ -19,6 +19,7 @@ mod limits;
 pub mod output;
 pub mod policy;
 mod proc;
+mod pty;
 mod reaper;
 mod restore;
 pub mod sandbox;

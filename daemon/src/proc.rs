@@ -50,9 +50,17 @@ pub struct ProcData {
     pub control: Option<mpsc::Sender<Control>>,
     pub root: Option<TreeRoot>,
     pub stop: Option<StopCause>,
+    /// The terminal of a PTY process: its master end and the screen rendered from its output.
+    pub tty: Option<TtyData>,
     /// The policy of the client that started it: a connection from inside its tree is held to
     /// it (`policy::ancestry`). `None` for records restored from the journal.
     pub policy: Option<std::sync::Arc<crate::policy::Effective>>,
+}
+
+pub struct TtyData {
+    /// Dropped when the process is done, so an ended record holds no terminal.
+    pub master: Option<std::sync::Arc<crate::pty::Master>>,
+    pub screen: crate::pty::Screen,
 }
 
 pub struct Proc {
@@ -102,6 +110,7 @@ impl ProcData {
             control: None,
             root: None,
             stop: None,
+            tty: None,
             policy: None,
         }
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuba_protocol::{
-    ClientInfo, ErrorKind, Owner, ProcState, ProcessInfo, ProtocolError, SpawnRequest,
+    ClientInfo, ErrorKind, Owner, ProcKind, ProcState, ProcessInfo, ProtocolError, SpawnRequest,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
@@ -22,8 +22,9 @@ use crate::daemon::{now_ms, Daemon};
 use crate::journal::{End, Record};
 use crate::output::Output;
 use crate::proc::{Proc, ProcData, StdinMsg};
+use crate::pty::Master;
 use crate::spool::Spool;
-use crate::supervise::{supervise, ChildIo};
+use crate::supervise::{supervise, ChildIo, InputTarget, Source};
 use crate::tree::TreeRoot;
 
 /// Linux refuses a single argument longer than this (MAX_ARG_STRLEN), counting its terminating
@@ -82,6 +83,9 @@ fn validate(req: &SpawnRequest) -> Result<(), ProtocolError> {
     }
     if req.name.as_ref().is_some_and(|n| n.len() > MAX_NAME) {
         return Err(bad(format!("name is longer than {MAX_NAME} bytes")));
+    }
+    if let Some(size) = req.tty {
+        crate::pty::valid_size(size).map_err(bad)?;
     }
     Ok(())
 }
@@ -165,6 +169,12 @@ pub fn start_or_find(
             let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
             {
                 let mut data = p.lock();
+                if let (StdinSink::Pty(master), Some(size)) = (&child.1, req.tty) {
+                    data.tty = Some(crate::proc::TtyData {
+                        master: Some(master.clone()),
+                        screen: crate::pty::Screen::new(size),
+                    });
+                }
                 data.info.pid = root.pid as u32;
                 data.root = Some(root.clone());
                 data.control = Some(control_tx);
@@ -291,6 +301,10 @@ fn reserve(
         stdout_bytes: 0,
         stderr_bytes: 0,
         dropped_bytes: 0,
+        kind: ProcKind::Command,
+        tty: req.tty,
+        session: None,
+        notice: None,
     };
     let output = Output::new(d.config.buffer_size, spool);
     let p = Arc::new(Proc::new(ProcData::new(info, output, false)));
@@ -298,7 +312,13 @@ fn reserve(
     Ok(Reserved::New(p))
 }
 
-type Started = ((ChildIo, pipe::Sender), TreeRoot);
+type Started = ((ChildIo, StdinSink), TreeRoot);
+
+/// Where the child's input, output and terminal are, before it is spawned.
+enum Plumbing {
+    Pipes,
+    Tty(Arc<Master>, OwnedFd),
+}
 
 fn start(
     d: &Arc<Daemon>,
@@ -337,15 +357,48 @@ fn start(
         .env_clear()
         .envs(client.env.iter().map(|(k, v)| (k, v)))
         .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .env(marker_name, marker_value)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Its own process group (the tree's handle). No `pre_exec` unless a sandbox is configured:
-    // it forces a full fork of the daemon, while without it std uses posix_spawn (vfork-fast).
-    // The daemon runs in a session of its own without a terminal, so children have no terminal
-    // either.
-    cmd.process_group(0);
+        .env(marker_name, marker_value);
+    let plumbing = match req.tty {
+        None => {
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            // Its own process group (the tree's handle). No `pre_exec` unless a sandbox is
+            // configured: it forces a full fork of the daemon, while without it std uses
+            // posix_spawn (vfork-fast). The daemon runs in a session of its own without a
+            // terminal, so children have no terminal either.
+            cmd.process_group(0);
+            Plumbing::Pipes
+        }
+        Some(size) => {
+            let (master, slave) = crate::pty::open(size)
+                .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+            let dup = |fd: &OwnedFd| {
+                fd.try_clone()
+                    .map(Stdio::from)
+                    .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))
+            };
+            cmd.stdin(dup(&slave)?)
+                .stdout(dup(&slave)?)
+                .stderr(dup(&slave)?);
+            if !has_term(client, req) {
+                cmd.env("TERM", "xterm-256color");
+            }
+            // A session of its own with the terminal as its controlling terminal, as a login
+            // on a terminal has: job control, Ctrl-C through the line discipline, SIGWINCH,
+            // SIGHUP when the terminal goes. (setsid also makes it a process group leader.)
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            Plumbing::Tty(Arc::new(master), slave)
+        }
+    };
     // The daemon's sandbox, plus what this client asked for; confined to its (narrowed) roots.
     let sandbox = &crate::sandbox::Sandbox {
         workspace_write: d.config.sandbox.workspace_write || policy.write_confined,
@@ -364,6 +417,9 @@ fn start(
     };
     let spawned = d.reaper.spawn(&mut cmd);
     drop(prepared);
+    // The child has its copies of the terminal end: the daemon keeps none, so the master
+    // reads EOF once the child's tree closes it.
+    drop(cmd);
     let (mut child, exit, start_time) = spawned.map_err(|e| match sandbox.active() {
         true => format!("cannot run {shell} in the sandbox: {e}"),
         false => format!("cannot run {shell}: {e}"),
@@ -371,6 +427,21 @@ fn start(
     // ---- resource limits (limits.rs): prlimit + cgroup move on the new pid; kills on failure.
     d.limits.apply_or_kill(id, child.id() as i32)?;
     // ---- end resource limits
+    let root = TreeRoot {
+        pid: child.id() as i32,
+        start_time,
+        marker,
+    };
+    if let Plumbing::Tty(master, slave) = plumbing {
+        drop(slave);
+        let io = ChildIo {
+            stdout: Source::Pty(master.clone()),
+            stderr: None,
+            exit,
+            input: Some(InputTarget::Tty(master.clone())),
+        };
+        return Ok(((io, StdinSink::Pty(master)), root));
+    }
     let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
         return Err("child has no pipes".to_string());
@@ -385,18 +456,26 @@ fn start(
     let stdin = OwnedFd::from(stdin);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
     let io = ChildIo {
-        stdout: pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?,
-        stderr: pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
+        stdout: Source::Pipe(pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?),
+        stderr: Some(Source::Pipe(
+            pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
+        )),
         exit,
-        stdin_ino: pipe_inode(&stdin),
+        input: pipe_inode(&stdin).map(InputTarget::Pipe),
     };
     let stdin = pipe::Sender::from_owned_fd(stdin).map_err(io_err)?;
-    let root = TreeRoot {
-        pid: child.id() as i32,
-        start_time,
-        marker,
-    };
-    Ok(((io, stdin), root))
+    Ok(((io, StdinSink::Pipe(stdin)), root))
+}
+
+/// Whether the command gets a `TERM` from its caller: set in the request, or a real one (not
+/// `dumb`) in the client's environment.
+fn has_term(client: &ClientInfo, req: &SpawnRequest) -> bool {
+    let is_term = |k: &std::ffi::OsString| k.as_bytes() == b"TERM";
+    req.env.iter().any(|(k, _)| is_term(k))
+        || client
+            .env
+            .iter()
+            .any(|(k, v)| is_term(k) && !v.is_empty() && v.as_bytes() != b"dumb")
 }
 
 /// The inode of a pipe (shared by both ends): what `/proc/PID/fd/N` of a reader links to as
@@ -414,13 +493,29 @@ fn pipe_inode(fd: &OwnedFd) -> Option<u64> {
     Some(st.st_ino)
 }
 
+/// Where stdin writes go: the pipe, or the terminal (where the line discipline turns `C-c`
+/// into SIGINT, and so on).
+pub enum StdinSink {
+    Pipe(pipe::Sender),
+    Pty(Arc<Master>),
+}
+
+impl StdinSink {
+    async fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            StdinSink::Pipe(p) => p.write_all(data).await,
+            StdinSink::Pty(m) => m.write_all(data).await,
+        }
+    }
+}
+
 /// Feeds queued stdin writes to the child; ends at EOF, when the child closes its end, or when
 /// the process finishes (the queue's sender is dropped).
-async fn write_stdin(mut pipe: pipe::Sender, mut rx: mpsc::Receiver<StdinMsg>) {
+pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) {
     while let Some(msg) = rx.recv().await {
         match msg {
             StdinMsg::Data(bytes) => {
-                if let Err(e) = pipe.write_all(&bytes).await {
+                if let Err(e) = sink.write_all(&bytes).await {
                     tracing::debug!("stdin closed by the process: {e}");
                     break;
                 }

@@ -21,6 +21,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::daemon::{now_ms, Daemon};
 use crate::journal::End;
 use crate::proc::{Control, Proc, StopCause};
+use crate::pty::Master;
 use crate::reaper::Exit;
 use crate::tree;
 
@@ -41,25 +42,44 @@ pub const INPUT_QUIET: Duration = Duration::from_millis(150);
 /// write: an idle process costs nothing.
 const INPUT_CHECKS: u32 = 5;
 
-pub struct ChildIo {
-    pub stdout: pipe::Receiver,
-    pub stderr: pipe::Receiver,
-    pub exit: oneshot::Receiver<Exit>,
-    /// Inode of the stdin pipe the daemon holds the write end of (both ends share it).
-    pub stdin_ino: Option<u64>,
+/// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
+pub enum Source {
+    Pipe(pipe::Receiver),
+    Pty(Arc<Master>),
 }
 
-async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
-    match pipe {
-        Some(p) => p.read(buf).await,
+/// What a process waiting for input would be blocked reading.
+pub enum InputTarget {
+    /// The stdin pipe the daemon holds the write end of, by inode (both ends share it).
+    Pipe(u64),
+    /// The terminal: its foreground group reading it.
+    Tty(Arc<Master>),
+}
+
+pub struct ChildIo {
+    pub stdout: Source,
+    /// `None` on a terminal: it has one output stream.
+    pub stderr: Option<Source>,
+    pub exit: oneshot::Receiver<Exit>,
+    pub input: Option<InputTarget>,
+}
+
+async fn read_some(source: &mut Option<Source>, buf: &mut [u8]) -> io::Result<usize> {
+    match source {
+        Some(Source::Pipe(p)) => p.read(buf).await,
+        Some(Source::Pty(m)) => m.read(buf).await,
         None => std::future::pending().await,
     }
 }
 
-/// A read on the pipe's fd, now. Not `try_read`: that returns `WouldBlock` without reading until
-/// the runtime has seen the pipe become readable, which for a process that lived a millisecond
-/// may not have happened yet when its exit arrives.
-fn read_now(p: &pipe::Receiver, buf: &mut [u8]) -> io::Result<usize> {
+/// A read on the source's fd, now. Not `try_read`: that returns `WouldBlock` without reading
+/// until the runtime has seen the pipe become readable, which for a process that lived a
+/// millisecond may not have happened yet when its exit arrives.
+fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
+    let p = match source {
+        Source::Pipe(p) => p,
+        Source::Pty(m) => return m.read_now(buf),
+    };
     loop {
         // SAFETY: read(2) into `buf`, whose length bounds it, on an fd that `p` keeps open.
         let n = unsafe { libc::read(p.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -83,13 +103,13 @@ async fn at(deadline: Option<Instant>) {
 struct Supervisor {
     d: Arc<Daemon>,
     p: Arc<Proc>,
-    stdout: Option<pipe::Receiver>,
-    stderr: Option<pipe::Receiver>,
+    stdout: Option<Source>,
+    stderr: Option<Source>,
     exited: bool,
     timeout_at: Option<Instant>,
     kill_at: Option<Instant>,
     abandon_at: Option<Instant>,
-    stdin_ino: Option<u64>,
+    input: Option<InputTarget>,
     /// When to look whether the tree is blocked reading stdin; `checks` done since the last
     /// output or stdin write.
     input_check_at: Option<Instant>,
@@ -107,13 +127,13 @@ pub async fn supervise(
         d,
         p,
         stdout: Some(io.stdout),
-        stderr: Some(io.stderr),
+        stderr: io.stderr,
         exited: false,
         timeout_at: timeout.map(|t| Instant::now() + t),
         kill_at: None,
         abandon_at: None,
-        stdin_ino: io.stdin_ino,
-        input_check_at: io.stdin_ino.map(|_| Instant::now() + INPUT_QUIET),
+        input_check_at: io.input.as_ref().map(|_| Instant::now() + INPUT_QUIET),
+        input: io.input,
         checks: 0,
     };
     let mut exit = Some(io.exit);
@@ -182,6 +202,9 @@ impl Supervisor {
                 let was_waiting = {
                     let mut d = self.p.lock();
                     d.output.append(stream, &buf[..n]);
+                    if let Some(tty) = d.tty.as_mut() {
+                        tty.screen.feed(&buf[..n]);
+                    }
                     d.last_output = std::time::Instant::now();
                     let waiting = d.info.state == ProcState::WaitingInput;
                     if waiting {
@@ -281,15 +304,18 @@ impl Supervisor {
 
     /// Output or a stdin write: the quiet period starts again.
     fn rearm_input_check(&mut self) {
-        if self.stdin_ino.is_some() && !self.exited {
+        if self.input.is_some() && !self.exited {
             self.checks = 0;
             self.input_check_at = Some(Instant::now() + INPUT_QUIET);
         }
     }
 
-    /// Output has been quiet: is a process of the tree blocked reading the stdin pipe we hold?
+    /// Output has been quiet: is a process of the tree blocked reading the stdin pipe we hold,
+    /// or (on a terminal) a process of the foreground group blocked reading the terminal?
     fn check_input(&mut self) {
-        let Some(ino) = self.stdin_ino else { return };
+        let Some(input) = self.input.as_ref() else {
+            return;
+        };
         let (root, open, state) = {
             let d = self.p.lock();
             (d.root.clone(), d.stdin.is_some(), d.info.state)
@@ -298,7 +324,12 @@ impl Supervisor {
         let Some(root) = root.filter(|_| open && state == ProcState::Running) else {
             return;
         };
-        let reader = tree::reading_pipe(&root, &self.d.scope(), ino);
+        let reader = match input {
+            InputTarget::Pipe(ino) => tree::reading_pipe(&root, &self.d.scope(), *ino),
+            InputTarget::Tty(master) => master
+                .foreground()
+                .and_then(|fg| tree::reading_tty(&root, &self.d.scope(), &master.path, fg)),
+        };
         match reader {
             Some(pid) => {
                 let changed = {
@@ -372,6 +403,9 @@ impl Supervisor {
             let mut d = self.p.lock();
             d.drained = true;
             d.control = None;
+            if let Some(tty) = d.tty.as_mut() {
+                tty.master = None;
+            }
         }
         let script = crate::spawn::script_path(&self.d.config, self.p.id);
         if let Err(e) = std::fs::remove_file(&script) {

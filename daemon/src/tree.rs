@@ -208,6 +208,19 @@ pub fn reading_pipe(root: &TreeRoot, scope: &Scope, ino: u64) -> Option<i32> {
         .find(|pid| blocked_reading(*pid, &link))
 }
 
+/// Whether a live member of `root`'s tree in the terminal's foreground process group `fg` is
+/// blocked reading the terminal `path` (e.g. `/dev/pts/3`): a thread sleeps in `read` on a fd of
+/// that terminal, or in `select`/`poll` without a timeout while the process has the terminal
+/// open (line editors such as readline wait in `pselect` before they read). Where `syscall` is
+/// unreadable, a thread sleeping in the terminal's read (`n_tty_read`, `wait_woken`) counts.
+pub fn reading_tty(root: &TreeRoot, scope: &Scope, path: &str, fg: i32) -> Option<i32> {
+    members_linked(root, scope)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|pid| stat(*pid).is_some_and(|s| s.pgrp == fg))
+        .find(|pid| blocked_on(*pid, path, true))
+}
+
 /// The fds of `pid` that are `link` (e.g. `pipe:[123]`).
 fn fds_on(pid: i32, link: &str) -> Vec<u64> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -234,11 +247,41 @@ pub fn syscall_reads(text: &str, fds: &[u64]) -> bool {
         return false;
     };
     let reads = nr == libc::SYS_read || nr == libc::SYS_readv;
-    let fd = u64::from_str_radix(fd.trim_start_matches("0x"), 16);
-    reads && fd.is_ok_and(|fd| fds.contains(&fd))
+    let fd = hex(fd);
+    reads && fd.is_some_and(|fd| fds.contains(&fd))
+}
+
+fn hex(field: &str) -> Option<u64> {
+    u64::from_str_radix(field.trim_start_matches("0x"), 16).ok()
+}
+
+/// A `/proc/PID/task/TID/syscall` line says the thread waits in `select`/`poll` (or their `p`
+/// variants) with no timeout: it waits for input on something and nothing else.
+pub fn syscall_waits_forever(text: &str) -> bool {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let Some(nr) = fields.first().and_then(|nr| nr.parse::<i64>().ok()) else {
+        return false;
+    };
+    let arg = |i: usize| fields.get(i + 1).and_then(|a| hex(a));
+    // A NULL timeout pointer, or a timeout of -1 ms for `poll`.
+    match nr {
+        libc::SYS_pselect6 => arg(4) == Some(0),
+        libc::SYS_ppoll => arg(2) == Some(0),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_select => arg(4) == Some(0),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll => arg(2).is_some_and(|t| t as u32 == u32::MAX),
+        _ => false,
+    }
 }
 
 fn blocked_reading(pid: i32, link: &str) -> bool {
+    blocked_on(pid, link, false)
+}
+
+/// A thread of `pid` sleeps reading one of its fds linked to `link` (or, with `or_waiting`,
+/// waits in `select`/`poll` forever while it has such a fd).
+fn blocked_on(pid: i32, link: &str, or_waiting: bool) -> bool {
     let fds = fds_on(pid, link);
     if fds.is_empty() {
         return false;
@@ -249,7 +292,7 @@ fn blocked_reading(pid: i32, link: &str) -> bool {
     tasks.filter_map(|t| t.ok()).any(|t| {
         let task = t.path();
         match fs::read_to_string(task.join("syscall")) {
-            Ok(text) => syscall_reads(&text, &fds),
+            Ok(text) => syscall_reads(&text, &fds) || (or_waiting && syscall_waits_forever(&text)),
             Err(_) => {
                 let wchan = fs::read_to_string(task.join("wchan")).unwrap_or_default();
                 let sleeping = fs::read_to_string(task.join("stat")).is_ok_and(|st| {
@@ -257,7 +300,12 @@ fn blocked_reading(pid: i32, link: &str) -> bool {
                         .and_then(|i| st[i + 1..].split_whitespace().next())
                         == Some("S")
                 });
-                sleeping && matches!(wchan.trim(), "pipe_read" | "anon_pipe_read")
+                let wchan = wchan.trim();
+                sleeping
+                    && match or_waiting {
+                        false => matches!(wchan, "pipe_read" | "anon_pipe_read"),
+                        true => matches!(wchan, "n_tty_read" | "wait_woken"),
+                    }
             }
         }
     })

@@ -287,6 +287,25 @@ impl Client {
             other => Err(unexpected(other)),
         }
     }
+
+    /// Resizes a PTY process's terminal.
+    pub async fn resize(&self, id: u64, size: TtySize) -> Result<(), ClientError> {
+        match self
+            .call(Request::Resize(ResizeRequest { id, size }))
+            .await?
+        {
+            Response::Ok => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The rendered screen of a PTY process.
+    pub async fn screen(&self, id: u64) -> Result<ScreenView, ClientError> {
+        match self.call(Request::Screen(IdRequest { id })).await? {
+            Response::Screen(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
 }
 
 fn unexpected(r: Response) -> ClientError {

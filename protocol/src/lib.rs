@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod handshake;
+pub mod keys;
 pub mod message;
 pub mod paths;
 pub mod signal;
@@ -18,7 +19,7 @@ pub mod wire;
 pub use message::*;
 
 /// Bumped on any change to the wire format or the message types.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The version of this build of the cuba-exec binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

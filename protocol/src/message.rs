@@ -103,6 +103,12 @@ pub enum Request {
     /// Explain what the daemon's command policy says about this shell text, without running
     /// it. Answered by [`Response::Policy`].
     PolicyCheck(String),
+    /// Change the size of a PTY process's terminal (the program gets SIGWINCH). Answered by
+    /// [`Response::Ok`].
+    Resize(ResizeRequest),
+    /// The rendered screen of a PTY process: what a person would see on its terminal.
+    /// Answered by [`Response::Screen`].
+    Screen(IdRequest),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -121,6 +127,58 @@ pub enum Response {
     Existing(ProcessInfo),
     /// The policy's verdict on the text of a [`Request::PolicyCheck`].
     Policy(PolicyDecision),
+    /// The screen of a PTY process ([`Request::Screen`]).
+    Screen(ScreenView),
+}
+
+/// A terminal size in character cells.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TtySize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl TtySize {
+    /// What a PTY process gets unless the caller says otherwise.
+    pub const DEFAULT: TtySize = TtySize {
+        cols: 120,
+        rows: 40,
+    };
+    /// Larger sizes are refused: the daemon keeps a screen of this many cells per process.
+    pub const MAX_CELLS: u32 = 1000 * 1000;
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResizeRequest {
+    pub id: u64,
+    pub size: TtySize,
+}
+
+/// A PTY process's terminal as rendered by a terminal emulator from everything it wrote.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ScreenView {
+    pub size: TtySize,
+    /// One string per row, trailing blanks removed (wide characters take one `char`).
+    pub lines: Vec<String>,
+    /// Cursor position, 0-based.
+    pub cursor_row: u16,
+    pub cursor_col: u16,
+    /// The program switched to the alternate screen (full-screen programs such as `vim`, `top`).
+    pub alternate: bool,
+    /// The window title the program set (OSC 0/2), if any.
+    pub title: String,
+}
+
+impl ScreenView {
+    /// The screen as text: rows joined by newlines, blank rows at the bottom left out.
+    pub fn text(&self) -> String {
+        let used = self
+            .lines
+            .iter()
+            .rposition(|l| !l.is_empty())
+            .map_or(0, |i| i + 1);
+        self.lines[..used].join("\n")
+    }
 }
 
 /// What the command policy decided about a piece of shell text (or a working directory).
@@ -162,6 +220,12 @@ pub struct SpawnRequest {
     /// declared. The daemon refuses unknown names and categories in its blocked set; it does
     /// not verify that a declaration is true.
     pub side_effects: Vec<String>,
+    /// Run on a pseudo-terminal of this size instead of pipes: the program sees a terminal
+    /// (colours, prompts, full-screen programs). Its output is one stream (stdout).
+    pub tty: Option<TtySize>,
+    /// Run in the persistent shell session of this name (started on first use), so `cd`,
+    /// exports and functions carry over to later commands of the same session.
+    pub session: Option<String>,
 }
 
 /// YieldShell's side-effect categories, the names a [`SpawnRequest::side_effects`] may use.
@@ -445,6 +509,42 @@ pub struct ProcessInfo {
     pub stderr_bytes: u64,
     /// Bytes no longer kept anywhere (the spool cap dropped them).
     pub dropped_bytes: u64,
+    // `default`: journals written before these fields existed still load.
+    #[serde(default)]
+    pub kind: ProcKind,
+    /// The terminal size of a PTY process; `None` when it runs on pipes.
+    #[serde(default)]
+    pub tty: Option<TtySize>,
+    /// The session a [`ProcKind::Session`] shell is, or a [`ProcKind::InSession`] command ran in.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Something the caller should know about how the request was carried out (e.g. a session
+    /// was started again because its shell had ended).
+    #[serde(default)]
+    pub notice: Option<String>,
+}
+
+/// What a row of the table is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProcKind {
+    /// A command run by the shell of its own.
+    #[default]
+    Command,
+    /// The long-lived shell of a persistent session.
+    Session,
+    /// A command run in a session's shell: its own output, exit code and times; `pid` is the
+    /// session shell's.
+    InSession,
+}
+
+impl ProcKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcKind::Command => "command",
+            ProcKind::Session => "session",
+            ProcKind::InSession => "in_session",
+        }
+    }
 }
 
 impl ProcessInfo {

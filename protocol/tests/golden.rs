@@ -46,6 +46,8 @@ fn spawn_frame() -> RequestFrame {
             timeout_ms: Some(300),
             name: Some("é".into()),
             side_effects: vec!["NONE".into()],
+            tty: Some(TtySize { cols: 80, rows: 24 }),
+            session: Some("dev".into()),
         }),
     }
 }
@@ -120,6 +122,8 @@ fn golden_spawn_request() {
             "01 fb 012c",           // timeout_ms Some(300): u16 marker, big-endian
             "01 02 c3a9",           // name Some("é"), UTF-8
             "01 04 4e4f4e45",       // side_effects: 1 entry, "NONE"
+            "01 50 18",             // tty Some(80 cols, 24 rows)
+            "01 03 646576",         // session Some("dev")
         ],
     );
 }
@@ -206,7 +210,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "00000005",             // protocol version 5, fixed u32 big-endian
+            "00000006",             // protocol version 6, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -226,7 +230,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000005",      // protocol version 5
+            "00000006",      // protocol version 6
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -236,7 +240,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000005 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000006 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -204,6 +204,7 @@ impl CubaExec {
             timeout_ms: a.timeout_ms,
             name: a.name,
             side_effects: a.side_effects.unwrap_or_default(),
+            ..Default::default()
         };
         let spawn = |c: Client| {
             let req = req.clone();
@@ -286,6 +287,7 @@ impl CubaExec {
             timeout_ms: a.timeout_ms,
             name: a.name,
             side_effects: a.side_effects.unwrap_or_default(),
+            ..Default::default()
         };
         let ensure = a.ensure == Some(true);
         let start = |c: Client| {

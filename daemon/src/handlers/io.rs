@@ -1,6 +1,6 @@
 //! `Read` (output since a cursor, or the tail) and `Stdin` (write, close).
 
-use cuba_protocol::{ErrorKind, ProtocolError, ReadRequest, Response, StdinRequest};
+use cuba_protocol::{ErrorKind, ProtocolError, ReadRequest, ResizeRequest, Response, StdinRequest};
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::daemon::Daemon;
@@ -48,10 +48,15 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         Err(TrySendError::Full(_)) => Err(full(())),
         Err(TrySendError::Closed(_)) => Err(closed()),
     };
+    let tty = p.lock().tty.is_some();
     if !r.data.is_empty() {
         send(StdinMsg::Data(r.data))?;
     }
-    if r.eof {
+    if r.eof && tty {
+        // A terminal is not closed: end-of-file is C-d, through the line discipline, as when
+        // a person types it.
+        send(StdinMsg::Data(vec![0x04]))?;
+    } else if r.eof {
         send(StdinMsg::Eof)?;
         p.lock().stdin = None;
     }
@@ -73,4 +78,46 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         let _ = control.try_send(Control::InputSent);
     }
     Ok(Response::Ok)
+}
+
+fn not_a_tty(id: u64) -> ProtocolError {
+    ProtocolError::new(
+        ErrorKind::InvalidState,
+        format!("process {id} has no terminal: start it with tty to get one"),
+    )
+}
+
+pub fn resize(d: &Daemon, r: ResizeRequest) -> Result<Response, ProtocolError> {
+    crate::pty::valid_size(r.size).map_err(|e| ProtocolError::new(ErrorKind::BadRequest, e))?;
+    let p = d.get(r.id)?;
+    let mut data = p.lock();
+    if data.finished() {
+        return Err(ProtocolError::new(
+            ErrorKind::InvalidState,
+            format!("process {} has ended", r.id),
+        ));
+    }
+    let tty = data.tty.as_mut().ok_or_else(|| not_a_tty(r.id))?;
+    let master = tty.master.as_ref().ok_or_else(|| {
+        ProtocolError::new(
+            ErrorKind::InvalidState,
+            format!("process {} has ended", r.id),
+        )
+    })?;
+    master.resize(r.size).map_err(|e| {
+        ProtocolError::new(
+            ErrorKind::Internal,
+            format!("cannot resize the terminal: {e}"),
+        )
+    })?;
+    tty.screen.resize(r.size);
+    data.info.tty = Some(r.size);
+    Ok(Response::Ok)
+}
+
+pub fn screen(d: &Daemon, id: u64) -> Result<Response, ProtocolError> {
+    let p = d.get(id)?;
+    let data = p.lock();
+    let tty = data.tty.as_ref().ok_or_else(|| not_a_tty(id))?;
+    Ok(Response::Screen(tty.screen.view()))
 }

@@ -76,6 +76,8 @@ pub async fn dispatch(
         Request::WatchTable(r) => table::watch(&d, r, &out).await,
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
+        Request::Resize(r) => io::resize(&d, r),
+        Request::Screen(r) => io::screen(&d, r.id),
     };
     out.send(result.unwrap_or_else(Response::Error)).await;
 }

@@ -114,21 +114,58 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
         opt(text()),
         proptest::collection::vec(text(), 0..4),
     );
-    fields.prop_map(
-        |(command, cwd, env, shell, stdin, close_stdin, timeout_ms, name, side_effects)| {
-            SpawnRequest {
-                command,
-                cwd,
-                env,
-                shell,
-                stdin,
-                close_stdin,
-                timeout_ms,
-                name,
-                side_effects,
-            }
+    (fields, opt(tty_size()), opt(text())).prop_map(
+        |(
+            (command, cwd, env, shell, stdin, close_stdin, timeout_ms, name, side_effects),
+            tty,
+            session,
+        )| SpawnRequest {
+            command,
+            cwd,
+            env,
+            shell,
+            stdin,
+            close_stdin,
+            timeout_ms,
+            name,
+            side_effects,
+            tty,
+            session,
         },
     )
+}
+
+fn tty_size() -> impl Strategy<Value = TtySize> {
+    (any::<u16>(), any::<u16>()).prop_map(|(cols, rows)| TtySize { cols, rows })
+}
+
+fn proc_kind() -> impl Strategy<Value = ProcKind> {
+    prop_oneof![
+        Just(ProcKind::Command),
+        Just(ProcKind::Session),
+        Just(ProcKind::InSession)
+    ]
+}
+
+fn screen_view() -> impl Strategy<Value = ScreenView> {
+    (
+        tty_size(),
+        vec(text(), 0..4),
+        any::<u16>(),
+        any::<u16>(),
+        any::<bool>(),
+        text(),
+    )
+        .prop_map(
+            |(size, lines, cursor_row, cursor_col, alternate, title)| ScreenView {
+                size,
+                lines,
+                cursor_row,
+                cursor_col,
+                alternate,
+                title,
+            },
+        )
 }
 
 fn list_request() -> impl Strategy<Value = ListRequest> {
@@ -207,6 +244,11 @@ pub fn request() -> BoxedStrategy<Request> {
         any::<bool>().prop_map(|force| Request::Shutdown(ShutdownRequest { force })),
         spawn_request().prop_map(Request::Ensure).boxed(),
         text().prop_map(Request::PolicyCheck).boxed(),
+        (id(), tty_size())
+            .prop_map(|(id, size)| Request::Resize(ResizeRequest { id, size }))
+            .boxed(),
+        id().prop_map(|id| Request::Screen(IdRequest { id }))
+            .boxed(),
     ]
     .boxed()
 }
@@ -237,10 +279,12 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         any::<u64>(),
         any::<u64>(),
     );
-    (first, second).prop_map(
+    let third = (proc_kind(), opt(tty_size()), opt(text()), opt(text()));
+    (first, second, third).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
+            (kind, tty, session, notice),
         )| ProcessInfo {
             id,
             pid,
@@ -258,6 +302,10 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             stdout_bytes: stdout,
             stderr_bytes: stderr,
             dropped_bytes: dropped,
+            kind,
+            tty,
+            session,
+            notice,
         },
     )
 }
@@ -356,6 +404,7 @@ pub fn response() -> BoxedStrategy<Response> {
         (error_kind(), text())
             .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
         policy_decision().prop_map(Response::Policy).boxed(),
+        screen_view().prop_map(Response::Screen).boxed(),
     ]
     .boxed()
 }
