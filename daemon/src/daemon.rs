@@ -40,6 +40,8 @@ pub struct Daemon {
     pub limits: crate::limits::Limiter,
     pub clients: AtomicU32,
     pub shutdown: CancellationToken,
+    /// Persistent shell sessions by name (`session.rs`).
+    pub sessions: crate::session::Sessions,
     table: Mutex<Table>,
     table_changed: watch::Sender<()>,
 }
@@ -68,6 +70,7 @@ impl Daemon {
             journal,
             clients: AtomicU32::new(0),
             shutdown: CancellationToken::new(),
+            sessions: crate::session::Sessions::default(),
             table: Mutex::new(table),
             table_changed: watch::Sender::new(()),
         }

@@ -24,6 +24,7 @@ mod reaper;
 mod restore;
 pub mod sandbox;
 pub mod server;
+mod session;
 mod side_effects;
 mod spawn;
 pub mod spool;

@@ -24,11 +24,16 @@ pub enum StopCause {
 /// Messages to a process's supervisor.
 #[derive(Debug)]
 pub enum Control {
-    /// Send `signal` to the whole tree; escalate to SIGKILL after `grace` if given.
+    /// Send `signal` to the whole tree of process `id`; escalate to SIGKILL after `grace` if
+    /// given. A session's shell also gets these for the command running in it (the command's
+    /// id): the command is interrupted, the session kept.
     Signal {
+        id: u64,
         signal: Signal,
         grace: Option<std::time::Duration>,
     },
+    /// The timeout of command `id` running in a session has passed.
+    CommandTimeout(u64),
     /// Bytes were queued for its stdin: it is no longer waiting, and the quiet period restarts.
     InputSent,
 }

@@ -153,6 +153,7 @@ async fn stop_all(d: &Daemon) {
         if let Some(c) = control {
             let _ = c
                 .send(Control::Signal {
+                    id: p.id,
                     signal: Signal::Term,
                     grace: Some(d.config.grace),
                 })

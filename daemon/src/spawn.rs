@@ -149,15 +149,49 @@ pub fn start_or_find(
         }
     }
     // --- End of side-effect declarations.
-    let p = match reserve(d, client, &req, &cwd, ensure)? {
+    if req.session.is_some() {
+        if ensure {
+            return Err(bad(
+                "ensure cannot be combined with session: a session runs one command at a time",
+            ));
+        }
+        return crate::session::run(d, client, policy, req, &cwd).map(Reserved::New);
+    }
+    let p = match reserve(d, client, &req, &cwd, ensure, ProcKind::Command)? {
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok(Reserved::Existing(p.info())),
     };
+    launch(d, client, policy, &p, req, &cwd, Program::Command, None);
+    Ok(Reserved::New(p.info()))
+}
+
+/// What the child runs: the shell with the command text, or a session's shell reading
+/// commands from its stdin.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Command,
+    SessionShell,
+}
+
+/// Starts the process of the reserved record `p` and hands it to its supervisor (with
+/// `router` for a session's shell). A process that cannot start leaves the record in state
+/// `FailedToStart` with the reason, which is also returned.
+#[allow(clippy::too_many_arguments)]
+pub fn launch(
+    d: &Arc<Daemon>,
+    client: &ClientInfo,
+    policy: &Arc<crate::policy::Effective>,
+    p: &Arc<Proc>,
+    req: SpawnRequest,
+    cwd: &Path,
+    program: Program,
+    router: Option<crate::session::Router>,
+) -> Option<String> {
     // --- Policy: a connection from inside this process's tree inherits it (policy::ancestry).
     p.lock().policy = Some(policy.clone());
     let id = p.id;
     let started = Instant::now();
-    match start(d, client, policy, &req, &cwd, id) {
+    let failure = match start(d, client, policy, &req, cwd, id, program) {
         Ok((child, root)) => {
             tracing::debug!(
                 id,
@@ -203,13 +237,15 @@ pub fn start_or_find(
                 child.0,
                 control_rx,
                 timeout,
+                router,
             ));
+            None
         }
         Err(reason) => {
             let end = {
                 let mut data = p.lock();
                 data.info.state = ProcState::FailedToStart;
-                data.info.error = Some(reason);
+                data.info.error = Some(reason.clone());
                 data.info.ended_at_ms = Some(now_ms());
                 data.drained = true;
                 End {
@@ -231,20 +267,22 @@ pub fn start_or_find(
             d.journal.ended(end);
             d.audit.allowed(client, &p.info());
             d.audit.ended(&p.info());
+            Some(reason)
         }
-    }
+    };
     d.table_changed();
-    Ok(Reserved::New(p.info()))
+    failure
 }
 
 /// Checks `max_procs` and inserts a `Running` record under one table lock, so concurrent
 /// spawns cannot overshoot the limit.
-fn reserve(
+pub fn reserve(
     d: &Arc<Daemon>,
     client: &ClientInfo,
     req: &SpawnRequest,
     cwd: &Path,
     ensure: bool,
+    kind: ProcKind,
 ) -> Result<Reserved<Arc<Proc>>, ProtocolError> {
     let mut table = d.table();
     if ensure {
@@ -256,12 +294,16 @@ fn reserve(
             return Ok(Reserved::Existing(p.clone()));
         }
     }
+    // A command in a session is not a process of its own: the session's shell counts.
     let running = table
         .procs
         .values()
-        .filter(|p| !p.lock().finished())
+        .filter(|p| {
+            let d = p.lock();
+            !d.finished() && d.info.kind != ProcKind::InSession
+        })
         .count();
-    if running >= d.config.max_procs {
+    if kind != ProcKind::InSession && running >= d.config.max_procs {
         return Err(ProtocolError::new(
             ErrorKind::Limit,
             format!(
@@ -301,9 +343,9 @@ fn reserve(
         stdout_bytes: 0,
         stderr_bytes: 0,
         dropped_bytes: 0,
-        kind: ProcKind::Command,
+        kind,
         tty: req.tty,
-        session: None,
+        session: req.session.clone(),
         notice: None,
     };
     let output = Output::new(d.config.buffer_size, spool);
@@ -327,6 +369,7 @@ fn start(
     req: &SpawnRequest,
     cwd: &Path,
     id: u64,
+    program: Program,
 ) -> Result<Started, String> {
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => {}
@@ -335,7 +378,13 @@ fn start(
     }
     let shell = req.shell.as_deref().unwrap_or(&d.config.shell);
     let mut cmd = Command::new(shell);
-    if req.command.len() >= MAX_ARG {
+    if program == Program::SessionShell {
+        // Commands come on stdin; no start-up files, so the session is the client's
+        // environment and nothing else (as `sh -c` is).
+        if Path::new(shell).file_name().is_some_and(|n| n == "bash") {
+            cmd.arg("--noprofile").arg("--norc");
+        }
+    } else if req.command.len() >= MAX_ARG {
         let script = script_path(&d.config, id);
         let written = script
             .parent()

@@ -23,6 +23,7 @@ use crate::journal::End;
 use crate::proc::{Control, Proc, StopCause};
 use crate::pty::Master;
 use crate::reaper::Exit;
+use crate::session::Router;
 use crate::tree;
 
 /// Read buffers start small (most processes print little, and a thousand idle ones must stay
@@ -114,6 +115,12 @@ struct Supervisor {
     /// output or stdin write.
     input_check_at: Option<Instant>,
     checks: u32,
+    /// A session's shell: routes output to the running command (`session.rs`).
+    router: Option<Router>,
+    /// An interrupted session command that has not ended: SIGKILL below the shell at
+    /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
+    cmd_kill_at: Option<Instant>,
+    cmd_abandon_at: Option<Instant>,
 }
 
 pub async fn supervise(
@@ -122,6 +129,7 @@ pub async fn supervise(
     io: ChildIo,
     mut control: mpsc::Receiver<Control>,
     timeout: Option<Duration>,
+    router: Option<Router>,
 ) {
     let mut s = Supervisor {
         d,
@@ -135,6 +143,9 @@ pub async fn supervise(
         input_check_at: io.input.as_ref().map(|_| Instant::now() + INPUT_QUIET),
         input: io.input,
         checks: 0,
+        router,
+        cmd_kill_at: None,
+        cmd_abandon_at: None,
     };
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
@@ -175,8 +186,20 @@ pub async fn supervise(
                 s.input_check_at = None;
                 s.check_input();
             }
+            _ = at(s.cmd_kill_at), if s.cmd_kill_at.is_some() => {
+                s.cmd_kill_at = None;
+                s.kill_command();
+            }
+            _ = at(s.cmd_abandon_at), if s.cmd_abandon_at.is_some() => {
+                s.cmd_abandon_at = None;
+                s.abandon_command();
+            }
             Some(msg) = control.recv() => match msg {
-                Control::Signal { signal, grace } => s.signal(signal, grace),
+                Control::Signal { id, signal, grace } if id != s.p.id => {
+                    s.signal_command(id, signal, grace);
+                }
+                Control::Signal { signal, grace, .. } => s.signal(signal, grace),
+                Control::CommandTimeout(id) => s.command_timeout(id),
                 Control::InputSent => s.rearm_input_check(),
             },
         }
@@ -194,10 +217,28 @@ fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
 impl Supervisor {
     fn took(&mut self, stream: Stream, r: &io::Result<usize>, buf: &[u8]) {
         match *r {
-            Ok(0) | Err(_) => match stream {
-                Stream::Stdout => self.stdout = None,
-                Stream::Stderr => self.stderr = None,
-            },
+            Ok(0) | Err(_) => {
+                match stream {
+                    Stream::Stdout => self.stdout = None,
+                    Stream::Stderr => self.stderr = None,
+                }
+                if let Some(router) = self.router.as_mut() {
+                    router.closed(&self.d, &self.p, stream);
+                }
+            }
+            Ok(n) if self.router.is_some() => {
+                if let Some(router) = self.router.as_mut() {
+                    router.feed(&self.d, &self.p, stream, &buf[..n]);
+                }
+                self.p.lock().last_output = std::time::Instant::now();
+                self.p.notify();
+                self.rearm_input_check();
+                if self.router.as_ref().is_some_and(|r| r.current().is_none()) {
+                    // The command ended: its escalation timers go with it.
+                    self.cmd_kill_at = None;
+                    self.cmd_abandon_at = None;
+                }
+            }
             Ok(n) => {
                 let was_waiting = {
                     let mut d = self.p.lock();
@@ -278,6 +319,11 @@ impl Supervisor {
         };
         self.d.journal.ended(end);
         self.d.audit.ended(&self.p.info());
+        if let Some(router) = self.router.as_mut() {
+            router.shell_ended(&self.d, &self.p);
+            self.cmd_kill_at = None;
+            self.cmd_abandon_at = None;
+        }
         self.p.notify();
         self.d.table_changed();
         // Whatever of the tree is left behind is stopped too: nothing leaks. Most processes
@@ -316,9 +362,19 @@ impl Supervisor {
         let Some(input) = self.input.as_ref() else {
             return;
         };
-        let (root, open, state) = {
-            let d = self.p.lock();
-            (d.root.clone(), d.stdin.is_some(), d.info.state)
+        // In a session, the command running is what waits (the shell waiting for the next
+        // command between them is not news).
+        let target = match &self.router {
+            Some(router) => match router.current() {
+                Some(cmd) => cmd,
+                None => return,
+            },
+            None => self.p.clone(),
+        };
+        let root = self.p.lock().root.clone();
+        let (open, state) = {
+            let d = target.lock();
+            (d.stdin.is_some(), d.info.state)
         };
         // Nobody can answer once stdin is closed; already reported: nothing to do.
         let Some(root) = root.filter(|_| open && state == ProcState::Running) else {
@@ -333,7 +389,7 @@ impl Supervisor {
         match reader {
             Some(pid) => {
                 let changed = {
-                    let mut d = self.p.lock();
+                    let mut d = target.lock();
                     let quiet = d.last_output.elapsed() >= INPUT_QUIET;
                     let now = d.info.state == ProcState::Running && d.stdin.is_some() && quiet;
                     if now {
@@ -342,8 +398,8 @@ impl Supervisor {
                     now
                 };
                 if changed {
-                    tracing::debug!(id = self.p.id, pid, "waiting for input");
-                    self.p.notify();
+                    tracing::debug!(id = target.id, pid, "waiting for input");
+                    target.notify();
                     self.d.table_changed();
                 } else {
                     self.rearm_input_check();
@@ -354,6 +410,70 @@ impl Supervisor {
                 self.input_check_at = Some(Instant::now() + INPUT_QUIET * (1 << self.checks));
             }
             None => {}
+        }
+    }
+
+    /// A signal for the command running in this session's shell. Ending signals interrupt it
+    /// as Ctrl-C would (SIGINT to the shell's group: the shell's trap ends the command, the
+    /// session stays); others go to the processes below the shell.
+    fn signal_command(&mut self, id: u64, signal: Signal, grace: Option<Duration>) {
+        let current = self.router.as_ref().and_then(Router::current);
+        if current.is_none_or(|c| c.id != id) {
+            return;
+        }
+        match signal {
+            Signal::Kill => {
+                self.signal_below_shell(libc::SIGKILL);
+                self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
+            }
+            Signal::Term | Signal::Int | Signal::Hup | Signal::Quit => {
+                self.signal_tree(libc::SIGINT);
+                if let Some(grace) = grace {
+                    self.cmd_kill_at = Some(Instant::now() + grace);
+                }
+            }
+            other => {
+                self.signal_below_shell(other.number());
+            }
+        }
+    }
+
+    fn command_timeout(&mut self, id: u64) {
+        let Some(cmd) = self.router.as_ref().and_then(Router::current) else {
+            return;
+        };
+        if cmd.id != id {
+            return;
+        }
+        cmd.lock().stop.get_or_insert(StopCause::Timeout);
+        self.signal_command(id, Signal::Int, Some(self.d.config.grace));
+    }
+
+    /// The grace period of an interrupted command is over: SIGKILL what runs below the shell.
+    fn kill_command(&mut self) {
+        if self.router.as_ref().and_then(Router::current).is_some() {
+            self.signal_below_shell(libc::SIGKILL);
+            self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    /// Even SIGKILL below the shell did not end the command: the shell itself is stuck in it.
+    /// The session is stopped; the next command starts a new one.
+    fn abandon_command(&mut self) {
+        if self.router.as_ref().and_then(Router::current).is_some() {
+            tracing::debug!(
+                id = self.p.id,
+                "session shell stuck in a command: stopping it"
+            );
+            self.stop(StopCause::Request, Signal::Kill, None);
+        }
+    }
+
+    fn signal_below_shell(&self, signal: i32) -> usize {
+        let root = self.p.lock().root.clone();
+        match root {
+            Some(root) => tree::signal_descendants(&root, signal, &self.d.scope()),
+            None => 0,
         }
     }
 

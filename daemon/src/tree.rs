@@ -370,6 +370,16 @@ pub fn signal_tree(root: &TreeRoot, signal: i32, scope: Option<&Scope>) -> usize
     n
 }
 
+/// Signals every member of the tree but its root (a session's shell keeps running while the
+/// command below it is stopped). Returns how many were signalled.
+pub fn signal_descendants(root: &TreeRoot, signal: i32, scope: &Scope) -> usize {
+    members_linked(root, scope)
+        .into_iter()
+        .filter(|(pid, _)| *pid != root.pid)
+        .filter(|(pid, start)| signal_exact(*pid, *start, signal).unwrap_or(false))
+        .count()
+}
+
 /// SIGKILLs the tree until no member is left (a member forking while it is killed is caught on
 /// the next round). Returns the number of processes killed.
 pub fn kill_tree(root: &TreeRoot, scope: Option<&Scope>) -> usize {

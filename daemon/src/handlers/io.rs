@@ -4,7 +4,7 @@ use cuba_protocol::{ErrorKind, ProtocolError, ReadRequest, ResizeRequest, Respon
 use tokio::sync::mpsc::error::TrySendError;
 
 use crate::daemon::Daemon;
-use cuba_protocol::ProcState;
+use cuba_protocol::{ProcKind, ProcState};
 
 use crate::proc::{Control, StdinMsg};
 
@@ -48,7 +48,19 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         Err(TrySendError::Full(_)) => Err(full(())),
         Err(TrySendError::Closed(_)) => Err(closed()),
     };
-    let tty = p.lock().tty.is_some();
+    let (tty, kind) = {
+        let data = p.lock();
+        (data.tty.is_some(), data.info.kind)
+    };
+    if r.eof && kind == ProcKind::InSession {
+        return Err(ProtocolError::new(
+            ErrorKind::InvalidState,
+            format!(
+                "cannot close the stdin of process {}: it runs in a session, whose shell reads                  that stdin; interrupt it (send_signal SIGINT) instead",
+                r.id
+            ),
+        ));
+    }
     if !r.data.is_empty() {
         send(StdinMsg::Data(r.data))?;
     }

@@ -42,6 +42,7 @@ pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolEr
         ));
     };
     let msg = Control::Signal {
+        id: r.id,
         signal: r.signal,
         grace: r.escalate.then_some(grace),
     };
