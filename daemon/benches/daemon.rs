@@ -383,7 +383,101 @@ async fn sleepers() {
     assert_eq!((still, left), (0, 0));
 }
 
+/// A warm session's command vs. a fresh `run`: spawn+wait of `true`, alternating.
+async fn sessions(c: &Client) {
+    let in_session = || SpawnRequest {
+        command: "true".into(),
+        session: Some("bench".into()),
+        ..SpawnRequest::default()
+    };
+    // The first command starts the shell: not part of the figure.
+    let p = c.spawn(in_session()).await.unwrap();
+    wait_exit(c, p.id).await;
+    let (mut warm, mut fresh) = (Vec::new(), Vec::new());
+    for i in 0..LAT_WARMUP + LAT_N {
+        let t = Instant::now();
+        let p = c.spawn(in_session()).await.unwrap();
+        let p = wait_exit(c, p.id).await;
+        let w = t.elapsed();
+        assert_eq!(p.exit_code, Some(0), "{p:?}");
+        let (f, _, _) = via_daemon(c, "true").await;
+        if i >= LAT_WARMUP {
+            warm.push(w);
+            fresh.push(f);
+        }
+    }
+    let (w, f) = (stats(warm), stats(fresh));
+    println!();
+    println!("4) one command `true`, spawn+wait, N={LAT_N} each after {LAT_WARMUP} warm-ups");
+    println!("   {:<30}{:>12}{:>12}{:>12}", "", "median", "p90", "mean");
+    for (name, st) in [("in a warm session", &w), ("fresh run (new shell)", &f)] {
+        let [a, b, m] = st.map(ms);
+        println!("   {name:<30}{a:>12}{b:>12}{m:>12}");
+    }
+    println!(
+        "   session / fresh (medians): {:.2}x",
+        w[0].as_secs_f64() / f[0].as_secs_f64()
+    );
+}
+
+/// From a prompt appearing in the output to the daemon reporting `waiting_input`, for a
+/// prompt read from a pipe and one read from a terminal.
+async fn prompt_to_waiting(c: &Client) {
+    const N: usize = 20;
+    println!();
+    println!("5) prompt appears -> waiting_input reported, N={N} each");
+    println!("   {:<30}{:>12}{:>12}{:>12}", "", "median", "p90", "mean");
+    let cases = [
+        ("pipe: printf; read", "printf 'Name? '; read x", None),
+        (
+            "tty: bash read -p",
+            "bash -c 'read -p \"Name? \" x'",
+            Some(cuba_protocol::TtySize::DEFAULT),
+        ),
+    ];
+    for (name, command, tty) in cases {
+        let mut took = Vec::new();
+        for _ in 0..N {
+            let p = c
+                .spawn(SpawnRequest {
+                    command: command.into(),
+                    tty,
+                    ..SpawnRequest::default()
+                })
+                .await
+                .unwrap();
+            let wait = |until: Option<&str>| WaitRequest {
+                id: p.id,
+                since: Some(0),
+                until: until.map(str::to_string),
+                quiet_ms: None,
+                timeout_ms: 10_000,
+                max_bytes: 1024,
+                stream: StreamFilter::Both,
+            };
+            let w = c.wait(wait(Some("Name"))).await.unwrap();
+            assert!(matches!(w.reason, WaitReason::Matched(_)), "{w:?}");
+            let seen = Instant::now();
+            let w = c.wait(wait(None)).await.unwrap();
+            assert_eq!(w.reason, WaitReason::WaitingInput, "{w:?}");
+            took.push(seen.elapsed());
+            c.stdin(p.id, b"x\n".to_vec(), false).await.unwrap();
+            wait_exit(c, p.id).await;
+        }
+        let [a, b, m] = stats(took).map(ms);
+        println!("   {name:<30}{a:>12}{b:>12}{m:>12}");
+    }
+    println!("   (the floor is the quiet period the daemon waits for: 150 ms)");
+}
+
 fn main() {
+    // `cargo bench -p cuba-daemon --bench daemon -- sessions input`: only those sections
+    // (latency, drain, sleepers, sessions, input); none named: all.
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let run = |name: &str| picked.is_empty() || picked.iter().any(|p| p == name);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -397,9 +491,21 @@ fn main() {
             let c = daemon.connect().await;
             let version = &c.welcome().daemon_version;
             println!("cuba-exec daemon bench: cubad {version}, {cpus} CPUs, loadavg {load}");
-            latency(&c).await;
-            drain(&c).await;
+            if run("latency") {
+                latency(&c).await;
+            }
+            if run("drain") {
+                drain(&c).await;
+            }
+            if run("sessions") {
+                sessions(&c).await;
+            }
+            if run("input") {
+                prompt_to_waiting(&c).await;
+            }
         }
-        sleepers().await;
+        if run("sleepers") {
+            sleepers().await;
+        }
     });
 }
