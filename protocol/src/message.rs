@@ -145,7 +145,7 @@ impl TtySize {
         rows: 40,
     };
     /// Larger sizes are refused: the daemon keeps a screen of this many cells per process.
-    pub const MAX_CELLS: u32 = 1000 * 1000;
+    pub const MAX_CELLS: u32 = 100_000;
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
