@@ -233,3 +233,29 @@ async fn bad_session_requests_are_refused() {
         .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Blocked), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_restart_ends_sessions_as_lost_and_a_new_one_starts() {
+    let mut d = TestDaemon::start().await;
+    let c = d.client().await;
+    let done = spawn_with(&c, in_session("r", "echo before")).await;
+    wait_exit(&c, done.id).await;
+    let p = spawn_with(&c, in_session("r", "echo go; sleep 300")).await;
+    wait_match(&c, p.id, "go").await;
+    let shell = p.pid as i32;
+    d.kill9();
+    d.restart().await;
+    let c = d.client().await;
+    let all = c.list(ListRequest::default()).step().await.unwrap();
+    let cmd = all.iter().find(|r| r.id == p.id).unwrap();
+    assert_eq!(cmd.state, ProcState::Lost, "{cmd:?}");
+    assert_eq!(cmd.kind, ProcKind::InSession);
+    let old = all.iter().find(|r| r.id == done.id).unwrap();
+    assert_eq!((old.state, old.exit_code), (ProcState::Exited, Some(0)));
+    assert!(
+        cuba_tests::wait_for(|| !cuba_tests::pid_alive(shell), Duration::from_secs(10)).await,
+        "the old session's shell survived the restart"
+    );
+    let (code, out, _) = run(&c, "r", "echo fresh").await;
+    assert_eq!((code, out.as_str()), (Some(0), "fresh\n"));
+}
