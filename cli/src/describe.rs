@@ -1,6 +1,6 @@
 //! How a process's state reads in sentences and table cells.
 
-use cuba_protocol::{ProcState, ProcessInfo};
+use cuba_protocol::{ProcKind, ProcState, ProcessInfo};
 
 use crate::units;
 
@@ -75,4 +75,30 @@ pub fn label(p: &ProcessInfo) -> String {
 /// The signal number that ended it, for `128 + n` exit codes.
 pub fn signal_number(p: &ProcessInfo) -> Option<i32> {
     p.signal.map(|s| s.number())
+}
+
+/// The KIND cell of `ps`: `tty:120x40` for a process on a terminal, `session:dev` for the
+/// shell of session `dev`, `in:dev` for a command run in it; `None` for a command on pipes.
+pub fn kind_cell(p: &ProcessInfo) -> Option<String> {
+    let session = p.session.as_deref().unwrap_or("?");
+    match (p.kind, p.tty) {
+        (ProcKind::Session, _) => Some(format!("session:{session}")),
+        (ProcKind::InSession, _) => Some(format!("in:{session}")),
+        (ProcKind::Command, Some(size)) => Some(format!("tty:{}x{}", size.cols, size.rows)),
+        (ProcKind::Command, None) => None,
+    }
+}
+
+/// What is said when `attach` or `run --tty` lets go of a process that runs on.
+pub fn detached(id: u64) -> String {
+    format!(
+        "[detached; process {id} keeps running: `cubactl attach {id}` again, `cubactl kill {id}` \
+         stops it]"
+    )
+}
+
+/// The daemon's notice about how a spawn was carried out (a session started, or started again
+/// with its state gone), as a note line for stderr.
+pub fn notice(p: &ProcessInfo) -> Option<String> {
+    p.notice.as_deref().map(|n| format!("[{n}]"))
 }

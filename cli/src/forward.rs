@@ -6,6 +6,7 @@
 //! run beside it.
 
 use cuba_protocol::client::Client;
+use cuba_protocol::{Signal, SignalRequest};
 use tokio::sync::oneshot;
 
 use crate::term::{self, DETACH_KEY};
@@ -19,26 +20,54 @@ pub enum Stopped {
     Eof,
 }
 
-/// Starts forwarding stdin to process `id`. `detach_key`: stop at Ctrl-] (on a terminal).
+/// What Ctrl-] in the input does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DetachKey {
+    /// Nothing special: it is forwarded like any byte (piped input).
+    Ignore,
+    /// Stop; the line it ended is not sent (line mode: an unfinished answer is dropped).
+    DropLine,
+    /// Stop after sending the bytes typed before it (raw mode: keys go through one by one,
+    /// and what was typed before the detach key was meant for the process).
+    SendBefore,
+}
+
+/// Starts forwarding stdin to process `id`, stopping at the detach key as `detach` says.
 /// `close_on_eof`: close the process's stdin when ours ends. Failed writes are reported once.
 pub fn stdin(
     client: Client,
     id: u64,
-    detach_key: bool,
+    detach: DetachKey,
     close_on_eof: bool,
 ) -> oneshot::Receiver<Stopped> {
     let (done, stopped) = oneshot::channel();
     let mut input = term::stdin_chunks();
+    let raw = detach == DetachKey::SendBefore;
     tokio::spawn(async move {
         let mut warned = false;
         let why = loop {
             match input.recv().await.flatten() {
-                Some(data) if detach_key && data.contains(&DETACH_KEY) => break Stopped::DetachKey,
-                Some(data) => {
-                    if let Err(e) = client.stdin(id, data, false).await {
-                        if !std::mem::replace(&mut warned, true) {
-                            eprintln!("cubactl: input not delivered: {e}");
+                Some(mut data) => {
+                    let at = data.iter().position(|b| *b == DETACH_KEY);
+                    let stop = match (at, detach) {
+                        (None, _) | (_, DetachKey::Ignore) => false,
+                        (Some(_), DetachKey::DropLine) => break Stopped::DetachKey,
+                        (Some(at), DetachKey::SendBefore) => {
+                            data.truncate(at);
+                            true
                         }
+                    };
+                    if !data.is_empty() {
+                        if let Err(e) = client.stdin(id, data, false).await {
+                            if !std::mem::replace(&mut warned, true) {
+                                // Raw mode (SendBefore) needs the carriage return spelled out.
+                                let end = if raw { "\r\n" } else { "\n" };
+                                eprint!("cubactl: input not delivered: {e}{end}");
+                            }
+                        }
+                    }
+                    if stop {
+                        break Stopped::DetachKey;
                     }
                 }
                 None => {
@@ -53,4 +82,23 @@ pub fn stdin(
         let _ = done.send(why);
     });
     stopped
+}
+
+/// Sends `signal` to process `id` on a task of its own, so the output loop keeps draining.
+/// TERM escalates to KILL after the grace period. A failure is reported, its line ended with
+/// `end` (`"\r\n"` in raw mode).
+pub fn signal(client: &Client, id: u64, signal: Signal, end: &'static str) {
+    let client = client.clone();
+    let req = SignalRequest {
+        id,
+        signal,
+        escalate: signal == Signal::Term,
+        grace_ms: None,
+        wait: false,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = client.signal(req).await {
+            eprint!("cubactl: could not send {signal} to process {id}: {e}{end}");
+        }
+    });
 }

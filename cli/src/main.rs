@@ -16,6 +16,7 @@ mod describe;
 mod exit;
 mod forward;
 mod output;
+mod passthrough;
 mod procfs;
 mod proctable;
 mod spawn_args;
@@ -40,6 +41,9 @@ Examples:
   cubactl ps                        every process: agents' and people's alike
   cubactl tail -f 3                 follow process 3 until it ends
   cubactl attach 3                  answer its prompt (Ctrl-] detaches, it keeps running)
+  cubactl start --tty -- python3    on a terminal of its own; `screen 4` shows it,
+                                    `send 4 'x=1' --key Enter` types, `attach 4` takes it over
+  cubactl run --session dev -- 'cd src && make'   in the persistent shell `dev`
   cubactl run -- make test          run in the foreground; exits with make's code
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
@@ -100,12 +104,18 @@ enum Command {
     /// Stop processes and their whole trees, gracefully: TERM, then KILL after the grace
     /// period.
     Kill(cmd::kill::Args),
-    /// Write a line to a process's stdin.
+    /// Write to a process's stdin: a line, or keys (Enter, C-c, Up …) for a program on a
+    /// terminal.
     Send(cmd::send::Args),
     /// Wait until a process ends, or its output matches a pattern.
     Wait(cmd::wait::Args),
-    /// Show a process's output live and type into its stdin (answer a prompt yourself).
+    /// Show a process's output live and type into its stdin (answer a prompt yourself); a
+    /// process on a terminal (--tty) takes this terminal over until Ctrl-].
     Attach(cmd::attach::Args),
+    /// Print what a process on a terminal (--tty) shows right now.
+    Screen(cmd::screen::Args),
+    /// Change the size of a process's terminal (--tty); the program gets SIGWINCH.
+    Resize(cmd::resize::Args),
     /// Remove the records of finished processes (and their output).
     Prune(cmd::prune::Args),
     /// The cubad daemon: status, start, stop, restart.
@@ -137,6 +147,8 @@ async fn main() -> ExitCode {
         Command::Send(a) => cmd::send::run(&ctx, a).await,
         Command::Wait(a) => cmd::wait::run(&ctx, a).await,
         Command::Attach(a) => cmd::attach::run(&ctx, a).await,
+        Command::Screen(a) => cmd::screen::run(&ctx, a).await,
+        Command::Resize(a) => cmd::resize::run(&ctx, a).await,
         Command::Prune(a) => cmd::prune::run(&ctx, a).await,
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,

@@ -31,9 +31,13 @@ pub fn json_rows<'a>(list: &'a [ProcessInfo], usage: &'a HashMap<u64, Usage>) ->
 }
 
 pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
-    let mut t = Table::new(vec![
-        Column::right("ID"),
-        Column::left("NAME").optional(4),
+    // KIND only when some row is not a plain command on pipes: the usual table stays narrow.
+    let kinds = list.iter().any(|p| describe::kind_cell(p).is_some());
+    let mut columns = vec![Column::right("ID"), Column::left("NAME").optional(4)];
+    if kinds {
+        columns.push(Column::left("KIND").optional(4));
+    }
+    columns.extend([
         Column::left("OWNER").optional(5),
         Column::left("STATE"),
         Column::right("EXIT"),
@@ -43,6 +47,7 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
         Column::left("PORTS").optional(6),
         Column::left("COMMAND").flex(),
     ]);
+    let mut t = Table::new(columns);
     let now = units::now_ms();
     for p in list {
         let u = usage.get(&p.id);
@@ -52,9 +57,16 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
             (None, None) => dim,
             _ => Some(Paint::Red),
         };
-        t.push(vec![
+        let mut row = vec![
             Cell::painted(p.id.to_string(), Some(Paint::Bold)),
             Cell::painted(p.name.as_deref().unwrap_or("-"), Some(Paint::Cyan)),
+        ];
+        if kinds {
+            row.push(Cell::new(
+                describe::kind_cell(p).unwrap_or_else(|| "-".to_string()),
+            ));
+        }
+        row.extend([
             Cell::new(&p.owner.name),
             Cell::painted(p.state.as_str(), style::of_state(p)),
             Cell::painted(describe::exit_cell(p), exit_paint),
@@ -71,6 +83,7 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
             ),
             Cell::painted(&p.command, dim),
         ]);
+        t.push(row);
     }
     t.render(ctx.out, ctx.width)
 }

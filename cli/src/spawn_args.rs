@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use cuba_protocol::SpawnRequest;
+use cuba_protocol::{SpawnRequest, TtySize};
 
-use crate::units;
+use crate::{term, units};
 
 #[derive(Args, Debug)]
 pub struct SpawnArgs {
@@ -33,6 +33,23 @@ pub struct SpawnArgs {
     /// category it blocks (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); declarations are not verified.
     #[arg(long = "side-effect", value_name = "CATEGORY")]
     pub side_effects: Vec<String>,
+    /// Run on a pseudo-terminal instead of pipes: the command sees a terminal (colours,
+    /// prompts, line editing, full-screen programs) and its output is one stream.
+    /// `cubactl screen ID` shows what it displays, `cubactl attach ID` takes it over.
+    #[arg(long)]
+    pub tty: bool,
+    /// Columns of the --tty terminal [default: this terminal's, else 120].
+    #[arg(long, value_name = "N", requires = "tty", value_parser = clap::value_parser!(u16).range(1..))]
+    pub cols: Option<u16>,
+    /// Rows of the --tty terminal [default: this terminal's, else 40].
+    #[arg(long, value_name = "N", requires = "tty", value_parser = clap::value_parser!(u16).range(1..))]
+    pub rows: Option<u16>,
+    /// Run in the persistent shell session NAME (a long-lived shell, started on first use):
+    /// `cd`, exports and functions carry over to the next command of the same session. The
+    /// command still gets its own output and exit code; one command runs at a time.
+    /// `cubactl kill NAME` closes the session.
+    #[arg(long, value_name = "NAME", conflicts_with = "tty")]
+    pub session: Option<String>,
     /// The command. One word is shell text, run as is (`'make && ./app'`); several words are
     /// quoted one by one, so `run -- grep "a b" file` works as it would typed in your shell.
     /// Options for cubactl go before it.
@@ -57,8 +74,25 @@ impl SpawnArgs {
             timeout_ms: self.timeout.map(|t| t.as_millis() as u64),
             name: self.name.clone(),
             side_effects: self.side_effects.clone(),
-            ..SpawnRequest::default()
+            tty: self.tty_size(),
+            session: self.session.clone(),
         }
+    }
+
+    /// The --tty terminal's size: --cols/--rows, else this terminal's when stdout is one (the
+    /// output will be shown here), else the default.
+    pub fn tty_size(&self) -> Option<TtySize> {
+        if !self.tty {
+            return None;
+        }
+        let here = std::io::IsTerminal::is_terminal(&std::io::stdout())
+            .then(term::size)
+            .flatten()
+            .unwrap_or(TtySize::DEFAULT);
+        Some(TtySize {
+            cols: self.cols.unwrap_or(here.cols),
+            rows: self.rows.unwrap_or(here.rows),
+        })
     }
 }
 

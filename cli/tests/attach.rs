@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Write;
 use std::process::{Child, Stdio};
 
-use common::{wait_child, Collector, Env};
+use common::{wait_child, Collector, Env, OnPty};
 
 /// `cubactl attach ARGS` on a fresh pseudo-terminal: the child, what it shows, and the
 /// keyboard (the terminal's master side).
@@ -93,4 +93,115 @@ fn eof_closes_stdin_only_when_asked() {
         .success();
     env.ok(&["wait", &ids, "--timeout", "20s"]);
     assert_eq!(env.ok(&["logs", &ids]), "one\ntwo\ndone\n");
+}
+
+/// A shell loop on a terminal that prints its size at start and whenever it changes.
+const SIZE_REPORTER: &str =
+    "bash -c 'trap \"stty size\" WINCH; stty size; while :; do sleep 0.1; done'";
+
+#[test]
+fn attach_to_a_terminal_passes_keys_through_and_detaches() {
+    let env = Env::new();
+    let id = env.start(&["--tty", "--", "python3 -q"]);
+    let ids = id.to_string();
+    common::wait_line(&env, id, ">>> ");
+    env.ok(&["send", &ids, "x = 6 * 7", "--key", "Enter"]);
+
+    let mut pty = OnPty::spawn(&env, &["attach", &ids], 100, 30);
+    let before = pty.modes();
+    // The screen is painted first: what was typed before is on it, the prompt last.
+    pty.screen.wait_for(">>> x = 6 * 7");
+    // Raw mode: keys reach python as typed, Ctrl-C included.
+    pty.typed(b"print(x + 1)\r");
+    pty.screen.wait_for("\r\n43\r\n");
+    pty.typed(b"\x03");
+    pty.screen.wait_for("KeyboardInterrupt");
+    // What is typed before Ctrl-] still goes through; then it detaches.
+    pty.typed(b"y = 1\r\x1d");
+    let status = wait_child(&mut pty.child);
+    assert!(status.success(), "{status}: {:?}", pty.screen.text());
+    pty.screen.wait_for("detached; process");
+    common::same_modes(&pty.modes(), &before);
+    let row = env.row(id);
+    assert!(
+        row["state"] == "Running" || row["state"] == "WaitingInput",
+        "{row}"
+    );
+    // The remote terminal took the size of the one attached.
+    assert_eq!(row["tty"]["cols"], 100, "{row}");
+    assert_eq!(row["tty"]["rows"], 30, "{row}");
+    env.ok(&["send", &ids, "print(y * 5)", "--key", "Enter"]);
+    common::wait_line(&env, id, r"^5\s*$");
+}
+
+#[test]
+fn attach_to_a_terminal_follows_the_window_size() {
+    let env = Env::new();
+    let id = env.start(&["--tty", "--cols", "80", "--rows", "24", "--", SIZE_REPORTER]);
+    common::wait_line(&env, id, "^24 80");
+    let mut pty = OnPty::spawn(&env, &["attach", &id.to_string()], 100, 30);
+    pty.screen.wait_for("30 100");
+    pty.resize(90, 25);
+    pty.screen.wait_for("25 90");
+    pty.typed(b"\x1d");
+    let status = wait_child(&mut pty.child);
+    assert!(status.success(), "{status}");
+    assert_eq!(env.row(id)["tty"]["cols"], 90);
+}
+
+#[test]
+fn attach_ends_with_the_process_on_a_terminal() {
+    let env = Env::new();
+    let id = env.start(&["--tty", "--", "read -r line; echo \"got $line\"; exit 4"]);
+    let mut pty = OnPty::spawn(&env, &["attach", &id.to_string()], 80, 24);
+    let before = pty.modes();
+    // The cursor is placed once the screen is painted: the process's terminal is ours then.
+    pty.screen.wait_for("\x1b[1;1H");
+    pty.typed(b"hello\r");
+    pty.screen.wait_for("got hello");
+    pty.screen
+        .wait_for(&format!("process {id} exited with code 4"));
+    let status = wait_child(&mut pty.child);
+    assert!(status.success(), "{status}");
+    common::same_modes(&pty.modes(), &before);
+}
+
+#[test]
+fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
+    let env = Env::new();
+    let id = env.start(&["--tty", "--", "echo ready; sleep 300"]);
+    let ids = id.to_string();
+    common::wait_line(&env, id, "ready");
+
+    // SIGTERM to cubactl: it detaches, the process runs on.
+    let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
+    let before = pty.modes();
+    pty.screen.wait_for("\x1b[1;1Hready");
+    let pid = nix::unistd::Pid::from_raw(pty.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = wait_child(&mut pty.child);
+    assert!(status.success(), "{status}");
+    pty.screen.wait_for("detached; process");
+    common::same_modes(&pty.modes(), &before);
+    assert_eq!(env.row(id)["state"], "Running");
+
+    // The daemon dies under an attached terminal: an error, and the modes come back all the same.
+    let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
+    let before = pty.modes();
+    pty.screen.wait_for("\x1b[1;1Hready");
+    let lock = cuba_protocol::paths::lock_path(&env.socket);
+    let daemon: i32 = std::fs::read_to_string(lock)
+        .expect("lock file")
+        .trim()
+        .parse()
+        .expect("daemon pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+    let status = wait_child(&mut pty.child);
+    assert_eq!(status.code(), Some(1), "{status}: {:?}", pty.screen.text());
+    pty.screen.wait_for("cubactl: ");
+    common::same_modes(&pty.modes(), &before);
 }

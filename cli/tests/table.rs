@@ -137,6 +137,8 @@ fn help_completions_and_man_page() {
         "send",
         "wait",
         "attach",
+        "screen",
+        "resize",
         "prune",
         "daemon",
         "completions",
@@ -151,12 +153,17 @@ fn help_completions_and_man_page() {
             script.contains("cubactl") && script.contains("attach"),
             "{shell}"
         );
+        for word in ["screen", "resize", "tty", "session", "cols"] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
     }
     let man = env.ok(&["man"]);
     assert!(man.contains(".TH") && man.contains("cubactl"), "{man}");
     let dir = env.dir.path().join("man");
     env.ok(&["man", "--dir", common::path_str(&dir)]);
     assert!(dir.join("cubactl-ps.1").is_file());
+    assert!(dir.join("cubactl-screen.1").is_file());
+    assert!(dir.join("cubactl-resize.1").is_file());
 }
 
 #[test]

@@ -1,28 +1,38 @@
 //! `attach ID`: show a process's output live and send what is typed here to its stdin, so a
 //! person can answer a prompt the agent must not see. Ctrl-] detaches; the process runs on.
+//! A process on a terminal (`--tty`) takes this terminal over instead: its screen is painted,
+//! then keys and output pass through raw.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cuba_protocol::{FollowRequest, Request, StreamFilter};
+use cuba_protocol::client::Client;
+use cuba_protocol::{FollowRequest, ProcessInfo, Request, StreamFilter};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
-use crate::forward;
+use crate::forward::{self, DetachKey};
 use crate::output::{self, Mode, Sink};
+use crate::passthrough::{OnSignal, Outcome, Remote};
 use crate::style::Paint;
 use crate::target::Target;
-use crate::term::LineMode;
+use crate::term::{self, LineMode, RawMode};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 On a terminal: type a line and press Enter to send it (the line is edited locally, as in a \
 shell). Ctrl-] detaches at once, and so does Ctrl-C; the process keeps running either way. \
 Ctrl-D (or the end of piped input) detaches too, and with --eof closes the process's stdin \
-first. Attaching ends by itself when the process ends.")]
+first. Attaching ends by itself when the process ends.
+
+A process started with --tty, attached from a terminal, gets this terminal: the screen is \
+cleared and its screen painted, its terminal takes this one's size (and follows it when the \
+window changes), and every key goes to it as typed, Ctrl-C, Ctrl-D and Ctrl-Z included. Only \
+Ctrl-] is kept: it detaches, and the process keeps running. -n, --no-echo and --eof do not \
+apply there.")]
 pub struct Args {
     /// The process: its id (first column of `cubactl ps`) or its name.
     #[arg(value_name = "ID|NAME")]
@@ -52,6 +62,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("cubactl: cannot attach: {}", describe::sentence(&info));
         return Ok(exit::failed());
     }
+    if info.tty.is_some() && term::interactive() {
+        return on_terminal(ctx, &client, &info).await;
+    }
     let tty = std::io::stdin().is_terminal();
     // Set up before anything is shown, so the prompt ends up last on the screen; restored
     // when this function returns, however it returns.
@@ -73,7 +86,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             stream: StreamFilter::Both,
         }))
         .await?;
-    let mut input = forward::stdin(client.clone(), id, tty, args.eof);
+    let mut input = forward::stdin(
+        client.clone(),
+        id,
+        if tty {
+            DetachKey::DropLine
+        } else {
+            DetachKey::Ignore
+        },
+        args.eof,
+    );
     loop {
         tokio::select! {
             frame = frames.next() => {
@@ -92,10 +114,28 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         }
     }
     sink.finish_line()?;
-    let note = format!(
-        "[detached; process {id} keeps running: `cubactl attach {id}` again, `cubactl kill {id}` \
-         stops it]"
-    );
+    let note = describe::detached(id);
+    eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Attached to a process's terminal from this one: raw mode, the screen painted, keys and
+/// output passed through until the process ends or Ctrl-] detaches.
+async fn on_terminal(ctx: &Ctx, client: &Client, info: &ProcessInfo) -> Result<ExitCode> {
+    let id = info.id;
+    let raw = RawMode::enter().context("cannot set up the terminal")?;
+    let mut remote = Remote::new(client, id);
+    let result = async {
+        let since = remote.paint(info.tty).await?;
+        remote.pump(since, OnSignal::Detach).await
+    }
+    .await;
+    remote.restore().await;
+    drop(raw);
+    let note = match result? {
+        Outcome::Ended(end) => format!("[{}]", describe::sentence(&end)),
+        Outcome::Detached => describe::detached(id),
+    };
     eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
     Ok(ExitCode::SUCCESS)
 }

@@ -56,6 +56,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             format!("{} ({:?}, pid {})", p.owner.name, p.owner.kind, p.owner.pid),
             None,
         ),
+        ("kind", p.kind.as_str().to_string(), None),
         ("state", p.state.as_str().to_string(), style::of_state(&p)),
         (
             "pid",
@@ -69,6 +70,19 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ),
         ("runtime", units::age(p.elapsed_ms(now)), None),
     ];
+    if let Some(session) = &p.session {
+        lines.push(("session", session.clone(), Some(Paint::Cyan)));
+    }
+    let terminal = p.tty.map_or_else(
+        || "none (stdin, stdout and stderr are pipes)".to_string(),
+        |s| {
+            format!(
+                "{}x{} (a pseudo-terminal: `cubactl screen {}`)",
+                s.cols, s.rows, p.id
+            )
+        },
+    );
+    lines.push(("terminal", terminal, None));
     if p.state.is_finished() {
         lines.push(("ended", describe::outcome(&p), None));
     }
@@ -108,6 +122,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     }
     if let Some(e) = &p.error {
         lines.push(("error", e.clone(), Some(Paint::Red)));
+    }
+    if let Some(n) = &p.notice {
+        lines.push(("notice", n.clone(), Some(Paint::Yellow)));
     }
     let mut out = String::new();
     for (key, value, paint) in lines {

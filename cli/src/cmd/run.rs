@@ -1,27 +1,39 @@
 //! `run -- CMD`: start through the daemon and behave like the command ran here: its output
 //! streams live, this terminal's input reaches it, Ctrl-C reaches its group, and cubactl exits
-//! with its code.
+//! with its code. With `--tty` on a terminal, the command's terminal takes this one over
+//! (raw keys, raw output) until it ends or Ctrl-] detaches.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cuba_protocol::client::Client;
-use cuba_protocol::{FollowRequest, ProcState, Request, Signal, SignalRequest, StreamFilter};
+use cuba_protocol::{FollowRequest, ProcState, Request, Signal, StreamFilter};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
-use crate::forward;
+use crate::forward::{self, DetachKey};
 use crate::output::{Mode, Sink};
+use crate::passthrough::{OnSignal, Outcome, Remote};
 use crate::spawn_args::SpawnArgs;
-use crate::term;
+use crate::style::Paint;
+use crate::term::{self, RawMode};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Ctrl-C sends SIGINT to the command's process group; a second Ctrl-C sends TERM (then KILL \
 after the grace period), a third KILL. Stdin is forwarded (Ctrl-D or the end of piped input \
-closes the command's stdin). The process stays in the shared table, so others can follow it.")]
+closes the command's stdin). The process stays in the shared table, so others can follow it.
+
+With --tty on a terminal, the command gets a terminal of this one's size and takes it over, as \
+`attach` does: every key goes to it as typed (Ctrl-C included, through its terminal), its \
+output is shown as is, and the size follows this window. Ctrl-] detaches and leaves it \
+running. Without a terminal here, --tty output streams like any other.
+
+--session NAME runs the command in the persistent shell NAME; Ctrl-C interrupts the command \
+and keeps the session. Input goes to the session's shell, which the command reads; its end is \
+not passed on (closing the shell's input would end the session).")]
 pub struct Args {
     #[command(flatten)]
     spawn: SpawnArgs,
@@ -36,13 +48,23 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let mut term_sig = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let client = ctx.connect().await?;
+    if args.spawn.tty && !args.no_stdin && term::interactive() {
+        return on_terminal(ctx, &client, &args).await;
+    }
     let forward_stdin = !args.no_stdin
         && (term::stdin_is_foreground_terminal()
             || !std::io::IsTerminal::is_terminal(&std::io::stdin()));
-    let info = client.spawn(args.spawn.request(!forward_stdin)).await?;
+    // A session's shell outlives the command: its input is never closed from here.
+    let in_session = args.spawn.session.is_some();
+    let info = client
+        .spawn(args.spawn.request(!forward_stdin && !in_session))
+        .await?;
     if info.state == ProcState::FailedToStart {
         eprintln!("cubactl: {}", describe::sentence(&info));
         return Ok(exit::failed());
+    }
+    if let Some(note) = describe::notice(&info) {
+        eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     let id = info.id;
     let mut frames = client
@@ -57,7 +79,12 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if forward_stdin {
         // Ends by itself at EOF; a process that ends first leaves it blocked in a read,
         // which is harmless: the process exits with us.
-        drop(forward::stdin(client.clone(), id, false, true));
+        drop(forward::stdin(
+            client.clone(),
+            id,
+            DetachKey::Ignore,
+            !in_session,
+        ));
     }
     let mut interrupts = 0;
     loop {
@@ -80,30 +107,50 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                     2 => Signal::Term,
                     _ => Signal::Kill,
                 };
-                send_signal(&client, id, sig);
+                forward::signal(&client, id, sig, "\n");
             }
-            _ = term_sig.recv() => send_signal(&client, id, Signal::Term),
-            _ = hup.recv() => send_signal(&client, id, Signal::Hup),
+            _ = term_sig.recv() => forward::signal(&client, id, Signal::Term, "\n"),
+            _ = hup.recv() => forward::signal(&client, id, Signal::Hup, "\n"),
         }
     }
     anyhow::bail!(lost(id))
 }
 
-/// Sends `signal` on a task of its own, so the output loop keeps draining (see `forward`).
-fn send_signal(client: &Client, id: u64, signal: Signal) {
-    let client = client.clone();
-    let req = SignalRequest {
-        id,
-        signal,
-        escalate: signal == Signal::Term,
-        grace_ms: None,
-        wait: false,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = client.signal(req).await {
-            eprintln!("cubactl: could not send {signal} to process {id}: {e}");
+/// `run --tty` with a terminal here: raw mode from before the start (no key typed early is
+/// echoed here or lost), then keys and output pass through until the process ends.
+async fn on_terminal(ctx: &Ctx, client: &Client, args: &Args) -> Result<ExitCode> {
+    let raw = RawMode::enter().context("cannot set up the terminal")?;
+    let info = client.spawn(args.spawn.request(false)).await?;
+    if info.state == ProcState::FailedToStart {
+        drop(raw);
+        eprintln!("cubactl: {}", describe::sentence(&info));
+        return Ok(exit::failed());
+    }
+    if let Some(note) = describe::notice(&info) {
+        // Raw mode: the carriage return is ours to write.
+        eprint!("{}\r\n", ctx.err.paint(Some(Paint::Yellow), &note));
+    }
+    let id = info.id;
+    let mut remote = Remote::new(client, id);
+    let result = remote.pump(0, OnSignal::Forward).await;
+    remote.restore().await;
+    drop(raw);
+    match result.with_context(|| lost(id))? {
+        Outcome::Ended(end) => {
+            if end.state != ProcState::Exited {
+                eprintln!("cubactl: {}", describe::sentence(&end));
+            }
+            Ok(exit::of_process(
+                end.exit_code,
+                describe::signal_number(&end),
+            ))
         }
-    });
+        Outcome::Detached => {
+            let note = describe::detached(id);
+            eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 fn lost(id: u64) -> String {

@@ -17,8 +17,8 @@ pub struct Args {
     #[command(flatten)]
     spawn: SpawnArgs,
     /// Close the command's stdin at once (it sees EOF), instead of keeping it open for
-    /// `cubactl send` and `cubactl attach`.
-    #[arg(long)]
+    /// `cubactl send` and `cubactl attach`. Not with --session: the session's shell reads it.
+    #[arg(long, conflicts_with = "session")]
     no_stdin: bool,
     /// Print the new record as JSON instead of the id.
     #[arg(long)]
@@ -37,6 +37,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     }
     if !args.json {
         outln!("{}", info.id)?;
+    }
+    if let Some(note) = describe::notice(&info) {
+        eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     if std::io::stderr().is_terminal() {
         let hint = format!(

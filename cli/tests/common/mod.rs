@@ -288,6 +288,84 @@ impl Collector {
     }
 }
 
+/// `cubactl ARGS` on a fresh pseudo-terminal of `cols` x `rows`, as a person at a terminal
+/// runs it: stdin, stdout and stderr are the terminal.
+pub struct OnPty {
+    pub child: Child,
+    /// What the terminal shows (read from its master side).
+    pub screen: Collector,
+    /// The keyboard: what is written here is typed.
+    pub keyboard: std::fs::File,
+    /// The terminal's own side, to look at its modes.
+    pub tty: std::fs::File,
+}
+
+impl OnPty {
+    pub fn spawn(env: &Env, args: &[&str], cols: u16, rows: u16) -> OnPty {
+        let size = nix::pty::Winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
+        let slave = std::fs::File::from(pty.slave);
+        let child = env
+            .std_cmd()
+            .args(args)
+            .stdin(Stdio::from(slave.try_clone().expect("dup")))
+            .stdout(Stdio::from(slave.try_clone().expect("dup")))
+            .stderr(Stdio::from(slave.try_clone().expect("dup")))
+            .spawn()
+            .expect("cubactl");
+        let keyboard = std::fs::File::from(pty.master);
+        let screen = Collector::new(keyboard.try_clone().expect("dup"));
+        OnPty {
+            child,
+            screen,
+            keyboard,
+            tty: slave,
+        }
+    }
+
+    pub fn typed(&mut self, keys: &[u8]) {
+        std::io::Write::write_all(&mut self.keyboard, keys).expect("type");
+    }
+
+    /// The terminal's modes now.
+    pub fn modes(&self) -> nix::sys::termios::Termios {
+        nix::sys::termios::tcgetattr(&self.tty).expect("tcgetattr")
+    }
+
+    /// Makes the terminal `cols` x `rows`, as a window resize does, and tells cubactl (it
+    /// does not have this terminal as its controlling terminal, so the kernel would not).
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads one winsize from the struct we pass, on an open fd.
+        let rc = unsafe { libc::ioctl(self.keyboard.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+        assert_eq!(rc, 0, "TIOCSWINSZ");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGWINCH,
+        )
+        .expect("SIGWINCH");
+    }
+}
+
+/// Asserts that two sets of terminal modes are the same.
+pub fn same_modes(a: &nix::sys::termios::Termios, b: &nix::sys::termios::Termios) {
+    assert_eq!(a.input_flags, b.input_flags);
+    assert_eq!(a.output_flags, b.output_flags);
+    assert_eq!(a.control_flags, b.control_flags);
+    assert_eq!(a.local_flags, b.local_flags);
+    assert_eq!(a.control_chars, b.control_chars);
+}
+
 /// The matched line of `cubactl wait ID --until REGEX`.
 pub fn wait_line(env: &Env, id: u64, regex: &str) -> String {
     env.ok(&[

@@ -1,0 +1,245 @@
+//! This terminal driving a process's pseudo-terminal as if the program ran here: keys go
+//! through byte for byte, output is shown as the program wrote it, and the remote terminal
+//! takes this one's size. `attach` first paints the screen as it is; `run --tty` starts with
+//! the first byte. The caller holds [`crate::term::RawMode`] around all of it.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use cuba_protocol::client::Client;
+use cuba_protocol::{
+    FollowRequest, ProcessInfo, Request, Response, ScreenView, Signal, StreamFilter, TtySize,
+};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::forward::{self, DetachKey, Stopped};
+use crate::table::sanitize;
+use crate::term;
+
+/// How passing through ended.
+pub enum Outcome {
+    /// The process ended; its final record.
+    Ended(Box<ProcessInfo>),
+    /// The detach key was typed (or our terminal went away, or we were told to stop); the
+    /// process runs on.
+    Detached,
+}
+
+/// What signals sent to cubactl itself do (keys never raise them: the terminal is raw).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnSignal {
+    /// Detach (`attach`: the process is someone else's business).
+    Detach,
+    /// Pass SIGINT, SIGTERM and SIGHUP on to the process (`run`: it stands for the process).
+    Forward,
+}
+
+/// Modes a program may have switched on and not off when we leave it (it still runs, or it
+/// died): attributes, hidden cursor, application cursor keys and keypad, bracketed paste,
+/// mouse reporting. Resetting modes that were off changes nothing.
+const RESET: &str =
+    "\x1b[0m\x1b[?25h\x1b[?1l\x1b>\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l";
+
+/// How often the screen and the output cursor are read again when output arrived in between.
+const CONSISTENT_TRIES: usize = 5;
+
+pub struct Remote<'a> {
+    client: &'a Client,
+    id: u64,
+    /// The last byte shown was not a newline: a note after it needs a line of its own.
+    mid_line: bool,
+}
+
+impl<'a> Remote<'a> {
+    pub fn new(client: &'a Client, id: u64) -> Remote<'a> {
+        Remote {
+            client,
+            id,
+            mid_line: false,
+        }
+    }
+
+    /// Gives the remote terminal this one's size (`current`: its size now), then clears this
+    /// screen and paints the remote one on it, cursor included. Returns the output cursor the
+    /// painted screen stands for: following from there continues it.
+    pub async fn paint(&mut self, current: Option<TtySize>) -> Result<u64> {
+        if let Some(size) = term::size().filter(|s| Some(*s) != current) {
+            // A process that just ended cannot be resized; following it says how it ended.
+            let _ = self.client.resize(self.id, size).await;
+        }
+        let (view, since) = self.screen_at().await?;
+        write_out(paint_bytes(&view).as_bytes())?;
+        self.mid_line = true;
+        Ok(since)
+    }
+
+    /// The screen and the output cursor it was rendered at. The daemon renders every byte as
+    /// it stores it, so when the output length is the same before and after the screen was
+    /// read, the screen stands for exactly that length.
+    async fn screen_at(&self) -> Result<(ScreenView, u64)> {
+        let mut before = self.client.info(self.id).await?.total_bytes();
+        for _ in 0..CONSISTENT_TRIES {
+            let view = self.client.screen(self.id).await?;
+            let after = self.client.info(self.id).await?.total_bytes();
+            if after == before {
+                return Ok((view, after));
+            }
+            before = after;
+        }
+        // A program that writes without pause: a few bytes of the screen may be missed here,
+        // and its next redraw repaints them (repeating them could garble the screen instead).
+        let view = self.client.screen(self.id).await?;
+        let after = self.client.info(self.id).await?.total_bytes();
+        Ok((view, after))
+    }
+
+    /// Shows output from `since` on and passes keys through until the process ends or the
+    /// detach key (Ctrl-]) is typed; keeps the remote size equal to this terminal's.
+    pub async fn pump(&mut self, since: u64, on_signal: OnSignal) -> Result<Outcome> {
+        let (client, id) = (self.client, self.id);
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term_sig = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut winch = signal(SignalKind::window_change())?;
+        let mut frames = client
+            .subscribe(Request::Follow(FollowRequest {
+                id,
+                since: Some(since),
+                backlog: 0,
+                stream: StreamFilter::Both,
+            }))
+            .await?;
+        let mut input = forward::stdin(client.clone(), id, DetachKey::SendBefore, false);
+        let mut input_open = true;
+        let forwarding = on_signal == OnSignal::Forward;
+        // A signal to cubactl: passed on to the process, or the end of attaching (true).
+        let detach_on = |sig: Signal| {
+            if forwarding {
+                forward::signal(client, id, sig, "\r\n");
+            }
+            !forwarding
+        };
+        loop {
+            tokio::select! {
+                frame = frames.next() => match frame {
+                    Some(Ok(Response::Output(read))) => {
+                        // Dropped bytes are not worth a note here: a terminal program redraws.
+                        let bytes = read.bytes();
+                        if let Some(&last) = bytes.last() {
+                            self.mid_line = last != b'\n';
+                        }
+                        write_out(&bytes)?;
+                    }
+                    Some(Ok(Response::Process(end))) => {
+                        return Ok(Outcome::Ended(Box::new(end)));
+                    }
+                    Some(Ok(other)) => {
+                        bail!("cubad sent an unexpected frame while following: {other:?}");
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                    None => {
+                        bail!("cubad ended the stream early; `cubactl info {id}` shows the process");
+                    }
+                },
+                why = &mut input, if input_open => match why {
+                    Ok(Stopped::DetachKey) => return Ok(Outcome::Detached),
+                    // Our terminal is gone. `run` still reports how the process ends (SIGHUP
+                    // reaches it below); `attach` has nothing left to show it on.
+                    _ if forwarding => input_open = false,
+                    _ => return Ok(Outcome::Detached),
+                },
+                _ = winch.recv() => {
+                    if let Some(size) = term::size() {
+                        // On a task: this loop must keep draining the output (see `forward`).
+                        let client = client.clone();
+                        tokio::spawn(async move { client.resize(id, size).await });
+                    }
+                }
+                _ = int.recv() => if detach_on(Signal::Int) { return Ok(Outcome::Detached) },
+                _ = term_sig.recv() => if detach_on(Signal::Term) { return Ok(Outcome::Detached) },
+                _ = hup.recv() => if detach_on(Signal::Hup) { return Ok(Outcome::Detached) },
+            }
+        }
+    }
+
+    /// Leaves this terminal usable for the shell again, whatever the program did to it: back
+    /// from the alternate screen when it is on one, modes reset, the cursor on a fresh line.
+    /// Call it before the raw mode ends, on every way out.
+    pub async fn restore(&self) {
+        // A request on a connection that died is never answered: ask only a live one, and
+        // not for long.
+        let alternate = self.client.is_alive()
+            && matches!(
+                tokio::time::timeout(Duration::from_secs(2), self.client.screen(self.id)).await,
+                Ok(Ok(v)) if v.alternate
+            );
+        let mut text = String::new();
+        if alternate {
+            // Back to the screen as it was before (the cursor with it).
+            text.push_str("\x1b[?1049l");
+        }
+        text.push_str(RESET);
+        if self.mid_line && !alternate {
+            text.push_str("\r\n");
+        }
+        // Nothing more can be done if the terminal went away.
+        let _ = write_out(text.as_bytes());
+    }
+}
+
+/// The bytes that show `view` on this terminal: cleared, each row at its place, the cursor
+/// where the program's is. Only the text: colours and modes are not part of the view.
+fn paint_bytes(view: &ScreenView) -> String {
+    let mut out = String::new();
+    if view.alternate {
+        // Like the program did: leaving it later brings back what was on this screen.
+        out.push_str("\x1b[?1049h");
+    }
+    out.push_str("\x1b[0m\x1b[H\x1b[2J");
+    for (row, line) in view.lines.iter().enumerate() {
+        if !line.is_empty() {
+            let _ = write!(out, "\x1b[{};1H{}", row + 1, sanitize(line));
+        }
+    }
+    let _ = write!(
+        out,
+        "\x1b[{};{}H",
+        u32::from(view.cursor_row) + 1,
+        u32::from(view.cursor_col) + 1
+    );
+    out
+}
+
+fn write_out(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paint_places_rows_and_cursor() {
+        let view = ScreenView {
+            size: TtySize { cols: 10, rows: 3 },
+            lines: vec![">>> 1".into(), String::new(), "x\x1by".into()],
+            cursor_row: 2,
+            cursor_col: 4,
+            alternate: false,
+            title: String::new(),
+        };
+        assert_eq!(
+            paint_bytes(&view),
+            "\x1b[0m\x1b[H\x1b[2J\x1b[1;1H>>> 1\x1b[3;1Hx y\x1b[3;5H"
+        );
+        let alt = ScreenView {
+            alternate: true,
+            ..view
+        };
+        assert!(paint_bytes(&alt).starts_with("\x1b[?1049h"));
+    }
+}
