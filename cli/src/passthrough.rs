@@ -3,7 +3,6 @@
 //! takes this one's size. `attach` first paints the screen as it is; `run --tty` starts with
 //! the first byte. The caller holds [`crate::term::RawMode`] around all of it.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use cuba_protocol::{
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::forward::{self, DetachKey, Stopped};
-use crate::table::sanitize;
 use crate::term;
 
 /// How passing through ended.
@@ -42,9 +40,6 @@ pub enum OnSignal {
 const RESET: &str =
     "\x1b[0m\x1b[?25h\x1b[?1l\x1b>\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l";
 
-/// How often the screen and the output cursor are read again when output arrived in between.
-const CONSISTENT_TRIES: usize = 5;
-
 pub struct Remote<'a> {
     client: &'a Client,
     id: u64,
@@ -69,30 +64,11 @@ impl<'a> Remote<'a> {
             // A process that just ended cannot be resized; following it says how it ended.
             let _ = self.client.resize(self.id, size).await;
         }
-        let (view, since) = self.screen_at().await?;
-        write_out(paint_bytes(&view).as_bytes())?;
-        self.mid_line = true;
-        Ok(since)
-    }
-
-    /// The screen and the output cursor it was rendered at. The daemon renders every byte as
-    /// it stores it, so when the output length is the same before and after the screen was
-    /// read, the screen stands for exactly that length.
-    async fn screen_at(&self) -> Result<(ScreenView, u64)> {
-        let mut before = self.client.info(self.id).await?.total_bytes();
-        for _ in 0..CONSISTENT_TRIES {
-            let view = self.client.screen(self.id).await?;
-            let after = self.client.info(self.id).await?.total_bytes();
-            if after == before {
-                return Ok((view, after));
-            }
-            before = after;
-        }
-        // A program that writes without pause: a few bytes of the screen may be missed here,
-        // and its next redraw repaints them (repeating them could garble the screen instead).
+        // The screen carries the output cursor it was rendered at, taken together.
         let view = self.client.screen(self.id).await?;
-        let after = self.client.info(self.id).await?.total_bytes();
-        Ok((view, after))
+        write_out(&paint_bytes(&view))?;
+        self.mid_line = true;
+        Ok(view.cursor)
     }
 
     /// Shows output from `since` on and passes keys through until the process ends or the
@@ -189,26 +165,15 @@ impl<'a> Remote<'a> {
     }
 }
 
-/// The bytes that show `view` on this terminal: cleared, each row at its place, the cursor
-/// where the program's is. Only the text: colours and modes are not part of the view.
-fn paint_bytes(view: &ScreenView) -> String {
-    let mut out = String::new();
+/// The bytes that show `view` on this terminal exactly: colours, attributes, cursor and input
+/// modes, as the daemon's terminal emulator has them (on the alternate screen when the program
+/// is on it, so leaving it later brings back what was on this terminal).
+fn paint_bytes(view: &ScreenView) -> Vec<u8> {
+    let mut out = Vec::new();
     if view.alternate {
-        // Like the program did: leaving it later brings back what was on this screen.
-        out.push_str("\x1b[?1049h");
+        out.extend_from_slice(b"\x1b[?1049h");
     }
-    out.push_str("\x1b[0m\x1b[H\x1b[2J");
-    for (row, line) in view.lines.iter().enumerate() {
-        if !line.is_empty() {
-            let _ = write!(out, "\x1b[{};1H{}", row + 1, sanitize(line));
-        }
-    }
-    let _ = write!(
-        out,
-        "\x1b[{};{}H",
-        u32::from(view.cursor_row) + 1,
-        u32::from(view.cursor_col) + 1
-    );
+    out.extend_from_slice(&view.formatted);
     out
 }
 
@@ -223,23 +188,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paint_places_rows_and_cursor() {
+    fn paint_is_the_formatted_screen_on_the_right_screen() {
         let view = ScreenView {
             size: TtySize { cols: 10, rows: 3 },
-            lines: vec![">>> 1".into(), String::new(), "x\x1by".into()],
-            cursor_row: 2,
-            cursor_col: 4,
+            lines: vec![">>> 1".into()],
+            cursor_row: 0,
+            cursor_col: 5,
             alternate: false,
             title: String::new(),
+            cursor: 9,
+            formatted: b"\x1b[H\x1b[J>>> 1".to_vec(),
         };
-        assert_eq!(
-            paint_bytes(&view),
-            "\x1b[0m\x1b[H\x1b[2J\x1b[1;1H>>> 1\x1b[3;1Hx y\x1b[3;5H"
-        );
+        assert_eq!(paint_bytes(&view), b"\x1b[H\x1b[J>>> 1");
         let alt = ScreenView {
             alternate: true,
             ..view
         };
-        assert!(paint_bytes(&alt).starts_with("\x1b[?1049h"));
+        assert_eq!(paint_bytes(&alt), b"\x1b[?1049h\x1b[H\x1b[J>>> 1");
     }
 }

@@ -156,7 +156,7 @@ fn attach_ends_with_the_process_on_a_terminal() {
     let mut pty = OnPty::spawn(&env, &["attach", &id.to_string()], 80, 24);
     let before = pty.modes();
     // The cursor is placed once the screen is painted: the process's terminal is ours then.
-    pty.screen.wait_for("\x1b[1;1H");
+    pty.screen.wait_for("\x1b[H\x1b[J");
     pty.typed(b"hello\r");
     pty.screen.wait_for("got hello");
     pty.screen
@@ -176,7 +176,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
     // SIGTERM to cubactl: it detaches, the process runs on.
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
     let before = pty.modes();
-    pty.screen.wait_for("\x1b[1;1Hready");
+    pty.screen.wait_for("\x1b[H\x1b[Jready");
     let pid = nix::unistd::Pid::from_raw(pty.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
     let status = wait_child(&mut pty.child);
@@ -188,7 +188,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
     // The daemon dies under an attached terminal: an error, and the modes come back all the same.
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
     let before = pty.modes();
-    pty.screen.wait_for("\x1b[1;1Hready");
+    pty.screen.wait_for("\x1b[H\x1b[Jready");
     let lock = cuba_protocol::paths::lock_path(&env.socket);
     let daemon: i32 = std::fs::read_to_string(lock)
         .expect("lock file")

@@ -193,7 +193,8 @@ impl Screen {
         self.parser.set_size(nz(size.rows), nz(size.cols));
     }
 
-    pub fn view(&self) -> ScreenView {
+    /// The screen now; `cursor` is the output position it reflects.
+    pub fn view(&self, cursor: u64) -> ScreenView {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
         let lines = screen
@@ -211,6 +212,8 @@ impl Screen {
             cursor_col,
             alternate: screen.alternate_screen(),
             title: self.parser.callbacks().0.clone(),
+            cursor,
+            formatted: screen.state_formatted().into_bytes(),
         }
     }
 }

@@ -184,7 +184,7 @@ pub fn run(
             ErrorKind::InvalidState,
             format!(
                 "session {name} is busy with process {} ({}); wait for it, interrupt it \
-                 (send_signal {} SIGINT), or use another session",
+                 (SIGINT to process {}), or use another session",
                 info.id,
                 preview(&info.command),
                 info.id

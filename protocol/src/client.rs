@@ -153,7 +153,7 @@ impl Client {
                 };
                 route(&routes, reply);
             }
-            alive_flag.store(false, Ordering::Relaxed);
+            alive_flag.store(false, Ordering::SeqCst);
             // Dropping every sender wakes every waiter with "closed".
             lock(&routes).clear();
         });
@@ -181,7 +181,7 @@ impl Client {
 
     /// False once the daemon has closed the connection: connect again.
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Relaxed) && !self.out.is_closed()
+        self.alive.load(Ordering::SeqCst) && !self.out.is_closed()
     }
 
     pub fn welcome(&self) -> &Welcome {
@@ -192,7 +192,16 @@ impl Client {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = wire::encode(&RequestFrame { id, request })?;
         let (tx, rx) = mpsc::channel(depth);
-        lock(&self.pending).insert(id, tx);
+        {
+            // Checked under the routes' lock: the reader marks the connection dead before it
+            // clears the routes, so a request is either refused here or woken by that clear —
+            // never left waiting for a reply nobody will route.
+            let mut pending = lock(&self.pending);
+            if !self.alive.load(Ordering::SeqCst) {
+                return Err(ClientError::Closed);
+            }
+            pending.insert(id, tx);
+        }
         let guard = Stream_ {
             id,
             rx,

@@ -167,6 +167,12 @@ pub struct ScreenView {
     pub alternate: bool,
     /// The window title the program set (OSC 0/2), if any.
     pub title: String,
+    /// The output cursor this screen reflects: everything before it was rendered, nothing
+    /// after. Follow from here to keep a copy of the screen up to date.
+    pub cursor: u64,
+    /// The screen as the bytes a terminal would need to show it exactly: contents with colours
+    /// and attributes, cursor, and input modes (application keys, bracketed paste, …).
+    pub formatted: Vec<u8>,
 }
 
 impl ScreenView {

@@ -131,5 +131,6 @@ pub fn screen(d: &Daemon, id: u64) -> Result<Response, ProtocolError> {
     let p = d.get(id)?;
     let data = p.lock();
     let tty = data.tty.as_ref().ok_or_else(|| not_a_tty(id))?;
-    Ok(Response::Screen(tty.screen.view()))
+    // Under the record's lock: the screen has seen exactly the output up to `total`.
+    Ok(Response::Screen(tty.screen.view(data.output.total())))
 }

@@ -155,15 +155,21 @@ fn screen_view() -> impl Strategy<Value = ScreenView> {
         any::<u16>(),
         any::<bool>(),
         text(),
+        any::<u64>(),
+        bytes(),
     )
         .prop_map(
-            |(size, lines, cursor_row, cursor_col, alternate, title)| ScreenView {
-                size,
-                lines,
-                cursor_row,
-                cursor_col,
-                alternate,
-                title,
+            |(size, lines, cursor_row, cursor_col, alternate, title, cursor, formatted)| {
+                ScreenView {
+                    size,
+                    lines,
+                    cursor_row,
+                    cursor_col,
+                    alternate,
+                    title,
+                    cursor,
+                    formatted,
+                }
             },
         )
 }
