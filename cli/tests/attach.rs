@@ -205,3 +205,37 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
     pty.screen.wait_for("cubactl: ");
     common::same_modes(&pty.modes(), &before);
 }
+
+#[test]
+fn a_person_attaches_to_a_session_and_types_into_its_shell() {
+    let env = Env::new();
+    // An agent's session: a command ran in it and left state behind.
+    env.ok(&[
+        "run",
+        "--session",
+        "agent",
+        "--",
+        "export FROM=agent; echo first-done",
+    ]);
+    let shell = env
+        .ps()
+        .into_iter()
+        .find(|r| r["kind"] == "Session")
+        .expect("the session's shell is listed");
+    let shell_id = shell["id"].to_string();
+    let (mut child, mut screen, mut keyboard) = attach_on_pty(&env, &[&shell_id]);
+    screen.wait_for("Ctrl-] detaches");
+    // The session's transcript shows what its commands printed.
+    screen.wait_for("first-done");
+    // What a person types runs in the same shell, with the agent's state.
+    keyboard.write_all(b"echo typed-by-$FROM\r").expect("type");
+    screen.wait_for("typed-by-agent");
+    keyboard.write_all(b"\x1d").expect("detach");
+    let status = wait_child(&mut child);
+    assert!(status.success(), "{status}");
+    // The session is still there for the agent's next command.
+    assert_eq!(
+        env.ok(&["run", "--session", "agent", "--", "echo $FROM"]),
+        "agent\n"
+    );
+}
