@@ -198,8 +198,9 @@ fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
 /// Whether a live member of `root`'s tree is blocked reading the pipe whose inode is `ino` (the
 /// stdin pipe the daemon holds). Kernel state only: the member has the pipe open (a
 /// `/proc/PID/fd/N` link `pipe:[INO]`) and one of its threads sleeps in `read`/`readv` on that
-/// fd (`/proc/PID/task/TID/syscall`); where that file is unreadable, a thread sleeping (state
-/// `S`) in `pipe_read` (its `wchan`) counts. Returns the pid found.
+/// fd (`/proc/PID/task/TID/syscall`), or waits in `select`/`poll` with no timeout while the pipe
+/// is its stdin; where that file is unreadable, a thread sleeping (state `S`) in `pipe_read` (its
+/// `wchan`) counts. Returns the pid found.
 pub fn reading_pipe(root: &TreeRoot, scope: &Scope, ino: u64) -> Option<i32> {
     let link = format!("pipe:[{ino}]");
     members_linked(root, scope)
@@ -210,8 +211,8 @@ pub fn reading_pipe(root: &TreeRoot, scope: &Scope, ino: u64) -> Option<i32> {
 
 /// Whether a live member of `root`'s tree in the terminal's foreground process group `fg` is
 /// blocked reading the terminal `path` (e.g. `/dev/pts/3`): a thread sleeps in `read` on a fd of
-/// that terminal, or in `select`/`poll` without a timeout while the process has the terminal
-/// open (line editors such as readline wait in `pselect` before they read). Where `syscall` is
+/// that terminal, or in `select`/`poll` without a timeout while the terminal is its stdin (line
+/// editors such as readline wait in `pselect` before they read). Where `syscall` is
 /// unreadable, a thread sleeping in the terminal's read (`n_tty_read`, `wait_woken`) counts.
 pub fn reading_tty(root: &TreeRoot, scope: &Scope, path: &str, fg: i32) -> Option<i32> {
     members_linked(root, scope)
@@ -279,9 +280,10 @@ fn blocked_reading(pid: i32, link: &str) -> bool {
     blocked_on(pid, link, false)
 }
 
-/// A thread of `pid` sleeps reading one of its fds linked to `link` (or, with `or_waiting`,
-/// waits in `select`/`poll` forever while it has such a fd).
-fn blocked_on(pid: i32, link: &str, or_waiting: bool) -> bool {
+/// A thread of `pid` sleeps reading one of its fds linked to `link` (a pipe, or with `tty` a
+/// terminal), or waits in `select`/`poll` with no timeout while its stdin (fd 0) is `link`: what
+/// it waits for is then most likely the answer (a REPL's line editor, a `select` on stdin).
+fn blocked_on(pid: i32, link: &str, tty: bool) -> bool {
     let fds = fds_on(pid, link);
     if fds.is_empty() {
         return false;
@@ -292,7 +294,9 @@ fn blocked_on(pid: i32, link: &str, or_waiting: bool) -> bool {
     tasks.filter_map(|t| t.ok()).any(|t| {
         let task = t.path();
         match fs::read_to_string(task.join("syscall")) {
-            Ok(text) => syscall_reads(&text, &fds) || (or_waiting && syscall_waits_forever(&text)),
+            Ok(text) => {
+                syscall_reads(&text, &fds) || (fds.contains(&0) && syscall_waits_forever(&text))
+            }
             Err(_) => {
                 let wchan = fs::read_to_string(task.join("wchan")).unwrap_or_default();
                 let sleeping = fs::read_to_string(task.join("stat")).is_ok_and(|st| {
@@ -302,7 +306,7 @@ fn blocked_on(pid: i32, link: &str, or_waiting: bool) -> bool {
                 });
                 let wchan = wchan.trim();
                 sleeping
-                    && match or_waiting {
+                    && match tty {
                         false => matches!(wchan, "pipe_read" | "anon_pipe_read"),
                         true => matches!(wchan, "n_tty_read" | "wait_woken"),
                     }
@@ -426,6 +430,37 @@ mod tests {
         assert!(!syscall_reads("-1 0x7ffd 0x7f00", &[0]));
         let wait = format!("{} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f00", libc::SYS_wait4);
         assert!(!syscall_reads(&wait, &[0]));
+    }
+
+    #[test]
+    fn syscall_lines_of_a_wait_without_timeout() {
+        // python's REPL in readline: pselect6 with a NULL timeout (5th argument).
+        let pselect = format!(
+            "{} 0x1 0x7ffe14707460 0x0 0x0 0x0 0x0 0x7ffe 0x7fa4",
+            libc::SYS_pselect6
+        );
+        assert!(syscall_waits_forever(&pselect));
+        let timed = format!(
+            "{} 0x1 0x7ffe14707460 0x0 0x0 0x7ffe1470 0x0 0x7ffe 0x7fa4",
+            libc::SYS_pselect6
+        );
+        assert!(!syscall_waits_forever(&timed));
+        let ppoll = format!("{} 0x7ffe 0x1 0x0 0x0 0x8 0x0 0x7ffe 0x7f", libc::SYS_ppoll);
+        assert!(syscall_waits_forever(&ppoll));
+        #[cfg(target_arch = "x86_64")]
+        {
+            let poll =
+                |t: &str| format!("{} 0x7ffe 0x1 {t} 0x0 0x0 0x0 0x7ffe 0x7f", libc::SYS_poll);
+            assert!(syscall_waits_forever(&poll("0xffffffffffffffff")));
+            assert!(syscall_waits_forever(&poll("0xffffffff")));
+            assert!(!syscall_waits_forever(&poll("0x1f4")));
+        }
+        let read = format!(
+            "{} 0x0 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(!syscall_waits_forever(&read));
+        assert!(!syscall_waits_forever("running"));
     }
 
     #[test]

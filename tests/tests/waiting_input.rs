@@ -117,3 +117,37 @@ async fn a_grandchild_reading_stdin_is_found() {
     let w = wait_exit(&c, p.id).await;
     assert_eq!(text(&w.output.bytes()), "start\ndone\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_in_select_on_stdin_is_waiting_input_and_with_a_timeout_is_not() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    // select() on stdin with no timeout: it waits for the answer.
+    let forever = spawn(
+        &c,
+        "python3 -c 'import select,sys; print(\"ready?\", flush=True); \
+         select.select([sys.stdin],[],[]); print(\"got\", sys.stdin.readline().strip())'",
+    )
+    .await;
+    // select() with a timeout, in a loop: a program doing its own work, not waiting for us.
+    let polling = spawn(
+        &c,
+        "python3 -c 'import select,sys,time
+t = time.time()
+while time.time() - t < 2: select.select([sys.stdin],[],[], 0.5)'",
+    )
+    .await;
+    let (w, p) = tokio::join!(
+        wait_for(&c, forever.id, Duration::from_secs(10)),
+        wait_for(&c, polling.id, Duration::from_millis(1500))
+    );
+    assert_eq!(w.reason, WaitReason::WaitingInput, "{:?}", w.process);
+    assert_eq!(p.reason, WaitReason::Timeout, "{:?}", p.process);
+    c.stdin(forever.id, b"yes\n".to_vec(), false)
+        .step()
+        .await
+        .unwrap();
+    let w = wait_exit(&c, forever.id).await;
+    assert_eq!(text(&w.output.bytes()), "ready?\ngot yes\n");
+    wait_exit(&c, polling.id).await;
+}
