@@ -56,6 +56,13 @@ impl Reaper {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs `f` while no child can be spawned: for opening a descriptor that is not
+    /// close-on-exec from its first moment (a PTY master), so no child inherits it.
+    pub fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _spawns = self.lock();
+        f()
+    }
+
     /// Spawns `cmd` and registers the child, atomically with respect to reaping. Also returns
     /// the child's start time, read while it cannot yet have been reaped (it identifies the
     /// pid for later signals).
