@@ -207,9 +207,9 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
 }
 
 #[test]
-fn a_person_attaches_to_a_session_and_types_into_its_shell() {
+fn a_person_attaches_to_a_session_and_answers_its_command() {
     let env = Env::new();
-    // An agent's session: a command ran in it and left state behind.
+    // An agent's session: a command left state behind, the next one asks a question.
     env.ok(&[
         "run",
         "--session",
@@ -217,6 +217,13 @@ fn a_person_attaches_to_a_session_and_types_into_its_shell() {
         "--",
         "export FROM=agent; echo first-done",
     ]);
+    let asking = env.start(&[
+        "--session",
+        "agent",
+        "--",
+        "echo asking; read -r name; echo hello $name from $FROM",
+    ]);
+    common::wait_line(&env, asking, "asking");
     let shell = env
         .ps()
         .into_iter()
@@ -225,11 +232,11 @@ fn a_person_attaches_to_a_session_and_types_into_its_shell() {
     let shell_id = shell["id"].to_string();
     let (mut child, mut screen, mut keyboard) = attach_on_pty(&env, &[&shell_id]);
     screen.wait_for("Ctrl-] detaches");
-    // The session's transcript shows what its commands printed.
-    screen.wait_for("first-done");
-    // What a person types runs in the same shell, with the agent's state.
-    keyboard.write_all(b"echo typed-by-$FROM\r").expect("type");
-    screen.wait_for("typed-by-agent");
+    // The session's transcript shows what its commands printed; the answer reaches the one
+    // running.
+    screen.wait_for("asking");
+    keyboard.write_all(b"bob\r").expect("type");
+    screen.wait_for("hello bob from agent");
     keyboard.write_all(b"\x1d").expect("detach");
     let status = wait_child(&mut child);
     assert!(status.success(), "{status}");

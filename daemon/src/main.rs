@@ -78,6 +78,7 @@ fn setup(args: Args) -> Result<ExitCode> {
         )
         .init();
     raise_fd_limit();
+    no_inherited_fds();
     prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
     let Some(_lock) = take_lock(&paths::lock_path(&socket))? else {
         return Ok(ExitCode::SUCCESS);
@@ -88,6 +89,28 @@ fn setup(args: Args) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     runtime.block_on(serve(config, &socket))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Descriptors the daemon inherited from whoever started it (an editor, a shell) are not for
+/// its children: they become close-on-exec. Before any thread exists.
+fn no_inherited_fds() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
+        // gone by now) only fails with EBADF.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// Every process costs the daemon a few descriptors (pipes, spool files): lift the soft limit

@@ -44,6 +44,8 @@ pub struct Shared {
     /// The sandbox its shell runs in: another client may use the session only if its own
     /// confinement is the same.
     confinement: Confinement,
+    /// The write end of the pipe the shell reads its commands from (non-blocking).
+    commands: Mutex<std::fs::File>,
 }
 
 type Confinement = (bool, bool, Vec<PathBuf>);
@@ -51,6 +53,24 @@ type Confinement = (bool, bool, Vec<PathBuf>);
 impl Shared {
     fn current(&self) -> MutexGuard<'_, Option<Arc<Proc>>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands the shell one line of commands. A line is far shorter than the pipe's atomic
+    /// write size and the shell reads it at once; a full pipe means the shell is not reading.
+    fn send(&self, line: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut pipe = self.commands.lock().unwrap_or_else(|e| e.into_inner());
+        pipe.write_all(line.as_bytes())
+    }
+}
+
+impl Sessions {
+    /// Whether the session whose shell is record `shell_id` runs a command now.
+    pub fn busy(&self, shell_id: u64) -> bool {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .find(|s| s.shell.id == shell_id)
+            .is_some_and(|s| s.shared.current().is_some())
     }
 }
 
@@ -218,15 +238,15 @@ pub fn run(
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| std::fs::write(&script, text));
-    let line = written.map(|()| run_line(&shared.nonce, id, &script));
-    let sent = line.map_err(|e| e.to_string()).and_then(|line| {
-        // The shell reads one line at a time: the command's own stdin text follows it.
-        let mut bytes = line.into_bytes();
-        bytes.extend(req.stdin.clone().unwrap_or_default());
-        stdin
-            .try_send(StdinMsg::Data(bytes))
-            .map_err(|_| "the session's shell is not reading its input".to_string())
-    });
+    let sent = written
+        .and_then(|()| shared.send(&run_line(&shared.nonce, id, &script)))
+        .map_err(|e| format!("the session's shell does not take commands: {e}"))
+        .and_then(|()| match req.stdin.clone() {
+            Some(bytes) => stdin
+                .try_send(StdinMsg::Data(bytes))
+                .map_err(|_| "the session's input queue is full".to_string()),
+            None => Ok(()),
+        });
     {
         let mut c = cmd.lock();
         c.info.pid = shell_pid;
@@ -289,18 +309,26 @@ fn start(
     let p = match reserve(d, client, &sreq, cwd, false, ProcKind::Session)? {
         Reserved::New(p) | Reserved::Existing(p) => p,
     };
+    let internal = |e: std::io::Error| {
+        ProtocolError::new(
+            ErrorKind::Internal,
+            format!("cannot make the command pipe of session {name}: {e}"),
+        )
+    };
+    let (read, write) = command_pipe().map_err(internal)?;
     let shared = Arc::new(Shared {
         name: name.to_string(),
         nonce: random_nonce(),
         current: Mutex::new(None),
         confinement: confinement(d, policy),
+        commands: Mutex::new(std::fs::File::from(write)),
     });
+    // The shell's first line: the pipe's extra descriptor is not for its commands to inherit;
+    // aliases work as typed.
+    shared
+        .send("exec 3<&-; shopt -s expand_aliases 2>/dev/null\n")
+        .map_err(internal)?;
     let router = Router::new(shared.clone());
-    let setup = "shopt -s expand_aliases 2>/dev/null\n";
-    let sreq = SpawnRequest {
-        stdin: Some(setup.as_bytes().to_vec()),
-        ..sreq
-    };
     if let Some(reason) = launch(
         d,
         client,
@@ -308,7 +336,7 @@ fn start(
         &p,
         sreq,
         cwd,
-        Program::SessionShell,
+        Program::SessionShell(read),
         Some(router),
     ) {
         return Err(ProtocolError::new(
@@ -317,6 +345,31 @@ fn start(
         ));
     }
     Ok(Session { shell: p, shared })
+}
+
+/// A pipe for the shell's commands: both ends close-on-exec (the shell gets the read end as
+/// fd 3 explicitly), the write end non-blocking.
+fn command_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills `fds` with two new descriptors on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned by nobody else.
+    let (read, write) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    // SAFETY: fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fds[1], libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fds[1], libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((read, write))
 }
 
 /// The script a command becomes: the request's `cwd` and `env` change the session (as `cd` and

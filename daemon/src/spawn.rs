@@ -166,11 +166,11 @@ pub fn start_or_find(
 }
 
 /// What the child runs: the shell with the command text, or a session's shell reading
-/// commands from its stdin.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// commands from the read end of a pipe of their own (given as fd 3), so that what its
+/// commands leave unread on stdin is never taken for a command.
 pub enum Program {
     Command,
-    SessionShell,
+    SessionShell(OwnedFd),
 }
 
 /// Starts the process of the reserved record `p` and hands it to its supervisor (with
@@ -191,7 +191,7 @@ pub fn launch(
     p.lock().policy = Some(policy.clone());
     let id = p.id;
     let started = Instant::now();
-    let failure = match start(d, client, policy, &req, cwd, id, program) {
+    let failure = match start(d, client, policy, &req, cwd, id, &program) {
         Ok((child, root)) => {
             tracing::debug!(
                 id,
@@ -369,7 +369,7 @@ fn start(
     req: &SpawnRequest,
     cwd: &Path,
     id: u64,
-    program: Program,
+    program: &Program,
 ) -> Result<Started, String> {
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => {}
@@ -378,11 +378,29 @@ fn start(
     }
     let shell = req.shell.as_deref().unwrap_or(&d.config.shell);
     let mut cmd = Command::new(shell);
-    if program == Program::SessionShell {
-        // Commands come on stdin; no start-up files, so the session is the client's
-        // environment and nothing else (as `sh -c` is).
+    if let Program::SessionShell(commands) = &program {
+        // No start-up files, so the session is the client's environment and nothing else (as
+        // `sh -c` is); the script is the command pipe, which the shell reads line by line.
         if Path::new(shell).file_name().is_some_and(|n| n == "bash") {
             cmd.arg("--noprofile").arg("--norc");
+        }
+        cmd.arg("/dev/fd/3");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(commands);
+        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let ok = if fd == 3 {
+                    // dup2 onto itself would keep close-on-exec.
+                    libc::fcntl(3, libc::F_SETFD, 0) == 0
+                } else {
+                    libc::dup2(fd, 3) == 3
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
         }
     } else if req.command.len() >= MAX_ARG {
         let script = script_path(&d.config, id);

@@ -215,3 +215,16 @@ async fn missing_cwd_or_shell_fails_to_start() {
     assert!(w.output.bytes().is_empty());
     assert_eq!(c.info(info.id).step().await.unwrap().error, info.error);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_inherits_no_descriptor_of_the_daemon() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    // The daemon itself was started with extra descriptors (whatever the test runner has
+    // open); its children get only their stdio (3 is `ls`'s own directory).
+    let p = spawn(&c, "ls /proc/self/fd").await;
+    let w = wait_exit(&c, p.id).await;
+    let out = text(&w.output.bytes());
+    let fds: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}

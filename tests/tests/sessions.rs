@@ -259,3 +259,42 @@ async fn a_daemon_restart_ends_sessions_as_lost_and_a_new_one_starts() {
     let (code, out, _) = run(&c, "r", "echo fresh").await;
     assert_eq!((code, out.as_str()), (Some(0), "fresh\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_a_command_leaves_unread_is_never_run_as_a_command() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let evil = dir.path().join("evil");
+    let line = format!("touch {}\n", evil.display());
+    // With the command's stdin text.
+    let mut req = in_session("in", "true");
+    req.stdin = Some(line.clone().into_bytes());
+    let p = spawn_with(&c, req).await;
+    wait_exit(&c, p.id).await;
+    // Sent to a running command that does not read it.
+    let p = spawn_with(&c, in_session("in", "echo go; sleep 0.5")).await;
+    wait_match(&c, p.id, "go").await;
+    c.stdin(p.id, line.clone().into_bytes(), false)
+        .step()
+        .await
+        .unwrap();
+    wait_exit(&c, p.id).await;
+    let (code, _, _) = run(&c, "in", "true").await;
+    assert_eq!(code, Some(0));
+    assert!(!evil.exists(), "unread input ran as a command");
+    // An idle session takes no input at all.
+    let all = c.list(ListRequest::default()).step().await.unwrap();
+    let shell = all.iter().find(|p| p.kind == ProcKind::Session).unwrap();
+    let e = c
+        .stdin(shell.id, line.into_bytes(), false)
+        .step()
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::InvalidState), "{e}");
+    // The commands' pipe is not open in what they run.
+    // (Nor anything else the daemon holds: 3 is `ls`'s own directory.)
+    let (_, out, _) = run(&c, "in", "ls /proc/self/fd").await;
+    let fds: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}

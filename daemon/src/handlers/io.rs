@@ -56,7 +56,19 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         return Err(ProtocolError::new(
             ErrorKind::InvalidState,
             format!(
-                "cannot close the stdin of process {}: it runs in a session, whose shell reads                  that stdin; interrupt it (send_signal SIGINT) instead",
+                "cannot close the stdin of process {}: it runs in a session, whose later \
+                 commands read that stdin too; interrupt it (SIGINT) instead",
+                r.id
+            ),
+        ));
+    }
+    if kind == ProcKind::Session && !d.sessions.busy(p.id) {
+        // Nothing would read it now, and the next command would get it as its input.
+        return Err(ProtocolError::new(
+            ErrorKind::InvalidState,
+            format!(
+                "session process {} runs no command now, so nothing reads its input; run a \
+                 command in the session (run with session)",
                 r.id
             ),
         ));
