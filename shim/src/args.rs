@@ -2,19 +2,70 @@
 //! for the model. Unknown fields are refused, so a misspelt argument is an error, not a no-op.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use rmcp::handler::server::common::{schema_for_input, schema_for_type};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::Value;
 
-/// Output stream selection.
+/// The input schema of `T` without what only a validator could use (`$schema`, integer
+/// formats): tools/list carries every tool's schema to every session.
+pub fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    let mut schema = match schema_for_input::<T>() {
+        Ok(s) => s.as_ref().clone(),
+        Err(_) => schema_for_type::<T>().as_ref().clone(),
+    };
+    schema.remove("$schema");
+    let mut value = Value::Object(schema);
+    no_format(&mut value);
+    match value {
+        Value::Object(o) => Arc::new(o),
+        // `no_format` keeps an object an object.
+        _ => schema_for_type::<T>(),
+    }
+}
+
+fn no_format(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("format");
+            for (key, child) in o.iter_mut() {
+                match (key.as_str(), child) {
+                    // Maps of names to schemas: a field may be called "format".
+                    ("properties" | "$defs", Value::Object(map)) => {
+                        map.values_mut().for_each(no_format)
+                    }
+                    (_, child) => no_format(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(no_format),
+        _ => {}
+    }
+}
+
+// Output stream selection. Inlined, without descriptions: the field says what it is.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum StreamArg {
-    /// stdout and stderr, interleaved as they were produced.
+    // stdout and stderr, interleaved as they were produced.
     #[default]
     Both,
     Stdout,
     Stderr,
+}
+
+// What status and wait show.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum ViewArg {
+    #[default]
+    Text,
+    Screen,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -36,13 +87,19 @@ pub struct RunArgs {
     pub max_output: Option<u64>,
     /// Shell to use instead of /bin/sh, e.g. "/bin/bash".
     pub shell: Option<String>,
-    /// Text written to the command's stdin, which is then closed.
+    /// Text written to the command's stdin, which is then closed. Not with session.
     pub stdin: Option<String>,
     /// A label for the process, shown by list_processes.
     pub name: Option<String>,
-    /// Run in a pseudo-terminal (for programs that need one).
+    /// Run on a pseudo-terminal (REPLs, prompts, full-screen programs): answer it with
+    /// send_input keys, see it with status/wait view="screen".
     pub tty: Option<bool>,
-    /// Run in the persistent shell of this name, so `cd` and `export` carry over between calls.
+    /// With tty: terminal width (default 120).
+    pub cols: Option<u16>,
+    /// With tty: terminal height (default 40).
+    pub rows: Option<u16>,
+    /// Run in the persistent shell of this name (started on first use): `cd`, `export` and
+    /// activated environments carry over between calls. One command at a time; not with tty.
     pub session: Option<String>,
     /// What the command does, declared by you before it runs: every category that plausibly
     /// applies, or ["NONE"] for a read-only command. Categories: NONE, MODIFIES_WORKSPACE_FILES,
@@ -71,14 +128,22 @@ pub struct StartArgs {
     /// Shell to use instead of /bin/sh.
     pub shell: Option<String>,
     /// Text written to the command's stdin (stdin stays open; close it with send_input eof).
+    /// Not with session.
     pub stdin: Option<String>,
     /// A label for the process, shown by list_processes (e.g. "web").
     pub name: Option<String>,
     /// With `name`: if a process of that name runs the same command already, return it instead
     /// of starting a second one.
     pub ensure: Option<bool>,
-    /// Run in a pseudo-terminal (for programs that need one).
+    /// Run on a pseudo-terminal (REPLs, prompts, full-screen programs): answer it with
+    /// send_input keys, see it with status/wait view="screen".
     pub tty: Option<bool>,
+    /// With tty: terminal width (default 120).
+    pub cols: Option<u16>,
+    /// With tty: terminal height (default 40).
+    pub rows: Option<u16>,
+    /// Run in the persistent shell of this name (see run).
+    pub session: Option<String>,
     /// What the command does, declared by you before it runs: every category that plausibly
     /// applies, or ["NONE"] for a read-only command. Categories: NONE, MODIFIES_WORKSPACE_FILES,
     /// MODIFIES_PROTECTED_FILES, MODIFIES_OUTSIDE_WORKSPACE, DELETES_FILES, INSTALLS_DEPENDENCIES,
@@ -102,10 +167,12 @@ pub struct StatusArgs {
     pub since: Option<u64>,
     /// Without `since`: how many of the last bytes to return (default 4096).
     pub tail_bytes: Option<u64>,
-    /// Which stream to return (default both).
+    /// Which stream to return (default both, interleaved as written).
     pub stream: Option<StreamArg>,
     /// Most bytes of output in the reply (default 65536).
     pub max_output: Option<u64>,
+    /// "text" (default): the output; "screen": the terminal screen as a person sees it (tty).
+    pub view: Option<ViewArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -126,6 +193,8 @@ pub struct WaitArgs {
     pub stream: Option<StreamArg>,
     /// Most bytes of output in the reply (default 65536).
     pub max_output: Option<u64>,
+    /// "text" (default): the new output; "screen": then the terminal screen (tty).
+    pub view: Option<ViewArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -135,7 +204,11 @@ pub struct SendInputArgs {
     pub id: u64,
     /// Text to write to stdin. Include "\n" to press Enter.
     pub text: Option<String>,
-    /// Close stdin after writing (the program sees end of input).
+    /// Keys pressed after `text`, e.g. ["Enter"], ["C-c"], ["Up","Enter"]: Enter, Tab, Esc,
+    /// Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, F1-F12,
+    /// C-a..C-z, M-<key>.
+    pub keys: Option<Vec<String>>,
+    /// Close stdin after writing (the program sees end of input; C-d on a terminal).
     pub eof: Option<bool>,
 }
 

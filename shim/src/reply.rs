@@ -1,10 +1,13 @@
 //! Tool replies: a compact text block (one header line, an optional error line, the output) and
 //! the same facts as `structuredContent` under a declared output schema.
 
-use cuba_protocol::{ProcState, ProcessInfo};
-use rmcp::model::{CallToolResult, ContentBlock};
+use std::sync::Arc;
+
+use cuba_protocol::{ProcKind, ProcState, ProcessInfo, ScreenView, TtySize};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::Value;
 
 /// One process and (some of) its output.
 #[derive(Debug, Default, Serialize, JsonSchema)]
@@ -14,6 +17,13 @@ pub struct ProcessReply {
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// "session" (a session's shell) or "in_session" (a command in one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtyReply>,
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -40,6 +50,168 @@ pub struct ProcessReply {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+    /// Declared only in the schemas of status and wait (`ViewReply`), the tools that fill it.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenReply>,
+}
+
+/// The output schema of status and wait: a process reply, plus the screen with view="screen".
+#[derive(JsonSchema)]
+#[expect(
+    dead_code,
+    reason = "only its schema is used; replies are ProcessReply"
+)]
+pub struct ViewReply {
+    #[serde(flatten)]
+    reply: ProcessReply,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    screen: Option<ScreenReply>,
+}
+
+// A terminal size in character cells. Inlined without a description: every tool's output
+// schema carries it.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
+#[schemars(inline)]
+pub struct TtyReply {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl From<TtySize> for TtyReply {
+    fn from(t: TtySize) -> TtyReply {
+        TtyReply {
+            cols: t.cols,
+            rows: t.rows,
+        }
+    }
+}
+
+// A terminal as a person would see it now (view="screen").
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(inline)]
+pub struct ScreenReply {
+    pub cols: u16,
+    pub rows: u16,
+    /// One string per row, trailing blanks removed.
+    pub lines: Vec<String>,
+    /// [row, col], 0-based.
+    pub cursor: [u16; 2],
+    /// A full-screen program (vim, top, an installer) is on the alternate screen.
+    pub alternate: bool,
+    pub title: String,
+}
+
+impl ScreenReply {
+    /// `screen` with `redact` applied to every line and the title (secrets never leave as text).
+    pub fn new(screen: ScreenView, redact: impl Fn(&str) -> String) -> ScreenReply {
+        ScreenReply {
+            cols: screen.size.cols,
+            rows: screen.size.rows,
+            lines: screen.lines.iter().map(|l| redact(l)).collect(),
+            cursor: [screen.cursor_row, screen.cursor_col],
+            alternate: screen.alternate,
+            title: redact(&screen.title),
+        }
+    }
+
+    /// Rows joined by newlines, blank rows at the bottom left out.
+    pub fn text(&self) -> String {
+        let used = self
+            .lines
+            .iter()
+            .rposition(|l| !l.trim_end().is_empty())
+            .map_or(0, |i| i + 1);
+        self.lines[..used].join("\n")
+    }
+
+    /// The text on the cursor's row before the cursor: the prompt of a program waiting there.
+    pub fn before_cursor(&self) -> Option<String> {
+        let [row, col] = self.cursor;
+        let line = self.lines.get(usize::from(row))?;
+        // Rows come without trailing blanks: pad up to the cursor (">>> " is the prompt).
+        let before: String = line
+            .chars()
+            .chain(std::iter::repeat(' '))
+            .take(usize::from(col))
+            .collect();
+        Some(before).filter(|b| !b.trim().is_empty())
+    }
+}
+
+/// The output schema of `T` for a tool, trimmed to what a client can use: the reply's shape
+/// and its descriptions. Integer formats and bounds, `$schema`, and `null` for fields that are
+/// left out rather than written as null (`skip_serializing_if`) are removed: every tool
+/// repeats its output schema in tools/list, whose size every session pays for.
+pub fn output_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    let mut schema = rmcp::handler::server::tool::schema_for_output::<T>()
+        .as_ref()
+        .clone();
+    schema.remove("$schema");
+    let mut value = Value::Object(schema);
+    trim(&mut value);
+    match value {
+        Value::Object(o) => Arc::new(o),
+        // `trim` keeps an object an object.
+        _ => rmcp::handler::server::tool::schema_for_output::<T>(),
+    }
+}
+
+fn trim(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            for key in ["format", "minimum", "maximum"] {
+                o.remove(key);
+            }
+            let required: Vec<String> = match o.get("required") {
+                Some(Value::Array(r)) => r
+                    .iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (key, child) in o.iter_mut() {
+                match (key.as_str(), child) {
+                    // Maps of names to schemas: the names are not keywords.
+                    ("properties" | "$defs", Value::Object(map)) => {
+                        for (name, schema) in map.iter_mut() {
+                            if key == "properties" && !required.contains(name) {
+                                not_null(schema);
+                            }
+                            trim(schema);
+                        }
+                    }
+                    (_, child) => trim(child),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(trim),
+        _ => {}
+    }
+}
+
+/// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X.
+fn not_null(prop: &mut Value) {
+    let Value::Object(o) = prop else { return };
+    if let Some(Value::Array(types)) = o.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            o.insert("type".into(), only);
+        }
+    }
+    let null = serde_json::json!({ "type": "null" });
+    if let Some(Value::Array(any)) = o.get("anyOf") {
+        if any.len() == 2 && any.contains(&null) {
+            let other = any.iter().find(|x| **x != null).cloned();
+            if let Some(Value::Object(other)) = other {
+                o.remove("anyOf");
+                o.extend(other);
+            }
+        }
+    }
 }
 
 /// A row of `list_processes`.
@@ -50,6 +222,13 @@ pub struct ProcessRow {
     pub owner: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// "session" (a session's shell) or "in_session" (a command in one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtyReply>,
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -90,7 +269,10 @@ pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
                  (chmod +x) or run it through its interpreter"
                     .into(),
             )),
-            Some(code) => Some(("EXIT", format!("the command failed with exit code {code}"))),
+            Some(code) => Some((
+                "EXIT",
+                with_reason(format!("the command failed with exit code {code}"), info),
+            )),
         },
         ProcState::TimedOut => Some((
             "TIMEOUT",
@@ -102,9 +284,12 @@ pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
         )),
         ProcState::Signaled => Some((
             "SIGNAL",
-            format!(
-                "ended by {}",
-                info.signal.map_or("a signal".into(), |s| s.to_string())
+            with_reason(
+                format!(
+                    "ended by {}",
+                    info.signal.map_or("a signal".into(), |s| s.to_string())
+                ),
+                info,
             ),
         )),
         ProcState::FailedToStart => {
@@ -128,6 +313,15 @@ pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
     }
 }
 
+/// `message`, plus the daemon's explanation of the end when it gave one (e.g. a command whose
+/// session's shell ended under it).
+fn with_reason(message: String, info: &ProcessInfo) -> String {
+    match &info.error {
+        Some(why) => format!("{message}: {why}"),
+        None => message,
+    }
+}
+
 impl ProcessReply {
     /// The row's facts; output fields are filled in by the caller.
     pub fn from_info(info: &ProcessInfo) -> ProcessReply {
@@ -139,6 +333,10 @@ impl ProcessReply {
             id: info.id,
             pid: info.pid,
             name: info.name.clone(),
+            kind: kind(info),
+            session: info.session.clone(),
+            tty: info.tty.map(TtyReply::from),
+            notice: info.notice.clone(),
             state: info.state.to_string(),
             exit_code: info.exit_code,
             signal: info.signal.map(|s| s.to_string()),
@@ -154,6 +352,11 @@ impl ProcessReply {
 
     fn header(&self) -> String {
         let mut h = format!("[id:{}", self.id);
+        h.push_str(&kind_tokens(
+            self.kind.as_deref(),
+            self.session.as_deref(),
+            self.tty,
+        ));
         match (self.state.as_str(), self.exit_code, &self.signal) {
             ("exited", Some(code), _) => h.push_str(&format!(" exit:{code}")),
             ("signaled", _, Some(sig)) => h.push_str(&format!(" signal:{sig}")),
@@ -183,6 +386,13 @@ impl ProcessReply {
         if self.existing == Some(true) {
             h.push_str(" existing:yes");
         }
+        if let Some(screen) = &self.screen {
+            let [row, col] = screen.cursor;
+            h.push_str(&format!(" view:screen cursor:{row},{col}"));
+            if screen.alternate {
+                h.push_str(" alternate:yes");
+            }
+        }
         h.push(']');
         h
     }
@@ -190,6 +400,10 @@ impl ProcessReply {
     /// Text block + structured content. `is_error` for failures (nonzero exit, timeout, …).
     pub fn into_result(self) -> CallToolResult {
         let mut text = self.header();
+        if let Some(n) = &self.notice {
+            text.push_str("\nnotice: ");
+            text.push_str(n);
+        }
         if let Some(e) = &self.error {
             text.push('\n');
             text.push_str(self.code.as_deref().unwrap_or("ERROR"));
@@ -204,13 +418,41 @@ impl ProcessReply {
             text.push('\n');
             text.push_str(h);
         }
-        if !self.output.is_empty() {
+        let body = match &self.screen {
+            Some(screen) => screen.text(),
+            None => self.output.clone(),
+        };
+        if !body.is_empty() {
             text.push('\n');
-            text.push_str(&self.output);
+            text.push_str(&body);
         }
         let is_error = self.code.is_some();
         structured(text, &self, is_error)
     }
+}
+
+/// The kind of a record, for replies: `None` for a plain command (the common case says nothing).
+fn kind(info: &ProcessInfo) -> Option<String> {
+    match info.kind {
+        ProcKind::Command => None,
+        k => Some(k.as_str().to_string()),
+    }
+}
+
+/// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table line
+/// says about where a process runs (nothing for a plain command on pipes).
+fn kind_tokens(kind: Option<&str>, session: Option<&str>, tty: Option<TtyReply>) -> String {
+    let mut t = String::new();
+    if kind == Some(ProcKind::Session.as_str()) {
+        t.push_str(" kind:session");
+    }
+    if let Some(s) = session {
+        t.push_str(&format!(" session:{s}"));
+    }
+    if let Some(TtyReply { cols, rows }) = tty {
+        t.push_str(&format!(" tty:{cols}x{rows}"));
+    }
+    t
 }
 
 /// A result with `text` as content and `value` as structured content.
@@ -246,6 +488,9 @@ impl ProcessRow {
             pid: info.pid,
             owner: info.owner.name.clone(),
             name: info.name.clone(),
+            kind: kind(info),
+            session: info.session.clone(),
+            tty: info.tty.map(TtyReply::from),
             state: info.state.to_string(),
             exit_code: info.exit_code,
             signal: info.signal.map(|s| s.to_string()),
@@ -256,7 +501,14 @@ impl ProcessRow {
     }
 
     pub fn line(&self) -> String {
-        let mut l = format!("id:{} pid:{} {}", self.id, self.pid, self.state);
+        let mut l = format!("id:{} pid:{}", self.id, self.pid);
+        l.push_str(&kind_tokens(
+            self.kind.as_deref(),
+            self.session.as_deref(),
+            self.tty,
+        ));
+        l.push(' ');
+        l.push_str(&self.state);
         if let Some(c) = self.exit_code {
             l.push_str(&format!(" exit:{c}"));
         }
@@ -273,5 +525,42 @@ impl ProcessRow {
         l.push_str(" $ ");
         l.push_str(&self.command);
         l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, JsonSchema)]
+    struct Sample {
+        /// Kept.
+        format: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        left_out: Option<TtyReply>,
+        maybe: Option<i32>,
+    }
+
+    #[test]
+    fn output_schemas_keep_shape_and_drop_validator_noise() {
+        let schema = Value::Object(output_schema::<Sample>().as_ref().clone());
+        assert_eq!(schema.get("$schema"), None);
+        let props = &schema["properties"];
+        // A field named like a keyword stays; its integer format goes.
+        assert_eq!(
+            props["format"],
+            serde_json::json!({ "description": "Kept.", "type": "integer" })
+        );
+        // Left out rather than null: no null in its type, the object inline.
+        assert_eq!(props["left_out"]["type"], "object");
+        assert_eq!(
+            props["left_out"]["required"],
+            serde_json::json!(["cols", "rows"])
+        );
+        // Written as null when empty: null stays.
+        assert_eq!(
+            props["maybe"]["type"],
+            serde_json::json!(["integer", "null"])
+        );
     }
 }

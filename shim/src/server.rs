@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::client::{Client, ClientError};
+use cuba_protocol::keys::{key_bytes, KEY_NAMES};
 use cuba_protocol::{
-    ListRequest, ProcState, ProcessInfo, Signal, SignalRequest, SpawnRequest, StreamFilter,
-    WaitReason, WaitRequest,
+    ErrorKind, ListRequest, ProcKind, ProcState, ProcessInfo, Signal, SignalRequest, SpawnRequest,
+    StreamFilter, TtySize, WaitReason, WaitRequest,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, Implementation, ListResourcesResult, PaginatedRequestParams,
@@ -25,7 +25,7 @@ use crate::args::*;
 use crate::daemon::Daemon;
 use crate::output::{render, Rendered};
 use crate::progress::{guarded, Guarded};
-use crate::reply::{self, ListReply, ProcessReply, ProcessRow};
+use crate::reply::{self, ListReply, ProcessReply, ProcessRow, ScreenReply, ViewReply};
 
 const DEFAULT_YIELD_MS: u64 = 10_000;
 const DEFAULT_WAIT_MS: u64 = 30_000;
@@ -64,22 +64,65 @@ fn remote(e: ClientError) -> CallToolResult {
     reply::error(code, &format!("{message}.{hint}"))
 }
 
-/// Agent runs have no terminal: pagers must not wait for a key, and programs should not draw.
+/// Agent runs without a terminal: pagers must not wait for a key, and programs should not draw.
+/// A run on a terminal gets none of these: it has a terminal to draw on.
 const NO_TERMINAL: [(&str, &str); 3] = [("PAGER", "cat"), ("GIT_PAGER", "cat"), ("TERM", "dumb")];
 
-/// The call's `env`, over the no-terminal defaults (which the call may override).
-fn env_pairs(env: Option<std::collections::BTreeMap<String, String>>) -> cuba_protocol::Env {
+/// The call's `env`, over the no-terminal defaults (which the call may override) unless the
+/// command runs on a terminal.
+fn env_pairs(
+    env: Option<std::collections::BTreeMap<String, String>>,
+    tty: bool,
+) -> cuba_protocol::Env {
     let mut env = env.unwrap_or_default();
-    for (k, v) in NO_TERMINAL {
-        env.entry(k.to_string()).or_insert_with(|| v.to_string());
+    if !tty {
+        for (k, v) in NO_TERMINAL {
+            env.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
     }
     env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()
 }
 
-fn running_hint(id: u64, next: u64) -> String {
+/// The terminal a call asks for; `cols` and `rows` only mean something with `tty: true`.
+fn terminal(
+    tty: Option<bool>,
+    cols: Option<u16>,
+    rows: Option<u16>,
+) -> Result<Option<TtySize>, CallToolResult> {
+    if tty == Some(true) {
+        return Ok(Some(TtySize {
+            cols: cols.unwrap_or(TtySize::DEFAULT.cols),
+            rows: rows.unwrap_or(TtySize::DEFAULT.rows),
+        }));
+    }
+    if cols.is_some() || rows.is_some() {
+        return Err(reply::error(
+            "BAD_REQUEST",
+            "cols and rows size a terminal: pass them with tty: true, or leave them out",
+        ));
+    }
+    Ok(None)
+}
+
+/// The refusal of view="screen" for a process that has no terminal.
+fn no_screen(id: u64) -> CallToolResult {
+    reply::error(
+        "BAD_REQUEST",
+        &format!(
+            "process {id} has no terminal, so there is no screen to show: use view=\"text\", \
+             or start the command with tty: true"
+        ),
+    )
+}
+
+fn running_hint(id: u64, next: u64, tty: bool) -> String {
+    let screen = match tty {
+        true => format!("; status(id={id}, view=\"screen\") shows its screen"),
+        false => String::new(),
+    };
     format!(
         "still running in the background: wait(id={id}, since={next}) for more output or its \
-         exit; send_input(id={id}) answers a prompt; send_signal(id={id}) stops it"
+         exit; send_input(id={id}) answers a prompt; send_signal(id={id}) stops it{screen}"
     )
 }
 
@@ -100,12 +143,48 @@ fn prompt(output: &str) -> Option<String> {
     })
 }
 
-fn waiting_hint(id: u64, output: &str) -> String {
-    let after = prompt(output).map_or(String::new(), |p| format!(" after {p:?}"));
-    format!(
-        "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it, \
-         send_input(id={id}, eof=true) closes stdin; send_signal(id={id}) stops it"
-    )
+/// What to call for process `info`, waiting for input after `prompt`.
+fn waiting_hint(info: &ProcessInfo, prompt: Option<String>) -> String {
+    let id = info.id;
+    let after = prompt.map_or(String::new(), |p| format!(" after {p:?}"));
+    if info.tty.is_some() {
+        // On a terminal, Enter is a key and end of input is C-d, as for a person.
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\", keys=[\"Enter\"]) \
+             answers it, keys=[\"C-d\"] ends input, keys=[\"C-c\"] interrupts; \
+             status(id={id}, view=\"screen\") shows the screen"
+        )
+    } else if info.kind == ProcKind::InSession {
+        // Its stdin is the session shell's: closing it would end the session.
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it; \
+             send_signal(id={id}, signal=\"SIGINT\") interrupts it and keeps the session"
+        )
+    } else {
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it, \
+             send_input(id={id}, eof=true) closes stdin; send_signal(id={id}) stops it"
+        )
+    }
+}
+
+/// The bytes for `keys`. A process without a terminal reads lines ending in `\n`, so there
+/// Enter is `\n`; on a terminal it is the `\r` a keyboard sends.
+fn keys_bytes(keys: &[String], tty: bool) -> Result<Vec<u8>, CallToolResult> {
+    let mut out = Vec::new();
+    for name in keys {
+        let Some(bytes) = key_bytes(name) else {
+            return Err(reply::error(
+                "BAD_REQUEST",
+                &format!("unknown key {name:?}: keys are {KEY_NAMES}"),
+            ));
+        };
+        match (tty, bytes.as_slice()) {
+            (false, b"\r") => out.push(b'\n'),
+            _ => out.extend(bytes),
+        }
+    }
+    Ok(out)
 }
 
 #[tool_router]
@@ -146,11 +225,38 @@ impl CubaExec {
         reply.truncated = r.truncated;
         reply.dropped = reply.dropped.max(r.dropped);
         reply.next = r.next;
+        let tty = info.tty.is_some();
         if info.state == ProcState::WaitingInput {
-            reply.hint = Some(waiting_hint(info.id, &reply.output));
+            reply.hint = Some(waiting_hint(info, prompt(&reply.output)));
         } else if !info.state.is_finished() {
-            reply.hint = Some(running_hint(info.id, reply.next));
+            reply.hint = Some(running_hint(info.id, reply.next, tty));
         }
+        Ok(reply)
+    }
+
+    /// The reply for `info` with its terminal screen instead of its output (view="screen").
+    /// `Err` is the reply to give instead: no terminal, or the daemon's error.
+    async fn screen_reply(
+        &self,
+        client: &Client,
+        info: &ProcessInfo,
+    ) -> Result<ProcessReply, CallToolResult> {
+        if info.tty.is_none() {
+            return Err(no_screen(info.id));
+        }
+        let view = match client.screen(info.id).await {
+            Ok(v) => v,
+            Err(e) if e.kind() == Some(ErrorKind::InvalidState) => return Err(no_screen(info.id)),
+            Err(e) => return Err(remote(e)),
+        };
+        let screen = ScreenReply::new(view, |l| self.daemon.view().redact(l));
+        let mut reply = ProcessReply::from_info(info);
+        if info.state == ProcState::WaitingInput {
+            reply.hint = Some(waiting_hint(info, screen.before_cursor()));
+        } else if !info.state.is_finished() {
+            reply.hint = Some(running_hint(info.id, reply.next, true));
+        }
+        reply.screen = Some(screen);
         Ok(reply)
     }
 
@@ -179,32 +285,33 @@ impl CubaExec {
                        for wait/status. timeout_ms is a hard limit that stops the whole process \
                        tree.",
         annotations(destructive_hint = true, open_world_hint = true),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<RunArgs>(),
+        output_schema = reply::output_schema::<ProcessReply>()
     )]
     async fn run(
         &self,
         Parameters(a): Parameters<RunArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        if a.tty == Some(true) || a.session.is_some() {
-            return Ok(reply::error(
-                "BAD_REQUEST",
-                "tty and session are not supported by this cuba-exec yet; run the command \
-                 without them",
-            ));
-        }
+        let tty = match terminal(a.tty, a.cols, a.rows) {
+            Ok(t) => t,
+            Err(refused) => return Ok(refused),
+        };
         let max = crate::output::max_output(a.max_output);
+        let in_session = a.session.is_some();
         let req = SpawnRequest {
             command: a.command,
             cwd: a.cwd.map(Into::into),
-            env: env_pairs(a.env),
+            env: env_pairs(a.env, tty.is_some()),
+            tty,
+            session: a.session,
             shell: a.shell,
-            close_stdin: a.stdin.is_some(),
+            // In a session stdin stays open: later commands read it too.
+            close_stdin: a.stdin.is_some() && !in_session,
             stdin: a.stdin.map(String::into_bytes),
             timeout_ms: a.timeout_ms,
             name: a.name,
             side_effects: a.side_effects.unwrap_or_default(),
-            ..Default::default()
         };
         let spawn = |c: Client| {
             let req = req.clone();
@@ -229,19 +336,29 @@ impl CubaExec {
             stream: StreamFilter::Both,
         };
         match guarded(&ctx, &client, info.id, client.wait(wait)).await {
-            Guarded::Done(Ok(w)) => Ok(self
-                .reply_for(
-                    &client,
-                    &w.process,
-                    0,
-                    max,
-                    StreamFilter::Both,
-                    Some(w.output),
-                )
-                .await),
+            Guarded::Done(Ok(w)) => {
+                let mut process = w.process;
+                // The notice is about this call (e.g. a session started again): keep it even
+                // if the record no longer carries it.
+                if process.notice.is_none() {
+                    process.notice = info.notice.clone();
+                }
+                Ok(self
+                    .reply_for(
+                        &client,
+                        &process,
+                        0,
+                        max,
+                        StreamFilter::Both,
+                        Some(w.output),
+                    )
+                    .await)
+            }
             Guarded::Done(Err(e)) => Ok(remote(e)),
             Guarded::Cancelled => {
-                // A cancelled synchronous run takes its process tree with it.
+                // A cancelled synchronous run takes its process tree with it. In a session
+                // the daemon makes that an interrupt of the command (SIGINT, SIGKILL after the
+                // grace period) and the session stays.
                 let stop = SignalRequest {
                     id: info.id,
                     signal: Signal::Term,
@@ -252,7 +369,13 @@ impl CubaExec {
                 let _ = client.signal(stop).await;
                 Ok(reply::error(
                     "CANCELLED",
-                    "the request was cancelled; the command was stopped",
+                    match info.kind {
+                        ProcKind::InSession => {
+                            "the request was cancelled; the command was interrupted (the \
+                             session stays)"
+                        }
+                        _ => "the request was cancelled; the command was stopped",
+                    },
                 ))
             }
         }
@@ -264,30 +387,30 @@ impl CubaExec {
                        status. With name and ensure=true, an already-running process of that \
                        name and command is returned instead of starting a duplicate.",
         annotations(destructive_hint = true, open_world_hint = true),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<StartArgs>(),
+        output_schema = reply::output_schema::<ProcessReply>()
     )]
     async fn start(
         &self,
         Parameters(a): Parameters<StartArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        if a.tty == Some(true) {
-            return Ok(reply::error(
-                "BAD_REQUEST",
-                "tty is not supported by this cuba-exec yet; start the command without it",
-            ));
-        }
+        let tty = match terminal(a.tty, a.cols, a.rows) {
+            Ok(t) => t,
+            Err(refused) => return Ok(refused),
+        };
         let req = SpawnRequest {
             command: a.command,
             cwd: a.cwd.map(Into::into),
-            env: env_pairs(a.env),
+            env: env_pairs(a.env, tty.is_some()),
+            tty,
+            session: a.session,
             shell: a.shell,
             stdin: a.stdin.map(String::into_bytes),
             close_stdin: false,
             timeout_ms: a.timeout_ms,
             name: a.name,
             side_effects: a.side_effects.unwrap_or_default(),
-            ..Default::default()
         };
         let ensure = a.ensure == Some(true);
         let start = |c: Client| {
@@ -304,16 +427,20 @@ impl CubaExec {
             Ok((info, true)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 reply.existing = Some(true);
-                reply.hint = Some(running_hint(info.id, reply.next));
+                reply.hint = Some(running_hint(info.id, reply.next, info.tty.is_some()));
                 Ok(reply.into_result())
             }
             Ok((info, false)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 if !info.state.is_finished() {
+                    let id = info.id;
+                    let screen = match info.tty {
+                        Some(_) => format!(", status(id={id}, view=\"screen\") to see its screen"),
+                        None => String::new(),
+                    };
                     reply.hint = Some(format!(
                         "started in the background: wait(id={id}, until=\"<text it prints when \
-                         ready>\") or status(id={id}) to read its output",
-                        id = info.id
+                         ready>\") or status(id={id}) to read its output{screen}"
                     ));
                 }
                 Ok(reply.into_result())
@@ -325,9 +452,10 @@ impl CubaExec {
     #[tool(
         description = "State, exit code and output of a process. With `since` (a cursor from a \
                        previous reply's `next`) only newer output; without it, the last \
-                       tail_bytes (default 4096).",
+                       tail_bytes (default 4096). view=\"screen\": a tty process's screen.",
         annotations(read_only_hint = true),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<StatusArgs>(),
+        output_schema = reply::output_schema::<ViewReply>()
     )]
     async fn status(
         &self,
@@ -343,6 +471,12 @@ impl CubaExec {
             Ok(v) => v,
             Err(e) => return Ok(remote(e)),
         };
+        if a.view == Some(ViewArg::Screen) {
+            return Ok(match self.screen_reply(&client, &info).await {
+                Ok(reply) => reply.into_result(),
+                Err(refused) => refused,
+            });
+        }
         let max = crate::output::max_output(a.max_output);
         let since = a.since.unwrap_or_else(|| {
             let tail = a.tail_bytes.unwrap_or(DEFAULT_TAIL).min(max);
@@ -356,10 +490,11 @@ impl CubaExec {
     #[tool(
         description = "Wait until a process exits, or its new output matches `until` (a regex), \
                        or it has been quiet for quiet_ms, or timeout_ms passes (default 30 s, at \
-                       most 55 s). Returns the output after `since` and the next cursor. Never \
-                       stops the process.",
+                       most 55 s). Returns the output after `since` and the next cursor, or \
+                       with view=\"screen\" a tty process's screen. Never stops the process.",
         annotations(read_only_hint = true),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<WaitArgs>(),
+        output_schema = reply::output_schema::<ViewReply>()
     )]
     async fn wait(
         &self,
@@ -372,9 +507,14 @@ impl CubaExec {
             .with(&ctx, |c| async move { c.info(id).await })
             .await
         {
+            // Refused before waiting: the wait would end in the same refusal.
+            Ok((_, info)) if a.view == Some(ViewArg::Screen) && info.tty.is_none() => {
+                return Ok(no_screen(id));
+            }
             Ok((c, _)) => c,
             Err(e) => return Ok(remote(e)),
         };
+        let screen = a.view == Some(ViewArg::Screen);
         let max = crate::output::max_output(a.max_output);
         let since = a.since.unwrap_or(0);
         let filter = stream(a.stream);
@@ -384,7 +524,8 @@ impl CubaExec {
             until: a.until,
             quiet_ms: a.quiet_ms,
             timeout_ms: a.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS),
-            max_bytes: max as u32,
+            // The screen replaces the output: no output bytes to carry.
+            max_bytes: if screen { 0 } else { max as u32 },
             stream: filter,
         };
         let w = match guarded(&ctx, &client, a.id, client.wait(req)).await {
@@ -394,12 +535,19 @@ impl CubaExec {
                 return Ok(reply::error("CANCELLED", "the wait was cancelled"));
             }
         };
-        let mut reply = match self
-            .process_reply(&client, &w.process, since, max, filter, Some(w.output))
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return Ok(remote(e)),
+        let mut reply = if screen {
+            match self.screen_reply(&client, &w.process).await {
+                Ok(r) => r,
+                Err(refused) => return Ok(refused),
+            }
+        } else {
+            match self
+                .process_reply(&client, &w.process, since, max, filter, Some(w.output))
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => return Ok(remote(e)),
+            }
         };
         let (reason, matched) = match w.reason {
             WaitReason::Exited => ("exited", None),
@@ -415,28 +563,47 @@ impl CubaExec {
     }
 
     #[tool(
-        description = "Write text to a process's stdin (include \"\\n\" for Enter); eof=true \
-                       closes stdin afterwards.",
+        description = "Write to a process's stdin: `text` (include \"\\n\" for Enter), then \
+                       `keys` such as [\"Enter\"] or [\"C-c\"]; eof=true then closes stdin. \
+                       On a tty process keys go through the terminal: C-c interrupts like \
+                       Ctrl-C, C-d ends input.",
         annotations(destructive_hint = false),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<SendInputArgs>(),
+        output_schema = reply::output_schema::<ProcessReply>()
     )]
     async fn send_input(
         &self,
         Parameters(a): Parameters<SendInputArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let text = a.text.unwrap_or_default();
+        let mut data = a.text.unwrap_or_default().into_bytes();
+        let keys = a.keys.unwrap_or_default();
         let eof = a.eof.unwrap_or(false);
-        if text.is_empty() && !eof {
+        if data.is_empty() && keys.is_empty() && !eof {
             return Ok(reply::error(
                 "BAD_REQUEST",
-                "pass `text`, or eof=true, or both",
+                "pass `text`, `keys` or eof=true (or several of them)",
             ));
         }
-        let sent = text.len();
         let id = a.id;
+        if !keys.is_empty() {
+            // What a key sends depends on whether the process has a terminal.
+            let tty = match self
+                .daemon
+                .with(&ctx, |c| async move { c.info(id).await })
+                .await
+            {
+                Ok((_, info)) => info.tty.is_some(),
+                Err(e) => return Ok(remote(e)),
+            };
+            match keys_bytes(&keys, tty) {
+                Ok(bytes) => data.extend(bytes),
+                Err(refused) => return Ok(refused),
+            }
+        }
+        let sent = data.len();
         let write = |c: Client| {
-            let bytes = text.clone().into_bytes();
+            let bytes = data.clone();
             async move { c.stdin(id, bytes, eof).await }
         };
         let client = match self.daemon.with(&ctx, write).await {
@@ -445,10 +612,14 @@ impl CubaExec {
         };
         match client.info(a.id).await {
             Ok(info) => {
+                let closed = match (eof, info.tty.is_some()) {
+                    (false, _) => "",
+                    (true, true) => " and C-d (end of input)",
+                    (true, false) => " and closed stdin",
+                };
                 let mut reply = ProcessReply::from_info(&info);
                 reply.hint = Some(format!(
-                    "sent {sent} bytes{}; wait(id={}, since={}) reads the response",
-                    if eof { " and closed stdin" } else { "" },
+                    "sent {sent} bytes{closed}; wait(id={}, since={}) reads the response",
                     info.id,
                     info.total_bytes()
                 ));
@@ -461,9 +632,12 @@ impl CubaExec {
     #[tool(
         description = "Send a signal to a process's whole tree. SIGTERM (default) is graceful: \
                        SIGKILL follows after the grace period if anything is left. Also SIGKILL, \
-                       SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT.",
+                       SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT. A command in \
+                       a session is interrupted and the session stays; signal the session's own \
+                       process to close it.",
         annotations(destructive_hint = true),
-        output_schema = schema_for_output::<ProcessReply>()
+        input_schema = crate::args::input_schema::<SendSignalArgs>(),
+        output_schema = reply::output_schema::<ProcessReply>()
     )]
     async fn send_signal(
         &self,
@@ -508,7 +682,8 @@ impl CubaExec {
                        person (cubactl), with id, state, owner, name, time, output bytes and \
                        command. Filter by state or owner.",
         annotations(read_only_hint = true),
-        output_schema = schema_for_output::<ListReply>()
+        input_schema = crate::args::input_schema::<ListArgs>(),
+        output_schema = reply::output_schema::<ListReply>()
     )]
     async fn list_processes(
         &self,
@@ -563,7 +738,9 @@ impl ServerHandler for CubaExec {
             "Run shell commands through cuba-exec. `run` waits (auto-yields after yield_ms and \
              returns an id); `start` backgrounds; `wait`/`status` read output with `since` \
              cursors; `send_input`, `send_signal`; `list_processes` shows every process, \
-             including those of other agents and people.",
+             including those of other agents and people. `tty: true` gives a program a \
+             terminal (answer it with send_input keys, see it with view=\"screen\"); \
+             `session: \"name\"` runs commands in one persistent shell.",
         )
     }
 

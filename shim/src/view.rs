@@ -98,13 +98,21 @@ impl View {
         } else {
             String::from_utf8_lossy(raw).into_owned()
         };
-        let text = collapse_cr(&text);
+        let text = collapse(&text, self.strip_ansi);
         // Once more after the transforms, for a secret an escape sequence had split.
         let text = match &self.redact {
             Some(re) => re.replace_all(&text, REDACTED).into_owned(),
             None => text,
         };
         (text, held)
+    }
+
+    /// `text` with secret values replaced (for text that is not raw output, e.g. a screen row).
+    pub fn redact(&self, text: &str) -> String {
+        match &self.redact {
+            Some(re) => re.replace_all(text, REDACTED).into_owned(),
+            None => text.to_string(),
+        }
     }
 
     /// The longest tail of `raw` (at least `MIN_HELD` bytes) that is a proper prefix of a secret.
@@ -122,9 +130,17 @@ impl View {
     }
 }
 
+/// What `strip_escapes` leaves for "erase to the end of the line" (`ESC [ K`) and "erase the
+/// line" (`ESC [ 2 K`), for `collapse` to apply: progress lines on a terminal are redrawn with
+/// `\r ESC [ K`, and a shorter redraw must not keep the tail of the longer one. ESC never
+/// survives stripping otherwise, so the marks are unambiguous.
+const ERASE_END: &[u8] = b"\x1bK";
+const ERASE_LINE: &[u8] = b"\x1bL";
+
 /// Removes terminal escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL|ST`, DCS/APC/PM/SOS
 /// strings, two- and three-byte escapes), keeping every other byte: text, tabs, newlines and
-/// carriage returns (those are collapsed later).
+/// carriage returns (those are collapsed later), and marking line erasures (`ERASE_END`,
+/// `ERASE_LINE`).
 pub fn strip_escapes(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -138,8 +154,16 @@ pub fn strip_escapes(raw: &[u8]) -> Vec<u8> {
         match raw.get(i) {
             Some(b'[') => {
                 i += 1;
+                let params = i;
                 while i < raw.len() && !(0x40..=0x7e).contains(&raw[i]) {
                     i += 1;
+                }
+                if raw.get(i) == Some(&b'K') {
+                    match &raw[params..i] {
+                        b"" | b"0" => out.extend_from_slice(ERASE_END),
+                        b"2" => out.extend_from_slice(ERASE_LINE),
+                        _ => {}
+                    }
                 }
                 i += 1;
             }
@@ -167,10 +191,18 @@ pub fn strip_escapes(raw: &[u8]) -> Vec<u8> {
 }
 
 /// Applies carriage returns the way a terminal would: `10%\r55%\r100%` shows as `100%`, and a
-/// shorter redraw leaves the tail of the longer one (`abcdef\rxy` → `xycdef`). `\r\n` is a
-/// line ending.
+/// shorter redraw leaves the tail of the longer one (`abcdef\rxy` → `xycdef`). `\r\n` (a
+/// terminal's line ending) is `\n`.
 pub fn collapse_cr(text: &str) -> String {
-    if !text.contains('\r') {
+    collapse(text, false)
+}
+
+/// `collapse_cr`, also applying the erase marks of `strip_escapes` when `marks` (the text was
+/// stripped; unstripped text keeps its real escapes untouched).
+fn collapse(text: &str, marks: bool) -> String {
+    // Only carriage returns and erase marks change anything.
+    let redrawn = |t: &str| t.contains('\r') || (marks && t.contains('\x1b'));
+    if !redrawn(text) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len());
@@ -179,18 +211,45 @@ pub fn collapse_cr(text: &str) -> String {
             out.push('\n');
         }
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if !line.contains('\r') {
+        if !redrawn(line) {
             out.push_str(line);
             continue;
         }
+        // One line of a terminal: cells written at a cursor that `\r` moves back to 0.
         let mut cells: Vec<char> = Vec::new();
-        for segment in line.split('\r') {
-            for (col, ch) in segment.chars().enumerate() {
-                if col < cells.len() {
-                    cells[col] = ch;
-                } else {
-                    cells.push(ch);
+        let mut col = 0;
+        let mut erased = false;
+        let mut chars = line.chars();
+        while let Some(ch) = chars.next() {
+            match ch {
+                '\r' => col = 0,
+                '\x1b' if marks => {
+                    erased = true;
+                    match chars.next() {
+                        Some('K') => cells.truncate(col),
+                        // The cursor stays where it is: the cells before it become blanks.
+                        Some('L') => {
+                            cells.truncate(col);
+                            cells.iter_mut().for_each(|c| *c = ' ');
+                        }
+                        _ => {}
+                    }
                 }
+                ch => {
+                    if col < cells.len() {
+                        cells[col] = ch;
+                    } else {
+                        cells.resize(col, ' ');
+                        cells.push(ch);
+                    }
+                    col += 1;
+                }
+            }
+        }
+        // Blanks an erase left at the end are no text.
+        if erased {
+            while cells.last() == Some(&' ') {
+                cells.pop();
             }
         }
         out.extend(cells);
@@ -210,7 +269,9 @@ mod tests {
     #[test]
     fn strips_ansi_colours_and_cursor_moves() {
         let v = plain();
-        assert_eq!(v.render(b"\x1b[31mred\x1b[0m \x1b[2Kok"), "red ok");
+        assert_eq!(v.render(b"\x1b[31mred\x1b[0m \x1b[?25lok"), "red ok");
+        // Erasing the line blanks it up to the cursor, as on a terminal.
+        assert_eq!(v.render(b"red \x1b[2Kok"), "    ok");
         assert_eq!(v.render(b"\x1b]0;title\x07text"), "text");
         assert_eq!(v.render(b"a\tb\n"), "a\tb\n");
         assert_eq!(
@@ -224,6 +285,24 @@ mod tests {
         assert_eq!(collapse_cr("10%\r55%\r100%\ndone\n"), "100%\ndone\n");
         assert_eq!(collapse_cr("abcdef\rxy"), "xycdef");
         assert_eq!(collapse_cr("a\r\nb\r\n"), "a\nb\n");
+    }
+
+    #[test]
+    fn terminal_line_ends_and_erasures_keep_every_line() {
+        let v = plain();
+        // A terminal's output: \r\n line ends, \r\r\n, \n\r (raw mode), a partial last line.
+        assert_eq!(v.render(b"a\r\nb\r\r\nc\n\rd\r\n>>> "), "a\nb\nc\nd\n>>> ");
+        assert_eq!(v.render(b"\r\n\r\nx\r\n"), "\n\nx\n");
+        // Progress redrawn with \r + erase-to-end: the shorter text does not keep the old tail.
+        assert_eq!(v.render(b"Downloading 50%\r\x1b[KDone\r\n"), "Done\n");
+        assert_eq!(v.render(b"Downloading 50%\x1b[2K\rDone\n"), "Done\n");
+        assert_eq!(v.render(b"ab\x1b[0Kc\x1b[K\n"), "abc\n");
+        assert_eq!(v.render(b"12345\r\x1b[2K"), "");
+        // Other CSI K forms are dropped like any escape.
+        assert_eq!(v.render(b"abc\x1b[1Kd\n"), "abcd\n");
+        // Without stripping, escapes are left alone and only \r is applied.
+        let raw = View::new(false, None, []);
+        assert_eq!(raw.render(b"x\x1b[Ky\r\n"), "x\x1b[Ky\n");
     }
 
     #[test]

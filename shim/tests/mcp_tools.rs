@@ -68,6 +68,11 @@ async fn tools_list_has_seven_tools_with_output_schemas_and_annotations() {
     let run = tools.iter().find(|t| t.name == "run").expect("run listed");
     let required = &run.input_schema["required"];
     assert_eq!(required, &json!(["command"]), "run's required arguments");
+    // Every session of every client pays for this list: it stays small.
+    let size = serde_json::to_string(&tools)
+        .expect("tools serialize")
+        .len();
+    assert!(size < 22_000, "tools/list carries {size} bytes of tools");
     c.close().await;
 }
 
