@@ -22,6 +22,7 @@ fn keys_reach_a_program_on_a_terminal_and_its_screen_shows() {
     assert_eq!(json["size"]["rows"], 40, "{json}");
     assert_eq!(json["lines"][1], "42", "{json}");
     assert_eq!(json["cursor_row"], 2, "{json}");
+    assert!(json.get("formatted").is_none(), "{json}");
 
     // A key alone; C-c goes through the terminal as an interrupt.
     env.ok(&[

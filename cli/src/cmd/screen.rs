@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(value_name = "ID|NAME")]
     process: Target,
     /// Print JSON: {"size": {"cols", "rows"}, "lines": […], "cursor_row", "cursor_col",
-    /// "alternate", "title"}.
+    /// "alternate", "title", "cursor" (the output cursor the screen reflects)}.
     #[arg(long)]
     json: bool,
 }
@@ -32,7 +32,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let id = args.process.resolve(&client).await?;
     let view = client.screen(id).await.map_err(|e| no_terminal(e, id))?;
     let text = if args.json {
-        serde_json::to_string_pretty(&view)? + "\n"
+        // The formatted bytes are for painting a terminal, not for reading.
+        let json = serde_json::json!({
+            "size": view.size,
+            "lines": view.lines,
+            "cursor_row": view.cursor_row,
+            "cursor_col": view.cursor_col,
+            "alternate": view.alternate,
+            "title": view.title,
+            "cursor": view.cursor,
+        });
+        serde_json::to_string_pretty(&json)? + "\n"
     } else {
         let text = view.text();
         if text.is_empty() {
