@@ -84,8 +84,15 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         send(StdinMsg::Eof)?;
         p.lock().stdin = None;
     }
-    // Answered (or closed): no longer waiting for input, from this reply on; the supervisor
-    // starts the quiet period again.
+    // Answered (or closed): no longer waiting for input, from this reply on.
+    moved_on(d, &p);
+    Ok(Response::Ok)
+}
+
+/// The process got something to react to (input, a new terminal size): it is no longer
+/// `WaitingInput` from this reply on (so a `Wait` right after does not return a stale state),
+/// and its supervisor starts the quiet period again.
+fn moved_on(d: &Daemon, p: &crate::proc::Proc) {
     let (was_waiting, control) = {
         let mut data = p.lock();
         let waiting = data.info.state == ProcState::WaitingInput;
@@ -101,7 +108,6 @@ pub fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
     if let Some(control) = control {
         let _ = control.try_send(Control::InputSent);
     }
-    Ok(Response::Ok)
 }
 
 fn not_a_tty(id: u64) -> ProtocolError {
@@ -136,6 +142,9 @@ pub fn resize(d: &Daemon, r: ResizeRequest) -> Result<Response, ProtocolError> {
     })?;
     tty.screen.resize(r.size);
     data.info.tty = Some(r.size);
+    drop(data);
+    // A full-screen program redraws for its new size.
+    moved_on(d, &p);
     Ok(Response::Ok)
 }
 
