@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::client::{this_client, Client};
 use cuba_protocol::{
-    ClientKind, ErrorKind, ListRequest, ProcState, ProcessInfo, Signal, SignalRequest,
+    ClientKind, ErrorKind, ListRequest, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest,
     SpawnRequest, StreamFilter, WaitReason, WaitRequest,
 };
 use tokio::task::JoinSet;
@@ -180,6 +180,25 @@ async fn via_daemon(c: &Client, command: &str) -> (Duration, Duration, ProcessIn
     (t.elapsed(), spawned, p)
 }
 
+/// Spawn and wait in one `Run` request (one round trip): what `run` clients do.
+async fn via_run(c: &Client, command: &str) -> Duration {
+    let t = Instant::now();
+    let running = c
+        .run(RunRequest {
+            spawn: spawn_req(command),
+            until: None,
+            quiet_ms: None,
+            timeout_ms: 600_000,
+            max_bytes: 1,
+            stream: StreamFilter::Both,
+        })
+        .await
+        .unwrap();
+    let w = running.result().await.unwrap();
+    assert_eq!(w.reason, WaitReason::Exited, "{w:?}");
+    t.elapsed()
+}
+
 fn direct(command: &str) -> Duration {
     let t = Instant::now();
     let status = Command::new("/bin/sh").args(["-c", command]).status();
@@ -208,13 +227,20 @@ fn gbps(bytes: u64, d: Duration) -> f64 {
 }
 
 async fn latency(c: &Client) {
-    let (mut daemon, mut spawned, mut waited, mut sh, mut rtt) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut daemon, mut spawned, mut waited, mut sh, mut rtt, mut run) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for i in 0..LAT_WARMUP + LAT_N {
         // Alternate which goes first, so neither always runs on a just-warmed cache.
         let first = i % 2 == 0;
         let s0 = if first { None } else { Some(direct("true")) };
         let (d, sp, _) = via_daemon(c, "true").await;
+        let r = via_run(c, "true").await;
         let s = s0.unwrap_or_else(|| direct("true"));
         // A request that does nothing: the socket round trip alone.
         let t = Instant::now();
@@ -225,14 +251,16 @@ async fn latency(c: &Client) {
             waited.push(d - sp);
             sh.push(s);
             rtt.push(t.elapsed());
+            run.push(r);
         }
     }
-    let (d, s) = (stats(daemon), stats(sh));
+    let (d, s, r) = (stats(daemon), stats(sh), stats(run));
     println!();
     println!("1) spawn+wait `true`, N={LAT_N} each after {LAT_WARMUP} warm-ups, alternating");
     println!("   {:<30}{:>12}{:>12}{:>12}", "", "median", "p90", "mean");
     for (name, st) in [
-        ("via cubad socket", &d),
+        ("via cubad: one Run request", &r),
+        ("via cubad: Spawn, then Wait", &d),
         ("direct /bin/sh -c", &s),
         ("  cubad: Spawn reply", &stats(spawned)),
         ("  cubad: then Wait reply", &stats(waited)),
@@ -241,9 +269,10 @@ async fn latency(c: &Client) {
         let [a, b, m] = st.map(ms);
         println!("   {name:<30}{a:>12}{b:>12}{m:>12}");
     }
-    let ratio = d[0].as_secs_f64() / s[0].as_secs_f64();
+    let ratio = r[0].as_secs_f64() / s[0].as_secs_f64();
+    let two = d[0].as_secs_f64() / s[0].as_secs_f64();
     println!(
-        "   ratio of medians: {ratio:.2}x   (target <= 1.5x)  {}",
+        "   ratio of medians, Run: {ratio:.2}x   (target <= 1.5x)  {}   (Spawn+Wait: {two:.2}x)",
         verdict(ratio <= 1.5)
     );
 }

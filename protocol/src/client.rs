@@ -297,6 +297,19 @@ impl Client {
         }
     }
 
+    /// Starts a process and waits for it in one round trip ([`Request::Run`]). Returns once it
+    /// started; [`Running::result`] waits for the end of the wait. Dropping the [`Running`]
+    /// cancels the wait (the process runs on).
+    pub async fn run(&self, req: RunRequest) -> Result<Running, ClientError> {
+        let mut stream = self.send(Request::Run(req), 2).await?;
+        match stream.next().await {
+            Some(Ok(Response::Process(info))) => Ok(Running { info, stream }),
+            Some(Ok(other)) => Err(unexpected(other)),
+            Some(Err(e)) => Err(e),
+            None => Err(ClientError::Closed),
+        }
+    }
+
     /// Resizes a PTY process's terminal.
     pub async fn resize(&self, id: u64, size: TtySize) -> Result<(), ClientError> {
         match self
@@ -350,6 +363,27 @@ fn route(routes: &Pending, reply: ResponseFrame) {
 }
 
 /// The receiving side of one request. Dropping it before its last frame cancels the request.
+/// A process started by [`Client::run`], its wait under way.
+pub struct Running {
+    /// The process as it started (its id, pid, or the reason it failed to start).
+    pub info: ProcessInfo,
+    stream: Stream_,
+}
+
+impl Running {
+    /// The end of the wait: exit, match, quiet period, waiting for input, or timeout.
+    pub async fn result(mut self) -> Result<WaitResult, ClientError> {
+        let reply = self.stream.next().await;
+        self.stream.done = true;
+        match reply {
+            Some(Ok(Response::Waited(w))) => Ok(w),
+            Some(Ok(other)) => Err(unexpected(other)),
+            Some(Err(e)) => Err(e),
+            None => Err(ClientError::Closed),
+        }
+    }
+}
+
 struct Stream_ {
     id: u64,
     rx: mpsc::Receiver<Response>,

@@ -109,6 +109,11 @@ pub enum Request {
     /// The rendered screen of a PTY process: what a person would see on its terminal.
     /// Answered by [`Response::Screen`].
     Screen(IdRequest),
+    /// Start a process and wait for it in one round trip: answered by [`Response::Process`] as
+    /// soon as it started (its id, for signals and progress), then by [`Response::Waited`] as
+    /// a `Wait` from cursor 0 would be. A refused spawn is one `Error`. Cancelling it ends the
+    /// wait, not the process.
+    Run(RunRequest),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -359,6 +364,18 @@ pub struct WaitRequest {
     /// The wait ends when no output arrived for this long.
     pub quiet_ms: Option<u64>,
     /// The wait ends after this long (the daemon caps it). Never kills.
+    pub timeout_ms: u64,
+    pub max_bytes: u32,
+    pub stream: StreamFilter,
+}
+
+/// A spawn and the wait that follows it ([`Request::Run`]); the wait's fields are those of
+/// [`WaitRequest`], from cursor 0.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RunRequest {
+    pub spawn: SpawnRequest,
+    pub until: Option<String>,
+    pub quiet_ms: Option<u64>,
     pub timeout_ms: u64,
     pub max_bytes: u32,
     pub stream: StreamFilter,

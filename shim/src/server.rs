@@ -8,8 +8,8 @@ use std::time::Duration;
 use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::keys::{key_bytes, KEY_NAMES};
 use cuba_protocol::{
-    ErrorKind, ListRequest, ProcKind, ProcState, ProcessInfo, Signal, SignalRequest, SpawnRequest,
-    StreamFilter, TtySize, WaitReason, WaitRequest,
+    ErrorKind, ListRequest, ProcKind, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest,
+    SpawnRequest, StreamFilter, TtySize, WaitReason, WaitRequest,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -299,7 +299,7 @@ impl CubaExec {
         };
         let max = crate::output::max_output(a.max_output);
         let in_session = a.session.is_some();
-        let req = SpawnRequest {
+        let spawn = SpawnRequest {
             command: a.command,
             cwd: a.cwd.map(Into::into),
             env: env_pairs(a.env, tty.is_some()),
@@ -313,29 +313,25 @@ impl CubaExec {
             name: a.name,
             side_effects: a.side_effects.unwrap_or_default(),
         };
-        let spawn = |c: Client| {
-            let req = req.clone();
-            async move { c.spawn(req).await }
-        };
-        let (client, info) = match self.daemon.with(&ctx, spawn).await {
-            Ok(v) => v,
-            Err(e) => return Ok(remote(e)),
-        };
-        if info.state.is_finished() {
-            return Ok(self
-                .reply_for(&client, &info, 0, max, StreamFilter::Both, None)
-                .await);
-        }
-        let wait = WaitRequest {
-            id: info.id,
-            since: Some(0),
+        // Spawn and wait in one round trip; the wait is the auto-yield.
+        let req = RunRequest {
+            spawn,
             until: None,
             quiet_ms: None,
             timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
             max_bytes: max as u32,
             stream: StreamFilter::Both,
         };
-        match guarded(&ctx, &client, info.id, client.wait(wait)).await {
+        let spawn = |c: Client| {
+            let req = req.clone();
+            async move { c.run(req).await }
+        };
+        let (client, running) = match self.daemon.with(&ctx, spawn).await {
+            Ok(v) => v,
+            Err(e) => return Ok(remote(e)),
+        };
+        let info = running.info.clone();
+        match guarded(&ctx, &client, info.id, running.result()).await {
             Guarded::Done(Ok(w)) => {
                 let mut process = w.process;
                 // The notice is about this call (e.g. a session started again): keep it even

@@ -228,3 +228,40 @@ async fn a_command_inherits_no_descriptor_of_the_daemon() {
     let fds: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_spawns_and_waits_in_one_request() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let run = |command: &str, timeout_ms: u64| cuba_protocol::RunRequest {
+        spawn: spawn_req(command),
+        until: None,
+        quiet_ms: None,
+        timeout_ms,
+        max_bytes: 1 << 20,
+        stream: cuba_protocol::StreamFilter::Both,
+    };
+    // The record comes first, then the end of the wait.
+    let running = c.run(run("echo hi; exit 3", 20_000)).step().await.unwrap();
+    assert!(running.info.id > 0 && running.info.pid > 0);
+    let id = running.info.id;
+    let w = running.result().step().await.unwrap();
+    assert_eq!(w.reason, cuba_protocol::WaitReason::Exited);
+    assert_eq!((w.process.id, w.process.exit_code), (id, Some(3)));
+    assert_eq!(text(&w.output.bytes()), "hi\n");
+    // A wait that times out leaves the process running, as `Wait` does.
+    let running = c.run(run("sleep 30", 100)).step().await.unwrap();
+    let w = running.result().step().await.unwrap();
+    assert_eq!(w.reason, cuba_protocol::WaitReason::Timeout);
+    assert_eq!(w.process.state, ProcState::Running);
+    // Dropping it before the end cancels the wait only.
+    let running = c.run(run("sleep 30", 20_000)).step().await.unwrap();
+    let pid = running.info.pid as i32;
+    drop(running);
+    let info = c.info(w.process.id).step().await.unwrap();
+    assert_eq!(info.state, ProcState::Running);
+    assert!(cuba_tests::pid_alive(pid));
+    // A refused spawn is one error.
+    let e = c.run(run("", 1000)).step().await.err().unwrap();
+    assert_eq!(e.kind(), Some(ErrorKind::BadRequest), "{e}");
+}

@@ -76,6 +76,28 @@ pub async fn dispatch(
         Request::WatchTable(r) => table::watch(&d, r, &out).await,
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
+        Request::Run(r) => {
+            // Spawn and wait in one round trip: the record first (its id), then the wait.
+            match crate::spawn::spawn(&d, &client, &policy, r.spawn) {
+                Ok(info) => {
+                    let id = info.id;
+                    if !out.send(Response::Process(info)).await {
+                        return;
+                    }
+                    let wait = cuba_protocol::WaitRequest {
+                        id,
+                        since: Some(0),
+                        until: r.until,
+                        quiet_ms: r.quiet_ms,
+                        timeout_ms: r.timeout_ms,
+                        max_bytes: r.max_bytes,
+                        stream: r.stream,
+                    };
+                    wait::wait(&d, wait).await
+                }
+                Err(e) => Err(e),
+            }
+        }
         Request::Resize(r) => io::resize(&d, r),
         Request::Screen(r) => io::screen(&d, r.id),
     };
