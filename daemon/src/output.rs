@@ -7,6 +7,7 @@
 //! begins, so memory per process stays bounded whatever the child writes.
 
 use std::collections::VecDeque;
+use std::io;
 
 use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
@@ -60,6 +61,11 @@ struct MemBuf {
 }
 
 impl MemBuf {
+    /// How many bytes it holds before it drops any.
+    fn capacity(&self) -> u64 {
+        (self.head_cap + self.tail_cap) as u64
+    }
+
     fn new(size: usize) -> MemBuf {
         let head_cap = size / 4;
         MemBuf {
@@ -143,11 +149,26 @@ impl MemBuf {
     }
 }
 
+/// Writes `chunks` in order; the first failure ends it.
+pub fn write_all(spool: &mut Spool, chunks: &[Chunk]) -> io::Result<()> {
+    for chunk in chunks {
+        spool.write(chunk.stream, &chunk.data)?;
+    }
+    Ok(())
+}
+
 /// Everything a process wrote, bounded in memory, with the spool behind it.
+///
+/// The first output of a process stays in memory only until [`Output::spill`] (the supervisor
+/// calls it shortly after, and at the end), or until memory would have to drop a byte: creating
+/// the spool's files is the slowest step between a short command's output and its reply, so it
+/// is done after the reply. From then on every append is written through.
 #[derive(Debug)]
 pub struct Output {
     mem: MemBuf,
     spool: Option<Spool>,
+    /// The spool has every byte written so far and gets each new one as it comes.
+    spooling: bool,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
 }
@@ -157,6 +178,7 @@ impl Output {
         Output {
             mem: MemBuf::new(buffer_size),
             spool,
+            spooling: false,
             stdout_bytes: 0,
             stderr_bytes: 0,
         }
@@ -167,6 +189,7 @@ impl Output {
         Output {
             mem: MemBuf::new(0),
             spool,
+            spooling: true,
             stdout_bytes,
             stderr_bytes,
         }
@@ -185,17 +208,82 @@ impl Output {
             return;
         }
         let at = self.total();
+        // Memory holds every byte up to its size: past that, the spool must have them first.
+        if !self.spooling && at + data.len() as u64 > self.mem.capacity() {
+            self.spill();
+        }
         self.mem.append(stream, data, at);
+        if self.spooling {
+            self.spool_write(stream, data);
+        }
+        match stream {
+            Stream::Stdout => self.stdout_bytes += data.len() as u64,
+            Stream::Stderr => self.stderr_bytes += data.len() as u64,
+        }
+    }
+
+    /// Output is held in memory that the spool does not have yet.
+    pub fn unspooled(&self) -> bool {
+        !self.spooling && self.spool.is_some() && self.total() > 0
+    }
+
+    /// Writes what only memory holds to the spool, and every later append as it comes.
+    pub fn spill(&mut self) {
+        if let Some((mut spool, chunks)) = self.take_spill() {
+            let failed = write_all(&mut spool, &chunks).err();
+            self.end_spill(spool, failed);
+        }
+    }
+
+    /// The first half of a spill done without holding this output's lock (the caller is the
+    /// only appender meanwhile): the spool and what it lacks. `None` when there is nothing to
+    /// write (then spooling starts at once). Reads meanwhile are served from memory, which has
+    /// every byte.
+    pub fn take_spill(&mut self) -> Option<(Spool, Vec<Chunk>)> {
+        if self.spooling {
+            return None;
+        }
+        let total = self.total();
+        if total == 0 || self.spool.is_none() {
+            self.spooling = true;
+            return None;
+        }
+        // Not spooling yet means nothing was dropped: memory has every byte from 0 (head, then
+        // tail: a read returns one of them at a time).
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        while at < total {
+            match self.mem.read(at, total, total, StreamFilter::Both) {
+                Some((piece, next)) if next > at => {
+                    chunks.extend(piece);
+                    at = next;
+                }
+                // Cannot happen while nothing was dropped; spool what there is.
+                _ => break,
+            }
+        }
+        self.spool.take().map(|spool| (spool, chunks))
+    }
+
+    /// The second half: the spool back, written (or, after `failed`, off).
+    pub fn end_spill(&mut self, spool: Spool, failed: Option<io::Error>) {
+        self.spooling = true;
+        match failed {
+            None => self.spool = Some(spool),
+            Some(e) => {
+                // Memory keeps working; older bytes are then reported as dropped.
+                tracing::warn!(dir = %spool.dir().display(), "spool write failed, spool off: {e}");
+            }
+        }
+    }
+
+    fn spool_write(&mut self, stream: Stream, data: &[u8]) {
         if let Some(spool) = &mut self.spool {
             if let Err(e) = spool.write(stream, data) {
                 // Memory keeps working; older bytes are then reported as dropped.
                 tracing::warn!(dir = %spool.dir().display(), "spool write failed, spool off: {e}");
                 self.spool = None;
             }
-        }
-        match stream {
-            Stream::Stdout => self.stdout_bytes += data.len() as u64,
-            Stream::Stderr => self.stderr_bytes += data.len() as u64,
         }
     }
 
@@ -262,6 +350,54 @@ mod tests {
 
     fn text(r: &OutputRead) -> String {
         String::from_utf8(r.bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_spool_is_written_on_spill_or_before_memory_would_drop_a_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool_dir = dir.path().join("1");
+        let spool = Spool::create(spool_dir.clone(), 64 * 1024).unwrap();
+        let mut o = Output::new(400, Some(spool));
+        o.append(Stream::Stdout, b"out ");
+        o.append(Stream::Stderr, b"err");
+        // In memory only: no file yet, and reads are whole.
+        assert!(o.unspooled());
+        assert!(!spool_dir.exists());
+        assert_eq!(
+            text(&o.read(Some(0), 1 << 20, StreamFilter::Both)),
+            "out err"
+        );
+        o.spill();
+        assert!(!o.unspooled());
+        o.append(Stream::Stdout, b" more");
+        // What was spilled and what came after are in the spool, tags included.
+        let reopened = Spool::open(spool_dir.clone()).unwrap();
+        let (chunks, next) = {
+            let (_, next, chunks) = reopened.read(0, 12, StreamFilter::Both).unwrap().unwrap();
+            (chunks, next)
+        };
+        assert_eq!(next, 12);
+        let streams: Vec<_> = chunks.iter().map(|c| c.stream).collect();
+        assert_eq!(streams, [Stream::Stdout, Stream::Stderr, Stream::Stdout]);
+
+        // Without a spill, the spool gets everything before memory drops a byte.
+        let spool_dir = dir.path().join("2");
+        let spool = Spool::create(spool_dir.clone(), 64 * 1024).unwrap();
+        let mut o = Output::new(400, Some(spool)); // head 100, tail 300
+        for i in 0..100u32 {
+            o.append(Stream::Stdout, format!("{i:09}\n").as_bytes());
+        }
+        assert!(!o.unspooled());
+        // Memory gives the head; the middle it dropped comes from the spool, nothing lost.
+        let r = o.read(Some(0), 1 << 20, StreamFilter::Both);
+        assert_eq!((r.start, r.dropped, r.next), (0, 0, 100));
+        let r = o.read(Some(100), 1 << 20, StreamFilter::Both);
+        assert_eq!((r.start, r.dropped), (100, 0));
+        assert!(
+            text(&r).starts_with("000000010\n000000011\n"),
+            "{}",
+            text(&r)
+        );
     }
 
     #[test]

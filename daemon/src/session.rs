@@ -433,7 +433,7 @@ fn end_command(
 ) {
     let end = {
         let mut c = cmd.lock();
-        if c.finished() && c.drained {
+        if c.finished() {
             return;
         }
         c.info.exit_code = exit_code;
@@ -449,7 +449,6 @@ fn end_command(
             (None, Some(_), None) => ProcState::Exited,
             (None, None, None) => ProcState::Lost,
         };
-        c.drained = true;
         c.stdin = None;
         c.control = None;
         End {
@@ -469,6 +468,14 @@ fn end_command(
     let _ = std::fs::remove_file(script);
     cmd.notify();
     d.table_changed();
+    // What it printed goes to its spool after its end is published (nothing is appended to it
+    // any more); then it is drained.
+    let cmd = cmd.clone();
+    tokio::spawn(async move {
+        crate::supervise::spill_off_thread(cmd.clone()).await;
+        cmd.lock().drained = true;
+        cmd.notify();
+    });
 }
 
 /// Finds markers in one stream, across reads.

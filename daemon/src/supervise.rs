@@ -42,6 +42,26 @@ pub const INPUT_QUIET: Duration = Duration::from_millis(150);
 /// its `read` a little later), this many times, then not again until the next output or stdin
 /// write: an idle process costs nothing.
 const INPUT_CHECKS: u32 = 5;
+/// [`spill`] on the blocking pool: the runtime thread is free meanwhile, so a waiter just woken
+/// (the exit's reply) runs first instead of after the spool's files are made.
+pub async fn spill_off_thread(p: Arc<Proc>) {
+    let _ = tokio::task::spawn_blocking(move || spill(&p)).await;
+}
+
+/// How long new output may stay in memory only before it is written to the spool (see
+/// `Output`): long enough that a short command's reply does not wait for the spool's files,
+/// short enough that what a running process printed is on disk should the daemon die.
+const SPILL_AFTER: Duration = Duration::from_millis(10);
+
+/// Writes a record's in-memory output to its spool, without holding its lock while writing (the
+/// caller is the task that appends to it, or it has ended, so nothing is appended meanwhile).
+pub fn spill(p: &Proc) {
+    let job = p.lock().output.take_spill();
+    if let Some((mut spool, chunks)) = job {
+        let failed = crate::output::write_all(&mut spool, &chunks).err();
+        p.lock().output.end_spill(spool, failed);
+    }
+}
 
 /// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
 pub enum Source {
@@ -121,6 +141,8 @@ struct Supervisor {
     /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
     cmd_kill_at: Option<Instant>,
     cmd_abandon_at: Option<Instant>,
+    /// When output held in memory only is written to the spool.
+    spill_at: Option<Instant>,
 }
 
 pub async fn supervise(
@@ -146,6 +168,7 @@ pub async fn supervise(
         router,
         cmd_kill_at: None,
         cmd_abandon_at: None,
+        spill_at: None,
     };
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
@@ -186,6 +209,13 @@ pub async fn supervise(
                 s.input_check_at = None;
                 s.check_input();
             }
+            _ = at(s.spill_at), if s.spill_at.is_some() => {
+                s.spill_at = None;
+                spill_off_thread(s.p.clone()).await;
+                if let Some(cmd) = s.router.as_ref().and_then(Router::current) {
+                    spill_off_thread(cmd).await;
+                }
+            }
             _ = at(s.cmd_kill_at), if s.cmd_kill_at.is_some() => {
                 s.cmd_kill_at = None;
                 s.kill_command();
@@ -204,6 +234,8 @@ pub async fn supervise(
             },
         }
     }
+    // The exit is published (and its waiters run): only now are the spool's files made.
+    spill_off_thread(s.p.clone()).await;
     s.finish();
 }
 
@@ -232,6 +264,7 @@ impl Supervisor {
                 }
                 self.p.lock().last_output = std::time::Instant::now();
                 self.p.notify();
+                self.arm_spill();
                 self.rearm_input_check();
                 if self.router.as_ref().is_some_and(|r| r.current().is_none()) {
                     // The command ended: its escalation timers go with it.
@@ -240,9 +273,10 @@ impl Supervisor {
                 }
             }
             Ok(n) => {
-                let was_waiting = {
+                let (was_waiting, unspooled) = {
                     let mut d = self.p.lock();
                     d.output.append(stream, &buf[..n]);
+                    let unspooled = d.output.unspooled();
                     if let Some(tty) = d.tty.as_mut() {
                         tty.screen.feed(&buf[..n]);
                     }
@@ -251,9 +285,12 @@ impl Supervisor {
                     if waiting {
                         d.info.state = ProcState::Running;
                     }
-                    waiting
+                    (waiting, unspooled)
                 };
                 self.p.notify();
+                if unspooled && self.spill_at.is_none() {
+                    self.spill_at = Some(Instant::now() + SPILL_AFTER);
+                }
                 if was_waiting {
                     self.d.table_changed();
                 }
@@ -345,6 +382,20 @@ impl Supervisor {
             self.abandon_at = Some(Instant::now() + self.d.config.grace + ABANDON_AFTER);
         } else {
             self.abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    /// Output went to memory only: have it spooled shortly (the record's own, and in a
+    /// session the running command's).
+    fn arm_spill(&mut self) {
+        if self.spill_at.is_some() {
+            return;
+        }
+        let cmd = self.router.as_ref().and_then(Router::current);
+        let unspooled =
+            self.p.lock().output.unspooled() || cmd.is_some_and(|c| c.lock().output.unspooled());
+        if unspooled {
+            self.spill_at = Some(Instant::now() + SPILL_AFTER);
         }
     }
 
@@ -519,6 +570,7 @@ impl Supervisor {
         // ---- resource limits (limits.rs): the per-process cgroup goes with the process.
         self.d.limits.release(self.p.id);
         // ---- end resource limits
+
         {
             let mut d = self.p.lock();
             d.drained = true;

@@ -22,6 +22,19 @@ async fn restart_after_sigkill_keeps_records_and_ends_orphans() {
     wait_exit(&c, kept.id).await;
     let running = spawn(&c, "sleep 301 & echo child=$!; sleep 300").await;
     let child = number_after(&wait_match(&c, running.id, r"^child=\d+$").await, "child");
+    // Output is written to the spool within moments of being read (not before the reply of a
+    // short command): what a crash can take is the last few milliseconds, not this line.
+    let spooled = d
+        .state_dir()
+        .join(format!("spool/{}/{:020}.out", running.id, 0));
+    assert!(
+        wait_for(
+            || std::fs::read_to_string(&spooled).is_ok_and(|t| t.contains("child=")),
+            STEP
+        )
+        .await,
+        "the output never reached the spool"
+    );
     // The tree: the shell, its background child, and `sleep 300` (unless the shell exec'd it).
     assert!(
         wait_for(
