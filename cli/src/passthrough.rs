@@ -45,15 +45,36 @@ pub struct Remote<'a> {
     id: u64,
     /// The last byte shown was not a newline: a note after it needs a line of its own.
     mid_line: bool,
+    signals: Signals,
+}
+
+/// The signals handled while attached, listened for from the start: a SIGTERM that arrives
+/// while the screen is being painted must detach, not kill cubactl with the terminal raw.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    winch: tokio::signal::unix::Signal,
 }
 
 impl<'a> Remote<'a> {
-    pub fn new(client: &'a Client, id: u64) -> Remote<'a> {
-        Remote {
+    pub fn new(client: &'a Client, id: u64) -> io::Result<Remote<'a>> {
+        Ok(Remote {
             client,
             id,
             mid_line: false,
-        }
+            signals: Signals {
+                int: signal(SignalKind::interrupt())?,
+                term: signal(SignalKind::terminate())?,
+                hup: signal(SignalKind::hangup())?,
+                winch: signal(SignalKind::window_change())?,
+            },
+        })
+    }
+
+    /// The process to drive, when it is known only after the signals are listened for.
+    pub fn set_id(&mut self, id: u64) {
+        self.id = id;
     }
 
     /// Gives the remote terminal this one's size (`current`: its size now), then clears this
@@ -75,10 +96,12 @@ impl<'a> Remote<'a> {
     /// detach key (Ctrl-]) is typed; keeps the remote size equal to this terminal's.
     pub async fn pump(&mut self, since: u64, on_signal: OnSignal) -> Result<Outcome> {
         let (client, id) = (self.client, self.id);
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term_sig = signal(SignalKind::terminate())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut winch = signal(SignalKind::window_change())?;
+        let Signals {
+            int,
+            term: term_sig,
+            hup,
+            winch,
+        } = &mut self.signals;
         let mut frames = client
             .subscribe(Request::Follow(FollowRequest {
                 id,

@@ -123,8 +123,8 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
 /// output passed through until the process ends or Ctrl-] detaches.
 async fn on_terminal(ctx: &Ctx, client: &Client, info: &ProcessInfo) -> Result<ExitCode> {
     let id = info.id;
+    let mut remote = Remote::new(client, id).context("cannot listen for signals")?;
     let raw = RawMode::enter().context("cannot set up the terminal")?;
-    let mut remote = Remote::new(client, id);
     let result = async {
         let since = remote.paint(info.tty).await?;
         remote.pump(since, OnSignal::Detach).await

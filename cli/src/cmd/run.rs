@@ -119,6 +119,8 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
 /// `run --tty` with a terminal here: raw mode from before the start (no key typed early is
 /// echoed here or lost), then keys and output pass through until the process ends.
 async fn on_terminal(ctx: &Ctx, client: &Client, args: &Args) -> Result<ExitCode> {
+    // Signals are ours before the terminal is raw: none may end cubactl with it left raw.
+    let mut remote = Remote::new(client, 0).context("cannot listen for signals")?;
     let raw = RawMode::enter().context("cannot set up the terminal")?;
     let info = client.spawn(args.spawn.request(false)).await?;
     if info.state == ProcState::FailedToStart {
@@ -131,7 +133,7 @@ async fn on_terminal(ctx: &Ctx, client: &Client, args: &Args) -> Result<ExitCode
         eprint!("{}\r\n", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     let id = info.id;
-    let mut remote = Remote::new(client, id);
+    remote.set_id(id);
     let result = remote.pump(0, OnSignal::Forward).await;
     remote.restore().await;
     drop(raw);
