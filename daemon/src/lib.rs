@@ -13,6 +13,7 @@ pub mod config;
 mod config_file;
 mod conn;
 pub mod daemon;
+mod fd;
 mod handlers;
 mod journal;
 mod limits;

@@ -27,14 +27,7 @@ pub fn open(size: TtySize) -> io::Result<(Master, OwnedFd)> {
         .to_string_lossy()
         .into_owned();
     set_size(&master, size)?;
-    // SAFETY: fcntl on an fd we own.
-    let flags = unsafe { libc::fcntl(master.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above; failure is reported below.
-    if flags < 0
-        || unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
-    {
-        return Err(io::Error::last_os_error());
-    }
+    crate::fd::set_nonblocking(&master)?;
     // SAFETY: `master` is an OwnedFd moved into the AsyncFd, which keeps it open and
     // unchanged for its whole life.
     let fd = unsafe {
@@ -67,7 +60,7 @@ impl Master {
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let mut guard = self.fd.readable().await?;
-            match guard.try_io(|fd| read_fd(fd.get_ref().as_raw_fd(), buf)) {
+            match guard.try_io(|fd| crate::fd::read(fd.get_ref(), buf)) {
                 Ok(r) => return eio_is_eof(r),
                 Err(_would_block) => continue,
             }
@@ -76,7 +69,7 @@ impl Master {
 
     /// A read now, without waiting for readiness (what the exited process left).
     pub fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
-        eio_is_eof(read_fd(self.raw(), buf))
+        eio_is_eof(crate::fd::read(self.fd.get_ref(), buf))
     }
 
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
@@ -112,20 +105,6 @@ impl Master {
         // SAFETY: tcgetpgrp on an fd we own; on a master it reports the terminal's group.
         let pgrp = unsafe { libc::tcgetpgrp(self.raw()) };
         (pgrp > 0).then_some(pgrp)
-    }
-}
-
-fn read_fd(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: read(2) into `buf`, whose length bounds it.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 

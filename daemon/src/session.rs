@@ -350,25 +350,8 @@ fn start(
 /// A pipe for the shell's commands: both ends close-on-exec (the shell gets the read end as
 /// fd 3 explicitly), the write end non-blocking.
 fn command_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 fills `fds` with two new descriptors on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are owned by nobody else.
-    let (read, write) = unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    };
-    // SAFETY: fcntl on a descriptor we own.
-    let flags = unsafe { libc::fcntl(fds[1], libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fds[1], libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let (read, write) = crate::fd::pipe()?;
+    crate::fd::set_nonblocking(&write)?;
     Ok((read, write))
 }
 
@@ -609,10 +592,12 @@ impl Router {
     pub fn feed(&mut self, d: &Daemon, shell: &Proc, stream: Stream, bytes: &[u8]) {
         let i = index(stream);
         let current = self.current();
+        // Out of `self` while the closure below updates it.
         let mut scanner = std::mem::take(&mut self.scan[i]);
+        let prefix = std::mem::take(&mut self.prefix);
         let mut wrote = false;
         let mut ended = false;
-        scanner.feed(&self.prefix.clone(), bytes, |piece| match piece {
+        scanner.feed(&prefix, bytes, |piece| match piece {
             Piece::Data(data) => {
                 shell.lock().output.append(stream, data);
                 if let (Some(cmd), true) = (&current, self.inside[i]) {
@@ -640,6 +625,7 @@ impl Router {
             Piece::Begin(_) | Piece::End(..) => {}
         });
         self.scan[i] = scanner;
+        self.prefix = prefix;
         if let (Some(cmd), true) = (&current, wrote) {
             cmd.notify();
         }

@@ -8,7 +8,6 @@
 //! KILL), and the pipes drained until they close.
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,20 +96,9 @@ async fn read_some(source: &mut Option<Source>, buf: &mut [u8]) -> io::Result<us
 /// until the runtime has seen the pipe become readable, which for a process that lived a
 /// millisecond may not have happened yet when its exit arrives.
 fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
-    let p = match source {
-        Source::Pipe(p) => p,
-        Source::Pty(m) => return m.read_now(buf),
-    };
-    loop {
-        // SAFETY: read(2) into `buf`, whose length bounds it, on an fd that `p` keeps open.
-        let n = unsafe { libc::read(p.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+    match source {
+        Source::Pipe(p) => crate::fd::read(p, buf),
+        Source::Pty(m) => m.read_now(buf),
     }
 }
 
