@@ -88,7 +88,7 @@ pub fn client_hint(client: &ClientError) -> Option<String> {
             }
             _ => None,
         },
-        ClientError::Closed | ClientError::Io(_) => Some(format!(
+        ClientError::Closed | ClientError::Gone | ClientError::Io(_) => Some(format!(
             "cubad may have stopped; its log is {}",
             log_path().display()
         )),

@@ -48,7 +48,7 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
         Column::left("COMMAND").flex(),
     ]);
     let mut t = Table::new(columns);
-    let now = units::now_ms();
+    let now = cuba_protocol::now_ms();
     for p in list {
         let u = usage.get(&p.id);
         let dim = p.state.is_finished().then_some(Paint::Dim);

@@ -1,6 +1,6 @@
 //! Durations and sizes as people write and read them: `30s`, `500ms`, `4m12s`, `23.4M`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Parses `30` (seconds), `1.5s`, `500ms`, `10m`, `1h`, `2d`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -60,13 +60,6 @@ pub fn bytes(n: u64) -> String {
     } else {
         format!("{value:.1}{}", UNITS[unit])
     }
-}
-
-/// The current Unix time in milliseconds.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::client::{this_client, Client};
 use cuba_protocol::{
     ClientKind, ErrorKind, ListRequest, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest,
-    SpawnRequest, StreamFilter, WaitReason, WaitRequest,
+    SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitSpec,
 };
 use tokio::task::JoinSet;
 
@@ -157,11 +157,13 @@ async fn wait_exit(c: &Client, id: u64) -> ProcessInfo {
             .wait(WaitRequest {
                 id,
                 since: None,
-                until: None,
-                quiet_ms: None,
-                timeout_ms: 600_000,
-                max_bytes: 1,
-                stream: StreamFilter::Both,
+                spec: WaitSpec {
+                    until: None,
+                    quiet_ms: None,
+                    timeout_ms: 600_000,
+                    max_bytes: 1,
+                    stream: StreamFilter::Both,
+                },
             })
             .await
             .unwrap();
@@ -186,11 +188,13 @@ async fn via_run(c: &Client, command: &str) -> Duration {
     let running = c
         .run(RunRequest {
             spawn: spawn_req(command),
-            until: None,
-            quiet_ms: None,
-            timeout_ms: 600_000,
-            max_bytes: 1,
-            stream: StreamFilter::Both,
+            wait: WaitSpec {
+                until: None,
+                quiet_ms: None,
+                timeout_ms: 600_000,
+                max_bytes: 1,
+                stream: StreamFilter::Both,
+            },
         })
         .await
         .unwrap();
@@ -478,11 +482,13 @@ async fn prompt_to_waiting(c: &Client) {
             let wait = |until: Option<&str>| WaitRequest {
                 id: p.id,
                 since: Some(0),
-                until: until.map(str::to_string),
-                quiet_ms: None,
-                timeout_ms: 10_000,
-                max_bytes: 1024,
-                stream: StreamFilter::Both,
+                spec: WaitSpec {
+                    until: until.map(str::to_string),
+                    quiet_ms: None,
+                    timeout_ms: 10_000,
+                    max_bytes: 1024,
+                    stream: StreamFilter::Both,
+                },
             };
             let w = c.wait(wait(Some("Name"))).await.unwrap();
             assert!(matches!(w.reason, WaitReason::Matched(_)), "{w:?}");

@@ -5,6 +5,7 @@
 //! - [`handshake`]: the fixed-layout version exchange that precedes everything else.
 //! - [`paths`]: socket and state-directory discovery.
 //! - [`client`]: an async client with request multiplexing and daemon auto-start.
+//! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
 
 #![warn(clippy::unwrap_used)]
 
@@ -14,9 +15,11 @@ pub mod keys;
 pub mod message;
 pub mod paths;
 pub mod signal;
+mod time;
 pub mod wire;
 
 pub use message::*;
+pub use time::now_ms;
 
 /// Bumped on any change to the wire format or the message types.
 pub const PROTOCOL_VERSION: u32 = 6;

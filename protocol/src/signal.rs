@@ -5,20 +5,22 @@ use std::str::FromStr;
 
 use crate::message::Signal;
 
+/// The signals a client may name, with this OS's numbers (USR1, STOP and CONT differ between
+/// Linux and macOS).
 const NAMED: [(Signal, &str, i32); 9] = [
-    (Signal::Term, "TERM", 15),
-    (Signal::Kill, "KILL", 9),
-    (Signal::Int, "INT", 2),
-    (Signal::Hup, "HUP", 1),
-    (Signal::Quit, "QUIT", 3),
-    (Signal::Usr1, "USR1", 10),
-    (Signal::Usr2, "USR2", 12),
-    (Signal::Stop, "STOP", 19),
-    (Signal::Cont, "CONT", 18),
+    (Signal::Term, "TERM", libc::SIGTERM),
+    (Signal::Kill, "KILL", libc::SIGKILL),
+    (Signal::Int, "INT", libc::SIGINT),
+    (Signal::Hup, "HUP", libc::SIGHUP),
+    (Signal::Quit, "QUIT", libc::SIGQUIT),
+    (Signal::Usr1, "USR1", libc::SIGUSR1),
+    (Signal::Usr2, "USR2", libc::SIGUSR2),
+    (Signal::Stop, "STOP", libc::SIGSTOP),
+    (Signal::Cont, "CONT", libc::SIGCONT),
 ];
 
 impl Signal {
-    /// The Linux signal number.
+    /// This OS's signal number.
     pub fn number(self) -> i32 {
         match self {
             Signal::Other(n) => n,
@@ -29,7 +31,7 @@ impl Signal {
         }
     }
 
-    /// The signal for a Linux number: named when it is one of ours.
+    /// The signal for a number of this OS: named when it is one of ours.
     pub fn from_number(n: i32) -> Signal {
         NAMED
             .iter()
@@ -58,19 +60,22 @@ impl fmt::Display for Signal {
 
 /// Names of signals that can end a process but cannot be requested.
 fn other_name(n: i32) -> Option<&'static str> {
-    Some(match n {
-        4 => "ILL",
-        5 => "TRAP",
-        6 => "ABRT",
-        7 => "BUS",
-        8 => "FPE",
-        11 => "SEGV",
-        13 => "PIPE",
-        14 => "ALRM",
-        24 => "XCPU",
-        25 => "XFSZ",
-        _ => return None,
-    })
+    const OTHERS: [(i32, &str); 10] = [
+        (libc::SIGILL, "ILL"),
+        (libc::SIGTRAP, "TRAP"),
+        (libc::SIGABRT, "ABRT"),
+        (libc::SIGBUS, "BUS"),
+        (libc::SIGFPE, "FPE"),
+        (libc::SIGSEGV, "SEGV"),
+        (libc::SIGPIPE, "PIPE"),
+        (libc::SIGALRM, "ALRM"),
+        (libc::SIGXCPU, "XCPU"),
+        (libc::SIGXFSZ, "XFSZ"),
+    ];
+    OTHERS
+        .iter()
+        .find(|(num, _)| *num == n)
+        .map(|(_, name)| *name)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

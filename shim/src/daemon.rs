@@ -81,9 +81,7 @@ impl Daemon {
                 // The daemon went away under us (a restart, a crash; a dying daemon's socket can
                 // even accept a last connection and close it): forget the connection; the next
                 // attempt connects again, starting a daemon if none answers.
-                Err(ClientError::Closed | ClientError::Io(_) | ClientError::Connect { .. })
-                    if attempt < RETRIES =>
-                {
+                Err(e) if e.connection_lost() && attempt < RETRIES => {
                     attempt += 1;
                     tracing::debug!(attempt, "connection to cubad lost; connecting again");
                     self.client.lock().await.take();

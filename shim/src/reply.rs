@@ -245,12 +245,6 @@ pub struct ListReply {
     pub processes: Vec<ProcessRow>,
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// The error code and explanation for a process that did not succeed; `None` when it did (or
 /// is still running, or was stopped on request).
 pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
@@ -341,7 +335,7 @@ impl ProcessReply {
             exit_code: info.exit_code,
             signal: info.signal.map(|s| s.to_string()),
             code,
-            time_ms: info.elapsed_ms(now_ms()),
+            time_ms: info.elapsed_ms(cuba_protocol::now_ms()),
             bytes: info.total_bytes(),
             next: info.total_bytes(),
             dropped: info.dropped_bytes,

@@ -9,7 +9,7 @@ use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::keys::{key_bytes, KEY_NAMES};
 use cuba_protocol::{
     ErrorKind, ListRequest, ProcKind, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest,
-    SpawnRequest, StreamFilter, TtySize, WaitReason, WaitRequest,
+    SpawnRequest, StreamFilter, TtySize, WaitReason, WaitRequest, WaitSpec,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -316,11 +316,13 @@ impl CubaExec {
         // Spawn and wait in one round trip; the wait is the auto-yield.
         let req = RunRequest {
             spawn,
-            until: None,
-            quiet_ms: None,
-            timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
-            max_bytes: max as u32,
-            stream: StreamFilter::Both,
+            wait: WaitSpec {
+                until: None,
+                quiet_ms: None,
+                timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
+                max_bytes: max as u32,
+                stream: StreamFilter::Both,
+            },
         };
         let spawn = |c: Client| {
             let req = req.clone();
@@ -517,12 +519,14 @@ impl CubaExec {
         let req = WaitRequest {
             id: a.id,
             since: Some(since),
-            until: a.until,
-            quiet_ms: a.quiet_ms,
-            timeout_ms: a.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS),
-            // The screen replaces the output: no output bytes to carry.
-            max_bytes: if screen { 0 } else { max as u32 },
-            stream: filter,
+            spec: WaitSpec {
+                until: a.until,
+                quiet_ms: a.quiet_ms,
+                timeout_ms: a.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS),
+                // The screen replaces the output: no output bytes to carry.
+                max_bytes: if screen { 0 } else { max as u32 },
+                stream: filter,
+            },
         };
         let w = match guarded(&ctx, &client, a.id, client.wait(req)).await {
             Guarded::Done(Ok(w)) => w,
@@ -703,7 +707,7 @@ impl CubaExec {
             Ok((_, l)) => l,
             Err(e) => return Ok(remote(e)),
         };
-        let now = reply::now_ms();
+        let now = cuba_protocol::now_ms();
         let rows: Vec<ProcessRow> = list.iter().map(|p| ProcessRow::from_info(p, now)).collect();
         let mut text = format!("[processes:{}]", rows.len());
         for r in &rows {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::client::Client;
 use cuba_protocol::{
     ProcessInfo, ReadRequest, SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitResult,
+    WaitSpec,
 };
 
 pub use daemon::TestDaemon;
@@ -109,11 +110,13 @@ fn wait_req(id: u64) -> WaitRequest {
     WaitRequest {
         id,
         since: Some(0),
-        until: None,
-        quiet_ms: None,
-        timeout_ms: STEP.as_millis() as u64,
-        max_bytes: 1 << 20,
-        stream: StreamFilter::Both,
+        spec: WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms: STEP.as_millis() as u64,
+            max_bytes: 1 << 20,
+            stream: StreamFilter::Both,
+        },
     }
 }
 
@@ -138,10 +141,8 @@ pub async fn wait_exit(client: &Client, id: u64) -> WaitResult {
 /// Waits until a line of process `id`'s output (from the start) matches `pattern`; returns the
 /// line.
 pub async fn wait_match(client: &Client, id: u64, pattern: &str) -> String {
-    let req = WaitRequest {
-        until: Some(pattern.to_string()),
-        ..wait_req(id)
-    };
+    let mut req = wait_req(id);
+    req.spec.until = Some(pattern.to_string());
     let w = bounded(
         &format!("wait for {pattern:?} from process {id}"),
         STEP + Duration::from_secs(5),

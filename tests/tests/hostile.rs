@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use cuba_protocol::{ErrorKind, ProcState, Request, Response, WaitRequest};
+use cuba_protocol::{ErrorKind, ProcState, Request, Response, WaitRequest, WaitSpec};
 use cuba_tests::raw::{self, STATUS_AT};
 use cuba_tests::{bounded, pid_alive, spawn, wait_for, Step, TestDaemon, STEP};
 
@@ -130,11 +130,13 @@ async fn a_client_vanishing_mid_wait_harms_nothing() {
     let wait = WaitRequest {
         id: p.id,
         since: None,
-        until: None,
-        quiet_ms: None,
-        timeout_ms: 60_000,
-        max_bytes: 1024,
-        stream: Default::default(),
+        spec: WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms: 60_000,
+            max_bytes: 1024,
+            stream: Default::default(),
+        },
     };
     raw::write_frame(&mut s, &raw::request(1, Request::Wait(wait))).await;
     // A reply to a later request proves the wait is being served.

@@ -235,11 +235,13 @@ async fn run_spawns_and_waits_in_one_request() {
     let c = d.client().await;
     let run = |command: &str, timeout_ms: u64| cuba_protocol::RunRequest {
         spawn: spawn_req(command),
-        until: None,
-        quiet_ms: None,
-        timeout_ms,
-        max_bytes: 1 << 20,
-        stream: cuba_protocol::StreamFilter::Both,
+        wait: cuba_protocol::WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms,
+            max_bytes: 1 << 20,
+            stream: cuba_protocol::StreamFilter::Both,
+        },
     };
     // The record comes first, then the end of the wait.
     let running = c.run(run("echo hi; exit 3", 20_000)).step().await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cuba_protocol::client::Client;
 use cuba_protocol::{
     FollowRequest, ProcState, ReadRequest, Request, Response, Stream, StreamFilter, WaitReason,
-    WaitRequest,
+    WaitRequest, WaitSpec,
 };
 use cuba_tests::{
     bounded, read_all, read_stream, spawn, spawn_req, spawn_with, text, wait_exit, wait_for, Step,
@@ -51,11 +51,13 @@ async fn read_with_cursors(c: &Client, id: u64) -> Vec<u8> {
         let wait = WaitRequest {
             id,
             since: Some(cursor),
-            until: Some("(?s).".into()),
-            quiet_ms: None,
-            timeout_ms: 20_000,
-            max_bytes: 1,
-            stream: StreamFilter::Both,
+            spec: WaitSpec {
+                until: Some("(?s).".into()),
+                quiet_ms: None,
+                timeout_ms: 20_000,
+                max_bytes: 1,
+                stream: StreamFilter::Both,
+            },
         };
         let w = bounded("wait for more", STEP, c.wait(wait)).await.unwrap();
         match w.reason {

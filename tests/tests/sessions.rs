@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::client::Client;
 use cuba_protocol::{
     ErrorKind, ListRequest, ProcKind, ProcState, Signal, SignalRequest, SpawnRequest, StreamFilter,
-    TtySize, WaitReason, WaitRequest,
+    TtySize, WaitReason, WaitRequest, WaitSpec,
 };
 use cuba_tests::{
     bounded, read_stream, spawn_with, text, wait_exit, wait_match, Step, TestDaemon, STEP,
@@ -184,11 +184,13 @@ async fn a_command_reading_stdin_waits_for_input_and_gets_it() {
     let req = WaitRequest {
         id: p.id,
         since: Some(0),
-        until: None,
-        quiet_ms: None,
-        timeout_ms: 15_000,
-        max_bytes: 1 << 20,
-        stream: StreamFilter::Both,
+        spec: WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms: 15_000,
+            max_bytes: 1 << 20,
+            stream: StreamFilter::Both,
+        },
     };
     let w = bounded("wait", STEP, c.wait(req)).await.unwrap();
     assert_eq!(w.reason, WaitReason::WaitingInput, "{:?}", w.process);

@@ -4,7 +4,7 @@
 
 use cuba_protocol::{
     ClientKind, ListRequest, ProcState, Request, Response, Signal, SignalRequest, WaitReason,
-    WaitRequest,
+    WaitRequest, WaitSpec,
 };
 use cuba_tests::{bounded, spawn_req, spawn_with, wait_exit, Step, TestDaemon, STEP};
 
@@ -88,11 +88,13 @@ async fn a_long_wait_does_not_block_other_calls_on_the_connection() {
             c.wait(WaitRequest {
                 id: p.id,
                 since: None,
-                until: None,
-                quiet_ms: None,
-                timeout_ms: 60_000,
-                max_bytes: 1024,
-                stream: Default::default(),
+                spec: WaitSpec {
+                    until: None,
+                    quiet_ms: None,
+                    timeout_ms: 60_000,
+                    max_bytes: 1024,
+                    stream: Default::default(),
+                },
             })
             .step()
             .await

@@ -6,18 +6,20 @@
 use std::time::{Duration, Instant};
 
 use cuba_protocol::client::Client;
-use cuba_protocol::{ProcState, StreamFilter, WaitReason, WaitRequest, WaitResult};
+use cuba_protocol::{ProcState, StreamFilter, WaitReason, WaitRequest, WaitResult, WaitSpec};
 use cuba_tests::{bounded, spawn, text, wait_exit, Step, TestDaemon, STEP};
 
 async fn wait_for(c: &Client, id: u64, timeout: Duration) -> WaitResult {
     let req = WaitRequest {
         id,
         since: Some(0),
-        until: None,
-        quiet_ms: None,
-        timeout_ms: timeout.as_millis() as u64,
-        max_bytes: 1 << 20,
-        stream: StreamFilter::Both,
+        spec: WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms: timeout.as_millis() as u64,
+            max_bytes: 1 << 20,
+            stream: StreamFilter::Both,
+        },
     };
     bounded("wait", STEP + timeout, c.wait(req)).await.unwrap()
 }

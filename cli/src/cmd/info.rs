@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let now = units::now_ms();
+    let now = cuba_protocol::now_ms();
     let dash = || "-".to_string();
     let mut lines: Vec<(&str, String, Option<Paint>)> = vec![
         ("id", p.id.to_string(), Some(Paint::Bold)),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use cuba_protocol::{StreamFilter, WaitReason, WaitRequest};
+use cuba_protocol::{StreamFilter, WaitReason, WaitRequest, WaitSpec};
 use serde_json::json;
 
 use crate::ctx::Ctx;
@@ -61,11 +61,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             .wait(WaitRequest {
                 id,
                 since,
-                until: args.until.clone(),
-                quiet_ms: args.quiet.map(|q| q.as_millis() as u64),
-                timeout_ms: left.min(MAX_ONE_WAIT).as_millis() as u64,
-                max_bytes: 0,
-                stream: StreamFilter::Both,
+                spec: WaitSpec {
+                    until: args.until.clone(),
+                    quiet_ms: args.quiet.map(|q| q.as_millis() as u64),
+                    timeout_ms: left.min(MAX_ONE_WAIT).as_millis() as u64,
+                    max_bytes: 0,
+                    stream: StreamFilter::Both,
+                },
             })
             .await?;
         if r.reason != WaitReason::Timeout || deadline.is_some_and(|d| Instant::now() >= d) {

@@ -87,11 +87,7 @@ pub async fn dispatch(
                     let wait = cuba_protocol::WaitRequest {
                         id,
                         since: Some(0),
-                        until: r.until,
-                        quiet_ms: r.quiet_ms,
-                        timeout_ms: r.timeout_ms,
-                        max_bytes: r.max_bytes,
-                        stream: r.stream,
+                        spec: r.wait,
                     };
                     wait::wait(&d, wait).await
                 }

@@ -68,7 +68,7 @@ impl Matcher {
 pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError> {
     let p = d.get(r.id)?;
     let since = r.since.unwrap_or(0);
-    let mut matcher = match &r.until {
+    let mut matcher = match &r.spec.until {
         Some(pattern) => Some(Matcher {
             re: RegexBuilder::new(pattern)
                 .multi_line(true)
@@ -80,13 +80,13 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
         }),
         None => None,
     };
-    let deadline = Instant::now() + Duration::from_millis(r.timeout_ms).min(MAX_WAIT);
-    let quiet = r.quiet_ms.map(Duration::from_millis);
+    let deadline = Instant::now() + Duration::from_millis(r.spec.timeout_ms).min(MAX_WAIT);
+    let quiet = r.spec.quiet_ms.map(Duration::from_millis);
     let mut changes = p.subscribe();
     let reason = loop {
         changes.borrow_and_update();
         if let Some(m) = matcher.as_mut() {
-            if let Some(line) = m.scan(&p, r.stream) {
+            if let Some(line) = m.scan(&p, r.spec.stream) {
                 break WaitReason::Matched(line);
             }
         }
@@ -118,11 +118,14 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
             _ = async { sleep_until(quiet_at.unwrap_or(deadline)).await }, if quiet_at.is_some() => {}
         }
     };
-    let max = r.max_bytes.min(cuba_protocol::wire::MAX_OUTPUT_PER_FRAME);
+    let max = r
+        .spec
+        .max_bytes
+        .min(cuba_protocol::wire::MAX_OUTPUT_PER_FRAME);
     let data = p.lock();
     Ok(Response::Waited(WaitResult {
         reason,
         process: data.snapshot(),
-        output: data.output.read(Some(since), u64::from(max), r.stream),
+        output: data.output.read(Some(since), u64::from(max), r.spec.stream),
     }))
 }

@@ -205,11 +205,13 @@ pub fn request() -> BoxedStrategy<Request> {
                     Request::Wait(WaitRequest {
                         id,
                         since,
-                        until,
-                        quiet_ms,
-                        timeout_ms,
-                        max_bytes,
-                        stream,
+                        spec: WaitSpec {
+                            until,
+                            quiet_ms,
+                            timeout_ms,
+                            max_bytes,
+                            stream,
+                        },
                     })
                 }
             ),

@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     let s = client.status().await?;
-    let uptime = units::now_ms().saturating_sub(s.started_at_ms);
+    let uptime = cuba_protocol::now_ms().saturating_sub(s.started_at_ms);
     if args.json {
         let mut v = serde_json::to_value(&s)?;
         v["running"] = json!(true);

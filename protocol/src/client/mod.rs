@@ -5,14 +5,16 @@
 //! task owns the socket's write half. A request whose future is dropped (a cancelled MCP call, a
 //! Ctrl-C'd CLI) sends `Cancel` for itself, so the daemon stops working on it.
 
+mod start;
+mod stream;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -22,13 +24,13 @@ use tokio_util::codec::Framed;
 
 use crate::handshake::{self, HandshakeError};
 use crate::message::*;
-use crate::paths;
 use crate::wire::{self, WireError};
+pub use start::start_daemon;
+use stream::{lock, route, unexpected, ReplyStream};
+pub use stream::{Running, Subscription};
 
 /// How long the handshake may take before the daemon is considered hung.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an auto-started daemon may take to accept connections.
-const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames a streaming reply may have waiting for its reader before the stream is ended.
 const STREAM_BUFFER: usize = 256;
 
@@ -48,6 +50,9 @@ pub enum ClientError {
     Io(#[from] io::Error),
     #[error("connection to cubad closed")]
     Closed,
+    /// The connection was found closed before the request was sent: the daemon never saw it.
+    #[error("connection to cubad closed (the request was not sent)")]
+    Gone,
     #[error("cubad sent an unexpected reply: {0}")]
     Unexpected(String),
 }
@@ -59,6 +64,31 @@ impl ClientError {
             ClientError::Remote(e) => Some(e.kind),
             _ => None,
         }
+    }
+
+    /// The daemon cannot have acted on the request: it failed before anything was sent (no
+    /// daemon, a failed start or handshake, a connection already closed). Only then is it safe
+    /// to repeat a request that is not idempotent (a spawn, a stdin write).
+    pub fn nothing_sent(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Connect { .. }
+                | ClientError::Start { .. }
+                | ClientError::Handshake(_)
+                | ClientError::Gone
+        )
+    }
+
+    /// The connection is gone (the daemon went away, or never answered): connecting again
+    /// may help.
+    pub fn connection_lost(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Closed
+                | ClientError::Gone
+                | ClientError::Io(_)
+                | ClientError::Connect { .. }
+        )
     }
 }
 
@@ -106,7 +136,7 @@ impl Client {
         client: ClientInfo,
     ) -> Result<Client, ClientError> {
         match Self::connect(socket, client.clone()).await {
-            Err(ClientError::Connect { source, .. }) if daemon_absent(&source) => {
+            Err(ClientError::Connect { source, .. }) if start::daemon_absent(&source) => {
                 start_daemon(socket).await?;
                 Self::connect(socket, client).await
             }
@@ -188,7 +218,7 @@ impl Client {
         &self.welcome
     }
 
-    async fn send(&self, request: Request, depth: usize) -> Result<Stream_, ClientError> {
+    async fn send(&self, request: Request, depth: usize) -> Result<ReplyStream, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = wire::encode(&RequestFrame { id, request })?;
         let (tx, rx) = mpsc::channel(depth);
@@ -198,20 +228,21 @@ impl Client {
             // never left waiting for a reply nobody will route.
             let mut pending = lock(&self.pending);
             if !self.alive.load(Ordering::SeqCst) {
-                return Err(ClientError::Closed);
+                return Err(ClientError::Gone);
             }
             pending.insert(id, tx);
         }
-        let guard = Stream_ {
+        let guard = ReplyStream {
             id,
             rx,
             client: self.clone(),
             done: false,
         };
+        // A closed queue means the writer stopped before taking the frame: never sent.
         self.out
             .send(Bytes::from(body))
             .await
-            .map_err(|_| ClientError::Closed)?;
+            .map_err(|_| ClientError::Gone)?;
         Ok(guard)
     }
 
@@ -326,213 +357,6 @@ impl Client {
         match self.call(Request::Screen(IdRequest { id })).await? {
             Response::Screen(s) => Ok(s),
             other => Err(unexpected(other)),
-        }
-    }
-}
-
-fn unexpected(r: Response) -> ClientError {
-    ClientError::Unexpected(format!("{r:?}").chars().take(200).collect())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock cannot leave the map inconsistent: recover it.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Hands a reply to the request waiting for it. Never waits: one stream whose reader fell a
-/// whole buffer behind must not stall every other reply on the connection, so such a stream is
-/// ended instead (its reader sees the connection as closed for that request).
-fn route(routes: &Pending, reply: ResponseFrame) {
-    let tx = lock(routes).get(&reply.id).cloned();
-    match tx {
-        Some(tx) => {
-            let last = matches!(reply.response, Response::End | Response::Error(_));
-            if tx.try_send(reply.response).is_err() || last {
-                lock(routes).remove(&reply.id);
-            }
-        }
-        None if reply.id == 0 && matches!(reply.response, Response::Error(_)) => {
-            // A connection-level error (e.g. an undecodable frame): tell every waiter.
-            let all: Vec<_> = lock(routes).drain().map(|(_, tx)| tx).collect();
-            for tx in all {
-                let _ = tx.try_send(reply.response.clone());
-            }
-        }
-        None => {}
-    }
-}
-
-/// The receiving side of one request. Dropping it before its last frame cancels the request.
-/// A process started by [`Client::run`], its wait under way.
-pub struct Running {
-    /// The process as it started (its id, pid, or the reason it failed to start).
-    pub info: ProcessInfo,
-    stream: Stream_,
-}
-
-impl Running {
-    /// The end of the wait: exit, match, quiet period, waiting for input, or timeout.
-    pub async fn result(mut self) -> Result<WaitResult, ClientError> {
-        let reply = self.stream.next().await;
-        self.stream.done = true;
-        match reply {
-            Some(Ok(Response::Waited(w))) => Ok(w),
-            Some(Ok(other)) => Err(unexpected(other)),
-            Some(Err(e)) => Err(e),
-            None => Err(ClientError::Closed),
-        }
-    }
-}
-
-struct Stream_ {
-    id: u64,
-    rx: mpsc::Receiver<Response>,
-    client: Client,
-    done: bool,
-}
-
-impl Stream_ {
-    async fn next(&mut self) -> Option<Result<Response, ClientError>> {
-        if self.done {
-            return None;
-        }
-        match self.rx.recv().await {
-            None => {
-                self.done = true;
-                Some(Err(ClientError::Closed))
-            }
-            Some(Response::End) => {
-                self.done = true;
-                None
-            }
-            Some(Response::Error(e)) => {
-                self.done = true;
-                Some(Err(ClientError::Remote(e)))
-            }
-            Some(r) => Some(Ok(r)),
-        }
-    }
-}
-
-impl Drop for Stream_ {
-    fn drop(&mut self) {
-        lock(&self.client.pending).remove(&self.id);
-        if !self.done {
-            self.client.cancel(self.id);
-        }
-    }
-}
-
-/// Frames of a streaming reply. Dropping it cancels the stream.
-pub struct Subscription {
-    stream: Stream_,
-    /// The request, kept up to date (a `Follow`'s cursor) so the stream can be resumed.
-    request: Request,
-}
-
-impl Subscription {
-    /// The next frame; `None` once the stream has ended.
-    ///
-    /// A reader that falls a whole buffer behind has its stream ended by the reply router (so
-    /// other replies keep flowing); it is resumed here from the last cursor received, so the
-    /// reader sees every byte once, only later.
-    pub async fn next(&mut self) -> Option<Result<Response, ClientError>> {
-        loop {
-            let frame = self.stream.next().await;
-            match (&frame, &mut self.request) {
-                (Some(Ok(Response::Output(out))), Request::Follow(follow)) => {
-                    follow.since = Some(out.next);
-                }
-                (Some(Err(ClientError::Closed)), _) if self.stream.client.is_alive() => {
-                    // The daemon still streams the old request: stop it.
-                    self.stream.client.cancel(self.stream.id);
-                    match self
-                        .stream
-                        .client
-                        .send(self.request.clone(), STREAM_BUFFER)
-                        .await
-                    {
-                        Ok(stream) => {
-                            self.stream = stream;
-                            continue;
-                        }
-                        Err(e) => return Some(Err(e)),
-                    }
-                }
-                _ => {}
-            }
-            return frame;
-        }
-    }
-}
-
-fn daemon_absent(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-    )
-}
-
-/// Starts `cubad` detached (it forks into its own session) with its output in its log file,
-/// then waits until the socket accepts connections. Two clients doing this at once get one
-/// daemon: the loser of the daemon's start-up lock exits, and both connect to the winner.
-pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
-    let exe = paths::daemon_binary();
-    let fail = |reason: String| ClientError::Start {
-        exe: exe.clone(),
-        reason,
-    };
-    let state = paths::state_dir();
-    // Owner-only: the state holds every process's output.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&state)
-        .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
-    let log_path = paths::daemon_log(&state);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
-    let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
-    let mut child = std::process::Command::new(&exe)
-        .arg("--daemonize")
-        .arg("--socket")
-        .arg(socket)
-        .stdin(std::process::Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        .spawn()
-        .map_err(|e| fail(e.to_string()))?;
-    // `--daemonize` forks and the parent exits at once: reap it so no zombie is left.
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .map_err(|e| fail(e.to_string()))?
-        .map_err(|e| fail(e.to_string()))?;
-    if !status.success() {
-        return Err(fail(format!(
-            "it exited with {status}; see {}",
-            log_path.display()
-        )));
-    }
-    let deadline = Instant::now() + START_TIMEOUT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match UnixStream::connect(socket).await {
-            Ok(_) => return Ok(()),
-            Err(e) if daemon_absent(&e) && Instant::now() < deadline => {
-                // Start-up is a few milliseconds; back off so a slow machine is not hammered.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            Err(e) => {
-                return Err(fail(format!(
-                    "it did not open {} ({e}); see {}",
-                    socket.display(),
-                    log_path.display()
-                )))
-            }
         }
     }
 }

@@ -1,0 +1,86 @@
+//! Starting `cubad` when no daemon answers: detached, logging to its state directory, and
+//! waited for until its socket accepts connections.
+
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio::net::UnixStream;
+
+use super::ClientError;
+use crate::paths;
+
+/// How long an auto-started daemon may take to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) fn daemon_absent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// Starts `cubad` detached (it forks into its own session) with its output in its log file,
+/// then waits until the socket accepts connections. Two clients doing this at once get one
+/// daemon: the loser of the daemon's start-up lock exits, and both connect to the winner.
+pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
+    let exe = paths::daemon_binary();
+    let fail = |reason: String| ClientError::Start {
+        exe: exe.clone(),
+        reason,
+    };
+    let state = paths::state_dir();
+    // Owner-only: the state holds every process's output.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
+    let log_path = paths::daemon_log(&state);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
+    let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+    let mut child = std::process::Command::new(&exe)
+        .arg("--daemonize")
+        .arg("--socket")
+        .arg(socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    // `--daemonize` forks and the parent exits at once: reap it so no zombie is left.
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.to_string()))?;
+    if !status.success() {
+        return Err(fail(format!(
+            "it exited with {status}; see {}",
+            log_path.display()
+        )));
+    }
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match UnixStream::connect(socket).await {
+            Ok(_) => return Ok(()),
+            Err(e) if daemon_absent(&e) && Instant::now() < deadline => {
+                // Start-up is a few milliseconds; back off so a slow machine is not hammered.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(fail(format!(
+                    "it did not open {} ({e}); see {}",
+                    socket.display(),
+                    log_path.display()
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The daemon itself: its status, shutting it down, and the policy's verdict on a command.
+
+use serde::{Deserialize, Serialize};
+
+/// What the command policy decided about a piece of shell text (or a working directory).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PolicyDecision {
+    pub allowed: bool,
+    /// The rule that refused it: `blocklist`, `allowlist`, `unresolved`, `parse` or
+    /// `allowed_dirs`. `None` when allowed.
+    pub rule: Option<String>,
+    /// The simple command (or directory) that tripped the rule.
+    pub offending: Option<String>,
+    /// Every simple command found in the text, after unwrapping wrappers and `sh -c` strings.
+    /// Commands whose name cannot be known before run time are shown as `?(text)`.
+    pub commands: Vec<String>,
+    /// One sentence for a human or an agent: what was decided and why.
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownRequest {
+    /// Stop running processes (gracefully) and shut down. Without it, a daemon with running
+    /// processes refuses.
+    pub force: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DaemonStatus {
+    pub daemon_version: String,
+    pub protocol_version: u32,
+    pub pid: u32,
+    pub started_at_ms: u64,
+    pub socket: String,
+    pub state_dir: String,
+    pub clients: u32,
+    pub running: u32,
+    pub total: u32,
+    pub max_procs: u32,
+}

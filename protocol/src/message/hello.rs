@@ -1,0 +1,45 @@
+//! The handshake's bodies: who a client is, and the daemon's welcome.
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+/// An environment as `(name, value)` pairs. `OsString` so non-UTF-8 values survive the trip.
+pub type Env = Vec<(OsString, OsString)>;
+
+/// What kind of program is on the other end of a connection.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    /// The MCP server `cuba-exec`, on behalf of an agent.
+    Mcp,
+    /// The human CLI `cubactl`.
+    Cli,
+    /// Anything else (tests, benchmarks, scripts).
+    Other,
+}
+
+/// Who a client is. Sent once, in the handshake.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub kind: ClientKind,
+    /// Display name: the MCP `clientInfo.name`, or `cubactl`.
+    pub name: String,
+    pub pid: u32,
+    /// The client's working directory: the default `cwd` of what it spawns.
+    pub cwd: OsString,
+    /// The client's environment: the base environment of what it spawns.
+    pub env: Env,
+}
+
+/// Handshake request body (after the fixed-layout version prefix, see `handshake.rs`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub client: ClientInfo,
+}
+
+/// Handshake reply body.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    pub daemon_version: String,
+    pub daemon_pid: u32,
+}

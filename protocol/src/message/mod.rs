@@ -1,0 +1,115 @@
+//! Message types spoken on the socket. Data only: encoding lives in `wire.rs`.
+//!
+//! bincode carries these, so every type is a plain struct or an externally tagged enum (no
+//! `#[serde(flatten)]`, `untagged`, `skip_serializing_if` or `serde_json::Value`). New enum
+//! variants go at the end, and any change to a type bumps [`crate::PROTOCOL_VERSION`]. One file
+//! per topic; this one has the frames and the two enums that name every request and response.
+
+mod control;
+mod daemon;
+mod error;
+mod hello;
+mod output;
+mod process;
+mod spawn;
+mod terminal;
+mod wait;
+
+pub use control::*;
+pub use daemon::*;
+pub use error::*;
+pub use hello::*;
+pub use output::*;
+pub use process::*;
+pub use spawn::*;
+pub use terminal::*;
+pub use wait::*;
+
+use serde::{Deserialize, Serialize};
+
+/// A request with the id its responses will carry. Ids are chosen by the client and only need to
+/// be unique among that connection's requests in flight.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct RequestFrame {
+    pub id: u64,
+    pub request: Request,
+}
+
+/// A response to the request with the same id. Most requests get exactly one; streaming
+/// requests ([`Request::Follow`], [`Request::WatchTable`]) get a series ending with
+/// [`Response::End`] (or [`Response::Error`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ResponseFrame {
+    pub id: u64,
+    pub response: Response,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Start a process. Answered by [`Response::Process`] (also when it failed to start: the
+    /// record is then in state `FailedToStart` with the OS reason).
+    Spawn(SpawnRequest),
+    /// One process's record. Answered by [`Response::Process`].
+    Info(IdRequest),
+    /// Read output. Answered by [`Response::Output`].
+    Read(ReadRequest),
+    /// Block until exit / pattern / quiet / timeout. Answered by [`Response::Waited`].
+    Wait(WaitRequest),
+    /// Write to stdin or close it. Answered by [`Response::Ok`].
+    Stdin(StdinRequest),
+    /// Signal a process's whole tree. Answered by [`Response::Process`].
+    Signal(SignalRequest),
+    /// The shared table. Answered by [`Response::List`].
+    List(ListRequest),
+    /// Stream output as it is produced: [`Response::Output`] frames, then the final
+    /// [`Response::Process`] once the process has ended and all output was sent, then `End`.
+    Follow(FollowRequest),
+    /// Stream the table: a [`Response::List`] now and after every change, until cancelled.
+    WatchTable(ListRequest),
+    /// Cancel another request of this connection (by its id): it ends with a `Cancelled` error.
+    /// Answered by [`Response::Ok`].
+    Cancel(u64),
+    /// Remove finished records now. Answered by [`Response::Pruned`].
+    Prune,
+    /// Daemon facts. Answered by [`Response::DaemonStatus`].
+    DaemonStatus,
+    /// Stop the daemon. Answered by [`Response::Ok`] just before it shuts down.
+    Shutdown(ShutdownRequest),
+    /// Start a process unless one with the same `name` and command is running already.
+    /// Answered by [`Response::Process`] (started) or [`Response::Existing`] (found).
+    Ensure(SpawnRequest),
+    /// Explain what the daemon's command policy says about this shell text, without running
+    /// it. Answered by [`Response::Policy`].
+    PolicyCheck(String),
+    /// Change the size of a PTY process's terminal (the program gets SIGWINCH). Answered by
+    /// [`Response::Ok`].
+    Resize(ResizeRequest),
+    /// The rendered screen of a PTY process: what a person would see on its terminal.
+    /// Answered by [`Response::Screen`].
+    Screen(IdRequest),
+    /// Start a process and wait for it in one round trip: answered by [`Response::Process`] as
+    /// soon as it started (its id, for signals and progress), then by [`Response::Waited`] as
+    /// a `Wait` from cursor 0 would be. A refused spawn is one `Error`. Cancelling it ends the
+    /// wait, not the process.
+    Run(RunRequest),
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    Ok,
+    Process(ProcessInfo),
+    Output(OutputRead),
+    Waited(WaitResult),
+    List(Vec<ProcessInfo>),
+    Pruned(u64),
+    DaemonStatus(DaemonStatus),
+    /// The last frame of a streaming reply.
+    End,
+    Error(ProtocolError),
+    /// The running process an [`Request::Ensure`] found (nothing was started).
+    Existing(ProcessInfo),
+    /// The policy's verdict on the text of a [`Request::PolicyCheck`].
+    Policy(PolicyDecision),
+    /// The screen of a PTY process ([`Request::Screen`]).
+    Screen(ScreenView),
+}

@@ -1,0 +1,142 @@
+//! The process table: one row per process, its states and kinds, and the requests that name
+//! or filter rows.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ClientKind, Signal, TtySize};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdRequest {
+    pub id: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListRequest {
+    pub state: Option<ProcState>,
+    /// Owner name (exact match).
+    pub owner: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcState {
+    Running,
+    WaitingInput,
+    Exited,
+    Signaled,
+    TimedOut,
+    Killed,
+    FailedToStart,
+    Lost,
+}
+
+impl ProcState {
+    pub fn is_finished(self) -> bool {
+        !matches!(self, ProcState::Running | ProcState::WaitingInput)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcState::Running => "running",
+            ProcState::WaitingInput => "waiting_input",
+            ProcState::Exited => "exited",
+            ProcState::Signaled => "signaled",
+            ProcState::TimedOut => "timed_out",
+            ProcState::Killed => "killed",
+            ProcState::FailedToStart => "failed_to_start",
+            ProcState::Lost => "lost",
+        }
+    }
+}
+
+impl fmt::Display for ProcState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub kind: ClientKind,
+    pub name: String,
+    pub pid: u32,
+}
+
+/// One row of the process table.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Small integer, unique across daemon restarts.
+    pub id: u64,
+    /// OS pid (0 when the process never started).
+    pub pid: u32,
+    pub owner: Owner,
+    pub name: Option<String>,
+    pub command: String,
+    /// Working directory, for display.
+    pub cwd: String,
+    pub state: ProcState,
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<Signal>,
+    /// Why it failed to start, or how it was lost.
+    pub error: Option<String>,
+    /// Unix time in milliseconds.
+    pub started_at_ms: u64,
+    pub ended_at_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    /// Bytes produced on stdout and stderr (the combined stream's length is their sum).
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// Bytes no longer kept anywhere (the spool cap dropped them).
+    pub dropped_bytes: u64,
+    // `default`: journals written before these fields existed still load.
+    #[serde(default)]
+    pub kind: ProcKind,
+    /// The terminal size of a PTY process; `None` when it runs on pipes.
+    #[serde(default)]
+    pub tty: Option<TtySize>,
+    /// The session a [`ProcKind::Session`] shell is, or a [`ProcKind::InSession`] command ran in.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Something the caller should know about how the request was carried out (e.g. a session
+    /// was started again because its shell had ended).
+    #[serde(default)]
+    pub notice: Option<String>,
+}
+
+/// What a row of the table is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProcKind {
+    /// A command run by the shell of its own.
+    #[default]
+    Command,
+    /// The long-lived shell of a persistent session.
+    Session,
+    /// A command run in a session's shell: its own output, exit code and times; `pid` is the
+    /// session shell's.
+    InSession,
+}
+
+impl ProcKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcKind::Command => "command",
+            ProcKind::Session => "session",
+            ProcKind::InSession => "in_session",
+        }
+    }
+}
+
+impl ProcessInfo {
+    pub fn total_bytes(&self) -> u64 {
+        self.stdout_bytes + self.stderr_bytes
+    }
+
+    /// Wall time so far (running) or in all (ended), given the current Unix time in ms.
+    pub fn elapsed_ms(&self, now_ms: u64) -> u64 {
+        self.ended_at_ms
+            .unwrap_or(now_ms)
+            .saturating_sub(self.started_at_ms)
+    }
+}
