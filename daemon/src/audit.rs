@@ -18,10 +18,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cuba_protocol::{ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
+use cuba_protocol::{now_ms, ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
 use serde_json::{json, Value};
-
-use crate::daemon::now_ms;
 
 /// Rotated generations kept beside the live file.
 const GENERATIONS: u32 = 3;
@@ -31,15 +29,6 @@ const GENERATIONS: u32 = 3;
 pub struct Peer {
     pub uid: u32,
     pub pid: Option<i32>,
-}
-
-tokio::task_local! {
-    /// The peer of the connection whose request this task serves (set by `conn::serve`).
-    pub static PEER: Peer;
-}
-
-fn current_peer() -> Option<Peer> {
-    PEER.try_with(|p| *p).ok()
 }
 
 struct Log {
@@ -86,22 +75,27 @@ impl Audit {
         }
     }
 
-    /// A spawn the policy refused.
-    pub fn refused(&self, client: &ClientInfo, command: &str, cwd: &str, d: &PolicyDecision) {
+    /// A spawn the policy refused, asked for by `client` on the connection from `peer`.
+    pub fn refused(
+        &self,
+        (client, peer): (&ClientInfo, Peer),
+        command: &str,
+        cwd: &str,
+        d: &PolicyDecision,
+    ) {
         let who = (client.name.as_str(), client.kind, client.pid);
-        let line =
-            fields("spawn", who, current_peer(), command, cwd, "refused").extend_with(json!({
-                "rule": d.rule,
-                "offending": d.offending,
-                "id": Value::Null,
-                "pid": Value::Null,
-            }));
+        let line = fields("spawn", who, Some(peer), command, cwd, "refused").extend_with(json!({
+            "rule": d.rule,
+            "offending": d.offending,
+            "id": Value::Null,
+            "pid": Value::Null,
+        }));
         self.write(None, line);
     }
 
     /// A spawn the policy allowed (the process may still have failed to start).
-    pub fn allowed(&self, client: &ClientInfo, info: &ProcessInfo) {
-        let peer = current_peer();
+    pub fn allowed(&self, (client, peer): (&ClientInfo, Peer), info: &ProcessInfo) {
+        let peer = Some(peer);
         let who = (client.name.as_str(), client.kind, client.pid);
         let line =
             fields("spawn", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({

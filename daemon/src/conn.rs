@@ -4,7 +4,6 @@
 //! requests with it (their tasks are aborted); the processes it started keep running.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +19,8 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::codec::Framed;
 
+use crate::audit::Peer;
+use crate::caller::Caller;
 use crate::daemon::Daemon;
 use crate::handlers::{dispatch, Responder};
 
@@ -38,13 +39,13 @@ pub async fn refuse(stream: UnixStream, pid: u32, reason: &str) {
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.send(Bytes::from(frame))).await;
 }
 
-async fn handshake(d: &Daemon, framed: &mut Conn) -> Option<ClientInfo> {
+async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
     let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.next()).await {
         Ok(Some(Ok(frame))) => frame,
         Ok(Some(Err(e))) => {
             let reason = format!("bad handshake frame: {e}");
             let _ = framed
-                .send(Bytes::from(handshake::encode_refusal(d.pid, &reason)))
+                .send(Bytes::from(handshake::encode_refusal(pid, &reason)))
                 .await;
             return None;
         }
@@ -54,24 +55,24 @@ async fn handshake(d: &Daemon, framed: &mut Conn) -> Option<ClientInfo> {
         Ok(HelloOutcome::Ok(hello)) => {
             let welcome = Welcome {
                 daemon_version: VERSION.to_string(),
-                daemon_pid: d.pid,
+                daemon_pid: pid,
             };
             match handshake::encode_welcome(&welcome) {
                 Ok(frame) => {
                     framed.send(Bytes::from(frame)).await.ok()?;
                     return Some(hello.client);
                 }
-                Err(e) => handshake::encode_refusal(d.pid, &e.to_string()),
+                Err(e) => handshake::encode_refusal(pid, &e.to_string()),
             }
         }
         Ok(HelloOutcome::WrongVersion(v)) => handshake::encode_refusal(
-            d.pid,
+            pid,
             &format!(
                 "client speaks protocol {v}, cubad {VERSION} speaks {PROTOCOL_VERSION}; restart \
                  the daemon (`cubactl daemon restart`) so both are the same version"
             ),
         ),
-        Err(e) => handshake::encode_refusal(d.pid, &e.to_string()),
+        Err(e) => handshake::encode_refusal(pid, &e.to_string()),
     };
     let _ = framed.send(Bytes::from(reply)).await;
     None
@@ -103,23 +104,28 @@ async fn write_replies(
     }
 }
 
-/// `peer`: the connection's SO_PEERCRED, seen by the audit log through a task-local.
-/// `peer.pid` also places the connection inside one of our process trees or not
-/// (`policy::ancestry`), before anything is read from it.
-pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: crate::audit::Peer) {
-    let origin = crate::policy::ancestry::origin(&d, peer.pid);
+/// `peer`: the connection's SO_PEERCRED, for the audit log; `peer.pid` also places the
+/// connection inside one of our process trees or not (`caller::ancestry`), before anything is
+/// read from it.
+pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer) {
+    let origin = Caller::origin(d.table(), peer);
     let mut framed = Framed::new(stream, wire::codec());
-    let Some(client) = handshake(&d, &mut framed).await else {
+    let Some(client) = handshake(d.pid(), &mut framed).await else {
         return;
     };
     tracing::debug!(name = %client.name, pid = client.pid, "client connected");
-    d.clients.fetch_add(1, Ordering::Relaxed);
     // The policy this connection (and everything it starts) is held to, computed once.
-    let policy = Arc::new(crate::policy::ancestry::effective(&d, &origin, &client));
-    if let Some(by) = policy.narrowed_by() {
-        tracing::debug!(name = %client.name, "policy narrowed by {by}");
+    let caller = Caller::new(d.table(), &d.config().policy, &origin, peer, client);
+    if let Some(by) = caller.policy.narrowed_by() {
+        tracing::debug!(name = %caller.client.name, "policy narrowed by {by}");
     }
-    let client = Arc::new(client);
+    let name = caller.client.name.clone();
+    d.serving(requests(&d, framed, Arc::new(caller))).await;
+    tracing::debug!(%name, "client disconnected");
+}
+
+/// Reads requests until the client goes away (or the daemon shuts down), each in its own task.
+async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>) {
     let (sink, mut source) = framed.split();
     let (tx, rx) = mpsc::channel::<ResponseFrame>(OUT_QUEUE);
     let writer = tokio::spawn(write_replies(sink, rx));
@@ -134,7 +140,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: crate::audit::Peer)
                 }
                 continue;
             }
-            _ = d.shutdown.cancelled() => break,
+            _ = d.shutdown().cancelled() => break,
         };
         let bytes = match frame {
             None => break,
@@ -190,11 +196,11 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: crate::audit::Peer)
         tracing::trace!(id, "request");
         let out = Responder { id, tx: tx.clone() };
         let handle = tasks.spawn({
-            let (d, client, policy) = (d.clone(), client.clone(), policy.clone());
-            crate::audit::PEER.scope(peer, async move {
-                dispatch(d, client, policy, request, out).await;
+            let (d, caller) = (d.clone(), caller.clone());
+            async move {
+                dispatch(d, caller, request, out).await;
                 id
-            })
+            }
         });
         in_flight.insert(id, handle);
     }
@@ -202,6 +208,4 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: crate::audit::Peer)
     drop(tx);
     // Let queued replies (e.g. the answer to `Shutdown`) reach the client.
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
-    d.clients.fetch_sub(1, Ordering::Relaxed);
-    tracing::debug!(name = %client.name, "client disconnected");
 }

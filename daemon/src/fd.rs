@@ -1,7 +1,7 @@
-//! Small descriptor operations shared by the pipes, terminals and session command pipes.
+//! Small descriptor operations (POSIX) shared by the pipes, terminals and session command pipes.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 /// read(2) into `buf`, retried on EINTR.
 pub fn read(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
@@ -30,15 +30,4 @@ pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-/// A pipe, both ends close-on-exec: (read end, write end).
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 fills `fds` with two new descriptors on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

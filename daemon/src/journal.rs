@@ -55,7 +55,24 @@ pub struct Loaded {
     pub next_id: u64,
 }
 
-pub fn apply_end(info: &mut ProcessInfo, end: &End) {
+impl End {
+    /// The journal's end line for a finished row.
+    pub fn of(info: &ProcessInfo) -> End {
+        End {
+            id: info.id,
+            state: info.state,
+            exit_code: info.exit_code,
+            signal: info.signal,
+            error: info.error.clone(),
+            ended_at_ms: info.ended_at_ms.unwrap_or(0),
+            stdout_bytes: info.stdout_bytes,
+            stderr_bytes: info.stderr_bytes,
+        }
+    }
+}
+
+/// Replays an end line onto the row it ends (loading the journal).
+fn apply_end(info: &mut ProcessInfo, end: &End) {
     info.state = end.state;
     info.exit_code = end.exit_code;
     info.signal = end.signal;
@@ -159,8 +176,8 @@ impl Journal {
         self.append(&Entry::Start(Box::new(rec.clone())));
     }
 
-    pub fn ended(&self, end: End) {
-        self.append(&Entry::End(end));
+    pub fn ended(&self, info: &ProcessInfo) {
+        self.append(&Entry::End(End::of(info)));
     }
 
     /// Records a prune; compacts when the journal has grown well past the live records.

@@ -1,35 +1,38 @@
 //! `cubad`, the supervisor: it alone spawns and owns every process that cuba-exec runs, keeps
 //! their output, enforces limits, and serves the shared table on a Unix socket.
 //!
-//! Request path: `server` accepts and checks the peer's uid → `conn` does the handshake and runs
-//! each request in its own task → `handlers` (or `spawn`) act on the `daemon` table → a
-//! per-process `supervise` task owns the child, its pipes and timers, and publishes every change
-//! on the process's watch channel.
+//! Request path: `server` accepts and checks the peer's uid → `conn` does the handshake, builds
+//! the connection's `caller`, and runs each request in its own task → `handlers` (one file per
+//! request) read the `table`, or start processes through `session` and `launch` → a per-process
+//! `supervise` task owns the child, its pipes and timers, and publishes every change on the
+//! record's watch channel. Dependencies run one way: handlers → session → launch → supervise →
+//! table / record → leaves (output, terminal, tree, reaper, journal, audit, config, policy,
+//! platform). ARCHITECTURE.md draws it.
 
 #![warn(clippy::unwrap_used)]
 
 mod audit;
+mod caller;
 pub mod config;
-mod config_file;
 mod conn;
-pub mod daemon;
+mod daemon;
 mod fd;
 mod handlers;
 mod journal;
-mod limits;
+mod launch;
 pub mod output;
+pub mod platform;
 pub mod policy;
-mod proc;
-mod pty;
 mod reaper;
+mod record;
 mod restore;
-pub mod sandbox;
 pub mod server;
 mod session;
 mod side_effects;
-mod spawn;
-pub mod spool;
+mod state_dir;
 mod supervise;
+mod table;
+mod terminal;
 pub mod tree;
 
 pub use config::Config;

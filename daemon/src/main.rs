@@ -78,7 +78,8 @@ fn setup(args: Args) -> Result<ExitCode> {
         )
         .init();
     raise_fd_limit();
-    no_inherited_fds();
+    cuba_daemon::platform::process::close_inherited_fds_on_exec();
+    no_inherited_ignored_signals();
     prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
     let Some(_lock) = take_lock(&paths::lock_path(&socket))? else {
         return Ok(ExitCode::SUCCESS);
@@ -91,24 +92,37 @@ fn setup(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Descriptors the daemon inherited from whoever started it (an editor, a shell) are not for
-/// its children: they become close-on-exec. Before any thread exists.
-fn no_inherited_fds() {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    let fds: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
-        .collect();
-    for fd in fds {
-        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
-        // gone by now) only fails with EBADF.
+/// Signals the daemon inherited as ignored (from a shell's background job, `nohup`, an editor
+/// that ignores SIGINT) would be ignored by every command it starts, exec keeps them so: a
+/// person's Ctrl-C or Ctrl-\\ through a terminal would vanish. Each becomes a handler that does
+/// nothing instead: the daemon still ignores it, and exec resets a handled signal to its
+/// default, so commands start with default dispositions as under any terminal. SIGPIPE is
+/// std's own (ignored here, reset for children); SIGCHLD is the reaper's. Before any thread
+/// exists.
+fn no_inherited_ignored_signals() {
+    extern "C" fn ignore(_: libc::c_int) {}
+    for sig in 1..32 {
+        if matches!(
+            sig,
+            libc::SIGKILL | libc::SIGSTOP | libc::SIGPIPE | libc::SIGCHLD
+        ) {
+            continue;
+        }
+        // SAFETY: sigaction with a zeroed struct to read the current disposition, then (only
+        // for an ignored signal) a handler that touches nothing; both structs live across
+        // the calls.
         unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_IGN
+            {
+                continue;
             }
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            new.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(sig, &new, std::ptr::null_mut());
         }
     }
 }

@@ -35,10 +35,7 @@ impl Reaper {
     /// Becomes the subreaper and starts reaping. Must run inside the tokio runtime, before the
     /// first spawn.
     pub fn start() -> io::Result<Arc<Reaper>> {
-        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag.
-        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::platform::process::become_subreaper()?;
         let mut sigchld = signal(SignalKind::child())?;
         let reaper = Arc::new(Reaper::default());
         let r = reaper.clone();
@@ -70,7 +67,7 @@ impl Reaper {
         let mut waiters = self.lock();
         let child = cmd.spawn()?;
         let pid = child.id() as i32;
-        let start_time = crate::tree::stat(pid).map_or(0, |s| s.start_time);
+        let start_time = crate::platform::proc::stat(pid).map_or(0, |s| s.start_time);
         let (tx, rx) = oneshot::channel();
         waiters.insert(pid, tx);
         Ok((child, rx, start_time))

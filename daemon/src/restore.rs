@@ -4,25 +4,29 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use cuba_protocol::ProcState;
+use cuba_protocol::now_ms;
 
-use crate::config::Config;
-use crate::daemon::{now_ms, Table};
-use crate::journal::{apply_end, End, Loaded, Record};
-use crate::output::Output;
-use crate::proc::{Proc, ProcData};
-use crate::spawn::spool_dir;
-use crate::spool::Spool;
+use crate::journal::{Loaded, Record};
+use crate::output::{Output, Spool};
+use crate::record::{Outcome, Proc, ProcData};
+use crate::state_dir::StateDir;
+use crate::table::Contents;
 use crate::tree::{self, TreeRoot};
 
-/// Rebuilds the table. Returns it with the records to write into the fresh journal.
-pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>) {
+/// Rebuilds the table's contents. Returns them with the records to write into the fresh
+/// journal. Trees that were still alive get SIGTERM now and SIGKILL after `grace`.
+pub fn restore(
+    state: &StateDir,
+    grace: Duration,
+    loaded: Loaded,
+) -> (Contents, BTreeMap<u64, Record>) {
     let mut procs = BTreeMap::new();
     let mut records = BTreeMap::new();
     let mut lost_roots = Vec::new();
     for (id, mut rec) in loaded.records {
-        let spool = Spool::open(spool_dir(config, id)).ok();
+        let spool = Spool::open(state.spool(id)).ok();
         if !rec.info.state.is_finished() {
             let root = TreeRoot {
                 pid: rec.info.pid as i32,
@@ -34,22 +38,13 @@ pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>
                 lost_roots.push(root);
             }
             let (stdout, stderr) = spool.as_ref().map_or((0, 0), Spool::stream_bytes);
-            apply_end(
-                &mut rec.info,
-                &End {
-                    id,
-                    state: ProcState::Lost,
-                    exit_code: None,
-                    signal: None,
-                    error: Some(format!(
-                        "cubad stopped while this process was running; on restart {stopped} \
-                         process(es) of its tree were still alive and were stopped"
-                    )),
-                    ended_at_ms: now_ms(),
-                    stdout_bytes: stdout,
-                    stderr_bytes: stderr,
-                },
+            let why = format!(
+                "cubad stopped while this process was running; on restart {stopped} process(es) \
+                 of its tree were still alive and were stopped"
             );
+            Outcome::lost(why).apply(&mut rec.info, now_ms());
+            rec.info.stdout_bytes = stdout;
+            rec.info.stderr_bytes = stderr;
             tracing::warn!(id, stopped, "process of a previous daemon marked lost");
         }
         let output = Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes);
@@ -59,7 +54,6 @@ pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>
     }
     if !lost_roots.is_empty() {
         // They had SIGTERM; whatever still stands after the grace period gets SIGKILL.
-        let grace = config.grace;
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             for root in &lost_roots {
@@ -67,9 +61,9 @@ pub fn restore(config: &Config, loaded: Loaded) -> (Table, BTreeMap<u64, Record>
             }
         });
     }
-    let table = Table {
+    let contents = Contents {
         procs,
         next_id: loaded.next_id,
     };
-    (table, records)
+    (contents, records)
 }

@@ -12,11 +12,16 @@ use tokio::net::UnixListener;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
+use crate::audit::{Audit, Peer};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::journal::Journal;
-use crate::proc::{Control, StopCause};
+use crate::launch::Launcher;
+use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
+use crate::record::{Control, StopCause};
+use crate::state_dir::StateDir;
+use crate::table::{Settings, Table};
 use crate::{conn, restore, tree};
 
 /// Runs the daemon on `listener` until `shutdown` completes or a client asks it to stop.
@@ -25,38 +30,11 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
-    // Owner-only: the state holds every process's output.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&config.state_dir)
-        .with_context(|| format!("cannot create state dir {}", config.state_dir.display()))?;
-    // Before the reaper exists: the probe waits for its own child.
-    crate::sandbox::probe(
-        &config.sandbox,
-        &config.policy.dirs,
-        &config.shell,
-        &config.state_dir,
-    )
-    .context("the configured sandbox is not available")?;
-    let reaper = Reaper::start().context("cannot become a child subreaper")?;
-    let instance = instance_id(&config)?;
-    let journal_path = config.state_dir.join("journal.jsonl");
-    let loaded = Journal::load(&journal_path)
-        .with_context(|| format!("cannot read {}", journal_path.display()))?;
-    let next_id = loaded.next_id;
-    let (table, records) = restore::restore(&config, loaded);
-    let journal = Journal::create(journal_path.clone(), &records, next_id)
-        .with_context(|| format!("cannot write {}", journal_path.display()))?;
-    let limiter = crate::limits::Limiter::setup(&config.limits, &instance)
-        .context("the configured resource limits cannot be applied")?;
-    let mut daemon = Daemon::new(config, instance, reaper, journal, table);
-    daemon.limits = limiter;
-    let d = Arc::new(daemon);
+    let d = Arc::new(start(config)?);
     tracing::info!(
-        pid = d.pid,
-        socket = %d.config.socket.display(),
-        state = %d.config.state_dir.display(),
+        pid = d.pid(),
+        socket = %d.config().socket.display(),
+        state = %d.config().state_dir.display(),
         "cubad {} ready", cuba_protocol::VERSION
     );
     let pruner = tokio::spawn(prune_expired(d.clone()));
@@ -74,11 +52,11 @@ pub async fn run(
             },
             Some(_) = conns.join_next() => {}
             _ = &mut shutdown => break,
-            _ = d.shutdown.cancelled() => break,
+            _ = d.shutdown().cancelled() => break,
         }
     }
     tracing::info!("shutting down");
-    d.shutdown.cancel();
+    d.shutdown().cancel();
     pruner.abort();
     stop_all(&d).await;
     let _ = timeout_at(Instant::now() + Duration::from_secs(2), async {
@@ -88,6 +66,50 @@ pub async fn run(
     Ok(())
 }
 
+/// Everything the daemon needs before it serves: the state directory, the sandbox check, the
+/// reaper, the table restored from the journal, the resource limits.
+fn start(config: Config) -> Result<Daemon> {
+    // Owner-only: the state holds every process's output.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.state_dir)
+        .with_context(|| format!("cannot create state dir {}", config.state_dir.display()))?;
+    // Before the reaper exists: the probe waits for its own child.
+    crate::platform::sandbox::probe(
+        &config.sandbox,
+        &config.policy.dirs,
+        &config.shell,
+        &config.state_dir,
+    )
+    .context("the configured sandbox is not available")?;
+    let reaper = Reaper::start().context("cannot become a child subreaper")?;
+    let state = StateDir::new(config.state_dir.clone());
+    let instance = instance_id(&state)?;
+    let journal_path = state.journal();
+    let loaded = Journal::load(&journal_path)
+        .with_context(|| format!("cannot read {}", journal_path.display()))?;
+    let next_id = loaded.next_id;
+    let (contents, records) = restore::restore(&state, config.grace, loaded);
+    let journal = Journal::create(journal_path.clone(), &records, next_id)
+        .with_context(|| format!("cannot write {}", journal_path.display()))?;
+    let limiter = Limiter::setup(&config.limits, &instance)
+        .context("the configured resource limits cannot be applied")?;
+    let audit = Audit::new(state.audit(), config.audit_stderr, config.audit_max);
+    let settings = Settings {
+        state,
+        instance,
+        daemon_pid: std::process::id(),
+        max_procs: config.max_procs,
+        buffer_size: config.buffer_size,
+        spool_cap: config.spool_cap,
+    };
+    let table = Arc::new(Table::new(settings, contents, journal, audit));
+    let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
+    let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
+    Ok(Daemon::new(config, launcher))
+}
+
 fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<()>) {
     let d = d.clone();
     conns.spawn(async move {
@@ -95,7 +117,7 @@ fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<(
         let me = unsafe { libc::geteuid() };
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == me => {
-                let peer = crate::audit::Peer {
+                let peer = Peer {
                     uid: cred.uid(),
                     pid: cred.pid(),
                 };
@@ -107,7 +129,7 @@ fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<(
                     "permission denied: this cubad serves uid {me} only, the peer is uid {}",
                     cred.uid()
                 );
-                conn::refuse(stream, d.pid, &reason).await;
+                conn::refuse(stream, d.pid(), &reason).await;
             }
             Err(e) => tracing::warn!("cannot read peer credentials, connection dropped: {e}"),
         }
@@ -116,8 +138,8 @@ fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<(
 
 /// A token for this state directory, created once: it makes process markers unique even
 /// between daemons whose ids overlap.
-fn instance_id(config: &Config) -> Result<String> {
-    let path = config.state_dir.join("instance");
+fn instance_id(state: &StateDir) -> Result<String> {
+    let path = state.instance();
     if let Ok(text) = std::fs::read_to_string(&path) {
         let t = text.trim();
         if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()) {
@@ -133,50 +155,44 @@ fn instance_id(config: &Config) -> Result<String> {
 }
 
 async fn prune_expired(d: Arc<Daemon>) {
-    let period = (d.config.ttl / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let ttl = d.config().ttl;
+    let period = (ttl / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut tick = tokio::time::interval(period);
     loop {
         tick.tick().await;
-        d.prune(d.config.ttl);
+        d.table().prune(ttl);
     }
 }
 
 /// Stops every running process gracefully (TERM, grace, KILL) and waits for them, bounded.
 async fn stop_all(d: &Daemon) {
-    let running = d.running();
+    let running = d.table().running();
+    let grace = d.config().grace;
     for p in &running {
-        let control = {
-            let mut data = p.lock();
-            data.stop.get_or_insert(StopCause::Shutdown);
-            data.control.clone()
-        };
+        let control = p.lock().control.clone();
         if let Some(c) = control {
-            let _ = c
-                .send(Control::Signal {
-                    id: p.id,
-                    signal: Signal::Term,
-                    grace: Some(d.config.grace),
-                })
-                .await;
+            let msg = Control::Signal {
+                id: p.id,
+                signal: Signal::Term,
+                grace: Some(grace),
+                stop: Some(StopCause::Shutdown),
+            };
+            let _ = c.send(msg).await;
         }
     }
-    let deadline = Instant::now() + d.config.grace + Duration::from_secs(2);
+    let deadline = Instant::now() + grace + Duration::from_secs(2);
     for p in &running {
         let mut changes = p.subscribe();
         loop {
             changes.borrow_and_update();
-            let done = {
-                let data = p.lock();
-                data.finished() && data.drained
-            };
-            if done {
+            if p.done() {
                 break;
             }
             if !matches!(timeout_at(deadline, changes.changed()).await, Ok(Ok(()))) {
                 // Out of time: make sure nothing of the tree survives us.
                 let root = p.lock().root.clone();
                 if let Some(root) = root {
-                    tree::kill_tree(&root, Some(&d.scope()));
+                    tree::kill_tree(&root, Some(&d.table().scope()));
                 }
                 break;
             }

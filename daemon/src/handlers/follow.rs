@@ -13,7 +13,7 @@ pub async fn follow(
     r: FollowRequest,
     out: &Responder,
 ) -> Result<Response, ProtocolError> {
-    let p = d.get(r.id)?;
+    let p = d.table().get(r.id)?;
     let mut changes = p.subscribe();
     let mut cursor = r.since;
     if cursor.is_none() {

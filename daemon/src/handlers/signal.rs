@@ -1,16 +1,18 @@
-//! `Signal`: a signal to the process's whole tree; graceful stops escalate to SIGKILL.
+//! `Signal`: a signal to the process's whole tree, through its supervisor; graceful stops
+//! escalate to SIGKILL after the grace period.
 
 use std::time::Duration;
 
-use cuba_protocol::{ErrorKind, ProtocolError, Response, Signal, SignalRequest};
+use cuba_protocol::{ProtocolError, Response, Signal, SignalRequest};
 use tokio::time::{timeout_at, Instant};
 
 use crate::daemon::Daemon;
-use crate::proc::{Control, StopCause};
+use crate::record::{Control, StopCause};
 
 /// Slack beyond the grace period for a `wait`ing signal request.
 const WAIT_MARGIN: Duration = Duration::from_secs(3);
 
+/// Signals after which an end counts as `killed` (stopped on request).
 fn ends_process(signal: Signal) -> bool {
     matches!(
         signal,
@@ -19,38 +21,31 @@ fn ends_process(signal: Signal) -> bool {
 }
 
 pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolError> {
-    let p = d.get(r.id)?;
-    let grace = r.grace_ms.map_or(d.config.grace, Duration::from_millis);
+    let p = d.table().get(r.id)?;
+    let grace = r.grace_ms.map_or(d.config().grace, Duration::from_millis);
     let control = {
-        let mut data = p.lock();
+        let data = p.lock();
         if data.finished() {
-            let info = data.snapshot();
-            return Err(ProtocolError::new(
-                ErrorKind::InvalidState,
-                format!("process {} has already ended ({})", r.id, info.state),
-            ));
-        }
-        if ends_process(r.signal) && data.stop.is_none() {
-            data.stop = Some(StopCause::Request);
+            return Err(ProtocolError::invalid_state(format!(
+                "process {} has already ended ({})",
+                r.id, data.info.state
+            )));
         }
         data.control.clone()
     };
-    let Some(control) = control else {
-        return Err(ProtocolError::new(
-            ErrorKind::InvalidState,
-            format!("process {} is not running", r.id),
-        ));
-    };
+    let not_running = || ProtocolError::invalid_state(format!("process {} is not running", r.id));
+    let control = control.ok_or_else(not_running)?;
     let msg = Control::Signal {
         id: r.id,
         signal: r.signal,
         grace: r.escalate.then_some(grace),
+        stop: ends_process(r.signal).then_some(StopCause::Request),
     };
     if control.send(msg).await.is_err() {
-        return Err(ProtocolError::new(
-            ErrorKind::InvalidState,
-            format!("process {} has already ended", r.id),
-        ));
+        return Err(ProtocolError::invalid_state(format!(
+            "process {} has already ended",
+            r.id
+        )));
     }
     if r.wait {
         let mut changes = p.subscribe();

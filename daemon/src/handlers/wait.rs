@@ -4,80 +4,20 @@
 
 use std::time::Duration;
 
-use cuba_protocol::{
-    ProcState, ProtocolError, Response, StreamFilter, WaitReason, WaitRequest, WaitResult,
-};
-use regex::bytes::{Regex, RegexBuilder};
+use cuba_protocol::{ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult};
 use tokio::time::{sleep_until, Instant};
 
-use super::bad_request;
+use super::matcher::Matcher;
 use crate::daemon::Daemon;
-use crate::proc::Proc;
 
 /// Longest wait one request may ask for.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
-/// How much of an unfinished line is kept for matching across reads.
-const MAX_CARRY: usize = 64 * 1024;
-const SCAN_STEP: u64 = 1024 * 1024;
-
-/// Scans output for a pattern, line by line, across reads.
-struct Matcher {
-    re: Regex,
-    pos: u64,
-    carry: Vec<u8>,
-}
-
-impl Matcher {
-    /// Looks at the output from `pos` on; returns the first matching line.
-    fn scan(&mut self, p: &Proc, filter: StreamFilter) -> Option<String> {
-        loop {
-            let read = p.lock().output.read(Some(self.pos), SCAN_STEP, filter);
-            if read.next == self.pos {
-                return None;
-            }
-            self.pos = read.next;
-            if read.dropped > 0 {
-                self.carry.clear();
-            }
-            for chunk in &read.chunks {
-                self.carry.extend_from_slice(&chunk.data);
-            }
-            if let Some(m) = self.re.find(&self.carry) {
-                let start = self.carry[..m.start()]
-                    .iter()
-                    .rposition(|b| *b == b'\n')
-                    .map_or(0, |i| i + 1);
-                let end = self.carry[m.end()..]
-                    .iter()
-                    .position(|b| *b == b'\n')
-                    .map_or(self.carry.len(), |i| m.end() + i);
-                return Some(String::from_utf8_lossy(&self.carry[start..end]).into_owned());
-            }
-            // Keep only the unfinished last line (bounded).
-            let keep_from = self
-                .carry
-                .iter()
-                .rposition(|b| *b == b'\n')
-                .map_or(0, |i| i + 1)
-                .max(self.carry.len().saturating_sub(MAX_CARRY));
-            self.carry.drain(..keep_from);
-        }
-    }
-}
 
 pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError> {
-    let p = d.get(r.id)?;
+    let p = d.table().get(r.id)?;
     let since = r.since.unwrap_or(0);
     let mut matcher = match &r.spec.until {
-        Some(pattern) => Some(Matcher {
-            re: RegexBuilder::new(pattern)
-                .multi_line(true)
-                .size_limit(1 << 20)
-                .build()
-                .map_err(|e| bad_request(format!("`until` is not a valid regex: {e}")))?,
-            pos: since,
-            carry: Vec::new(),
-        }),
+        Some(pattern) => Some(Matcher::new(pattern, since)?),
         None => None,
     };
     let deadline = Instant::now() + Duration::from_millis(r.spec.timeout_ms).min(MAX_WAIT);

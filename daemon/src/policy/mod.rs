@@ -3,7 +3,6 @@
 //! is held against the blocklist and the optional allowlist. This is a seatbelt, not a sandbox:
 //! a program the lists allow (`python -c`, a compiled binary) can still do anything.
 
-pub(crate) mod ancestry;
 mod narrow;
 mod walk;
 mod words;

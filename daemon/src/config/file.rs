@@ -1,0 +1,174 @@
+//! The optional settings file, `~/.config/cuba-exec/config.toml` (or `$CUBA_EXEC_CONFIG`).
+//! Each key stands for one `CUBA_EXEC_*` variable: the file is read into those variables, which
+//! are applied the same way as the environment's, before it, so a variable always wins.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use serde::Deserialize;
+
+/// A number or a string with a unit (`max_procs = 20`, `ttl = "1h"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Int(i64),
+    Text(String),
+}
+
+/// The file's keys; unknown keys are an error naming the line.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    max_procs: Option<Scalar>,
+    buffer_size: Option<Scalar>,
+    spool_size: Option<Scalar>,
+    ttl: Option<Scalar>,
+    shutdown_timeout: Option<Scalar>,
+    blocked_commands: Option<Vec<String>>,
+    allowed_commands: Option<Vec<String>>,
+    allowed_dirs: Option<Vec<String>>,
+    blocked_side_effects: Option<Vec<String>>,
+    audit: Option<bool>,
+    sandbox: Option<String>,
+    network: Option<bool>,
+    audit_max: Option<Scalar>,
+    limits: Option<LimitsTable>,
+}
+
+/// `[limits]`: rlimits and cgroup limits for every command.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsTable {
+    cpu_seconds: Option<Scalar>,
+    file_size: Option<Scalar>,
+    open_files: Option<Scalar>,
+    address_space: Option<Scalar>,
+    pids_max: Option<Scalar>,
+    memory_max: Option<Scalar>,
+}
+
+impl File {
+    /// The file as the environment variables it stands for.
+    fn into_env(self) -> BTreeMap<&'static str, String> {
+        let mut vars = BTreeMap::new();
+        let limits = self.limits.unwrap_or_default();
+        let scalars = [
+            ("CUBA_EXEC_AUDIT_MAX", self.audit_max),
+            ("CUBA_EXEC_RLIMIT_CPU", limits.cpu_seconds),
+            ("CUBA_EXEC_RLIMIT_FSIZE", limits.file_size),
+            ("CUBA_EXEC_RLIMIT_NOFILE", limits.open_files),
+            ("CUBA_EXEC_RLIMIT_AS", limits.address_space),
+            ("CUBA_EXEC_PIDS_MAX", limits.pids_max),
+            ("CUBA_EXEC_MEMORY_MAX", limits.memory_max),
+            ("CUBA_EXEC_MAX_PROCS", self.max_procs),
+            ("CUBA_EXEC_BUFFER_SIZE", self.buffer_size),
+            ("CUBA_EXEC_SPOOL_SIZE", self.spool_size),
+            ("CUBA_EXEC_TTL", self.ttl),
+            ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
+        ];
+        for (name, value) in scalars {
+            match value {
+                Some(Scalar::Int(n)) => vars.insert(name, n.to_string()),
+                Some(Scalar::Text(t)) => vars.insert(name, t),
+                None => None,
+            };
+        }
+        let lists = [
+            ("CUBA_EXEC_BLOCKED_COMMANDS", self.blocked_commands),
+            ("CUBA_EXEC_ALLOWED_COMMANDS", self.allowed_commands),
+            ("CUBA_EXEC_ALLOWED_DIRS", self.allowed_dirs),
+            ("CUBA_EXEC_BLOCKED_SIDE_EFFECTS", self.blocked_side_effects),
+        ];
+        for (name, list) in lists {
+            if let Some(list) = list {
+                vars.insert(name, list.join(","));
+            }
+        }
+        if let Some(audit) = self.audit {
+            vars.insert("CUBA_EXEC_AUDIT", if audit { "1" } else { "0" }.to_string());
+        }
+        if let Some(sandbox) = self.sandbox {
+            vars.insert("CUBA_EXEC_SANDBOX", sandbox);
+        }
+        if let Some(network) = self.network {
+            vars.insert(
+                "CUBA_EXEC_NETWORK",
+                if network { "1" } else { "0" }.to_string(),
+            );
+        }
+        vars
+    }
+}
+
+/// `$CUBA_EXEC_CONFIG` (must exist), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
+/// `~/.config/cuba-exec/config.toml` (may be absent).
+fn path(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
+    if let Some(p) = lookup("CUBA_EXEC_CONFIG").filter(|p| !p.is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let base = lookup("XDG_CONFIG_HOME")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some((base.join("cuba-exec").join("config.toml"), false))
+}
+
+/// Parses settings text; errors name the line (toml's message carries it).
+fn parse(text: &str) -> Result<BTreeMap<&'static str, String>> {
+    let file: File = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(file.into_env())
+}
+
+/// The settings file, if there is one: its path, and the variables its keys stand for.
+pub fn read(
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<(PathBuf, BTreeMap<&'static str, String>)>> {
+    let Some((path, explicit)) = path(lookup) else {
+        return Ok(None);
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(None),
+        Err(e) => bail!("cannot read config file {}: {e}", path.display()),
+    };
+    let vars = parse(&text).map_err(|e| e.context(format!("config file {}", path.display())))?;
+    Ok(Some((path, vars)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::Config;
+    use super::*;
+
+    #[test]
+    fn the_limits_table_and_audit_max_apply() {
+        let vars = parse(
+            "audit_max = \"1M\"\n\n[limits]\nopen_files = 64\nfile_size = \"1M\"\n\
+             cpu_seconds = 5\naddress_space = \"2G\"\npids_max = 5\nmemory_max = \"256M\"\n",
+        )
+        .unwrap();
+        let c = Config::new("/s".into(), "/d".into())
+            .apply_env(|k| vars.get(k).cloned())
+            .unwrap();
+        assert_eq!(c.audit_max, 1 << 20);
+        assert_eq!(c.limits.open_files, Some(64));
+        assert_eq!(c.limits.file_size, Some(1 << 20));
+        assert_eq!(c.limits.cpu_seconds, Some(5));
+        assert_eq!(c.limits.address_space, Some(2 << 30));
+        assert_eq!(c.limits.pids_max, Some(5));
+        assert_eq!(c.limits.memory_max, Some(256 << 20));
+        let err = parse("[limits]\nopen_file = 64\n").unwrap_err();
+        assert!(format!("{err:#}").contains("open_file"), "{err:#}");
+    }
+
+    #[test]
+    fn a_bad_file_names_the_line() {
+        let err = parse("max_procs = 3\nttl = [1\n").unwrap_err();
+        assert!(format!("{err:#}").contains("line 2"), "{err:#}");
+        let err = parse("max_procs = 3\n\nbogus = 1\n").unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("line 3") && text.contains("bogus"), "{text}");
+    }
+}

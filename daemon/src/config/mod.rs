@@ -1,0 +1,127 @@
+//! Daemon settings: defaults from the design, then the config file (`file.rs`), then
+//! `CUBA_EXEC_*` environment variables (`env.rs`), which always win.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::policy::Policy;
+
+mod env;
+mod file;
+mod limits;
+mod sandbox;
+mod units;
+
+pub use limits::{Limits, Rlimit};
+pub use sandbox::Sandbox;
+pub use units::{parse_duration, parse_size};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    /// Most processes running at once; the next spawn gets a `LIMIT` error.
+    pub max_procs: usize,
+    /// In-memory head+tail buffer per process.
+    pub buffer_size: usize,
+    /// On-disk spool cap per process.
+    pub spool_cap: u64,
+    /// How long finished records are kept.
+    pub ttl: Duration,
+    /// TERM → KILL grace period when stopping a tree.
+    pub grace: Duration,
+    /// Shell that runs commands as `shell -c TEXT`.
+    pub shell: String,
+    /// What may run, and where.
+    pub policy: Policy,
+    /// Copy every audit line to stderr too (`CUBA_EXEC_AUDIT=1`).
+    pub audit_stderr: bool,
+    /// `audit.jsonl` is rotated (`.1` … `.3`) once it grows past this many bytes
+    /// (`CUBA_EXEC_AUDIT_MAX`, default 8 MiB).
+    pub audit_max: u64,
+    /// rlimits and cgroup limits for every command (none by default).
+    pub limits: Limits,
+    /// The OS sandbox every command runs in (off by default).
+    pub sandbox: Sandbox,
+    /// Side-effect categories a spawn may not declare (`CUBA_EXEC_BLOCKED_SIDE_EFFECTS`).
+    pub blocked_side_effects: BTreeSet<String>,
+}
+
+impl Config {
+    pub fn new(socket: PathBuf, state_dir: PathBuf) -> Config {
+        Config {
+            socket,
+            state_dir,
+            max_procs: 20,
+            buffer_size: 64 * 1024,
+            spool_cap: 64 * 1024 * 1024,
+            ttl: Duration::from_secs(3600),
+            grace: Duration::from_secs(5),
+            shell: "/bin/sh".to_string(),
+            policy: Policy::default(),
+            audit_stderr: false,
+            audit_max: 8 * 1024 * 1024,
+            limits: Limits::default(),
+            sandbox: Sandbox::default(),
+            blocked_side_effects: crate::side_effects::default_blocked(),
+        }
+    }
+
+    /// The settings file (see `file.rs`), then the environment `lookup`.
+    pub fn load(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let from_file = match file::read(&lookup)? {
+            Some((path, vars)) => self
+                .apply_env(|k| vars.get(k).cloned())
+                .with_context(|| format!("config file {}", path.display()))?,
+            None => self,
+        };
+        from_file.apply_env(lookup)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn file_values_apply_and_env_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "max_procs = 7\nttl = \"10m\"\nblocked_commands = [\"curl\"]\n\
+             allowed_dirs = [\"/tmp\"]\naudit = true\nsandbox = \"workspace-write\"\n\
+             network = false\nblocked_side_effects = [\"makes_network_requests\"]\n",
+        )
+        .unwrap();
+        let f = file.display().to_string();
+        let lookup = |k: &str| match k {
+            "CUBA_EXEC_CONFIG" => Some(f.clone()),
+            "CUBA_EXEC_MAX_PROCS" => Some("3".into()),
+            _ => None,
+        };
+        let c = Config::new("/s".into(), "/d".into()).load(lookup).unwrap();
+        assert_eq!(c.max_procs, 3, "the environment wins");
+        assert_eq!(c.ttl, Duration::from_secs(600));
+        assert_eq!(c.policy.blocked, ["curl".to_string()].into());
+        assert_eq!(c.policy.dirs, [PathBuf::from("/tmp")]);
+        assert!(c.audit_stderr);
+        assert!(c.sandbox.workspace_write && c.sandbox.no_network);
+        assert_eq!(
+            c.blocked_side_effects,
+            ["MAKES_NETWORK_REQUESTS".to_string()].into()
+        );
+    }
+
+    #[test]
+    fn an_explicit_missing_file_is_an_error_a_default_one_is_not() {
+        let lookup = |k: &str| (k == "CUBA_EXEC_CONFIG").then(|| "/nonexistent/c.toml".into());
+        assert!(Config::new("/s".into(), "/d".into()).load(lookup).is_err());
+        let lookup = |k: &str| (k == "HOME").then(|| "/nonexistent".into());
+        assert!(Config::new("/s".into(), "/d".into()).load(lookup).is_ok());
+    }
+}

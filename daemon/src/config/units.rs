@@ -1,0 +1,62 @@
+//! Sizes (`64K`, `1M`) and durations (`500ms`, `1h`) as settings write them.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+/// `65536`, `64k`, `64KiB`, `1M`, `1G` (binary multiples).
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm')) => (&t[..i], 1 << 20),
+        Some((i, 'g')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .with_context(|| format!("expected a size such as 65536, 64K or 1M, got {text:?}"))?;
+    n.checked_mul(mult).context("size too large")
+}
+
+/// `30` (seconds), `30s`, `500ms`, `10m`, `1h`.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = t.strip_suffix('s') {
+        (d, 1000)
+    } else if let Some(d) = t.strip_suffix('m') {
+        (d, 60_000)
+    } else if let Some(d) = t.strip_suffix('h') {
+        (d, 3_600_000)
+    } else {
+        (t.as_str(), 1000)
+    };
+    let n: u64 = digits.trim().parse().with_context(|| {
+        format!("expected a duration such as 30, 30s, 500ms or 1h, got {text:?}")
+    })?;
+    Ok(Duration::from_millis(n.saturating_mul(unit_ms)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("65536").unwrap(), 65536);
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,110 @@
+//! `Spawn` and `Ensure`: validate the request, check the command policy and the side-effect
+//! declarations (a refusal is `BLOCKED` and an audit line), then run it in its session, or
+//! reserve a table slot and launch it.
+
+use std::path::{Path, PathBuf};
+
+use cuba_protocol::{ProcessInfo, ProtocolError, SpawnRequest};
+
+use super::validate;
+use crate::caller::Caller;
+use crate::daemon::Daemon;
+use crate::launch::LaunchPlan;
+use crate::side_effects::{self, Refusal};
+use crate::table::{NewRecord, Reserved};
+
+/// Starts `req` for `caller`. A process that cannot start (bad cwd, missing shell) is still a
+/// record, in state `FailedToStart` with the OS reason.
+pub fn spawn(d: &Daemon, caller: &Caller, req: SpawnRequest) -> Result<ProcessInfo, ProtocolError> {
+    start(d, caller, req, false).map(|(info, _)| info)
+}
+
+/// `spawn`, unless a running process of the same name and command exists: then that one
+/// (found atomically with the reservation).
+pub fn ensure(
+    d: &Daemon,
+    caller: &Caller,
+    req: SpawnRequest,
+) -> Result<(ProcessInfo, bool), ProtocolError> {
+    if req.name.is_none() {
+        return Err(ProtocolError::bad_request(
+            "ensure needs a name: it finds a running process by name and command",
+        ));
+    }
+    if req.session.is_some() {
+        return Err(ProtocolError::bad_request(
+            "ensure cannot be combined with session: a session runs one command at a time",
+        ));
+    }
+    start(d, caller, req, true)
+}
+
+/// The process started (or, with `reuse`, found: then `true`).
+fn start(
+    d: &Daemon,
+    caller: &Caller,
+    req: SpawnRequest,
+    reuse: bool,
+) -> Result<(ProcessInfo, bool), ProtocolError> {
+    validate::spawn_request(&req)?;
+    let cwd = match &req.cwd {
+        Some(c) => Path::new(&caller.client.cwd).join(c),
+        None => PathBuf::from(&caller.client.cwd),
+    };
+    allowed(d, caller, &req, &cwd)?;
+    if req.session.is_some() {
+        return d
+            .sessions()
+            .run(caller, req, &cwd)
+            .map(|info| (info, false));
+    }
+    let table = d.table();
+    let p = match table.reserve(NewRecord::of(caller.owner(), &req, &cwd), reuse)? {
+        Reserved::New(p) => p,
+        Reserved::Existing(p) => return Ok((p.info(), true)),
+    };
+    let launcher = d.launcher();
+    let defaults = (launcher.shell(), launcher.confinement(caller));
+    let plan = LaunchPlan::command(p.id, req, caller, cwd, defaults, &table.marker(p.id));
+    // A process that could not start is a record too: its state says why.
+    let _ = launcher.launch(caller, &p, plan, None);
+    Ok((p.info(), false))
+}
+
+/// The connection's policy (the daemon's, narrowed per client) and the side-effect
+/// declarations. Unknown side-effect names are `BAD_REQUEST`; a refusal is `BLOCKED` and
+/// audited.
+fn allowed(
+    d: &Daemon,
+    caller: &Caller,
+    req: &SpawnRequest,
+    cwd: &Path,
+) -> Result<(), ProtocolError> {
+    let refused = |decision: &cuba_protocol::PolicyDecision| {
+        let cwd = cwd.display().to_string();
+        d.table()
+            .audit()
+            .refused(caller.who(), &req.command, &cwd, decision);
+    };
+    let decision = caller
+        .policy
+        .check_spawn(req.shell.as_deref(), &req.command, cwd);
+    if !decision.allowed {
+        refused(&decision);
+        let rule = decision.rule.as_deref().unwrap_or("policy");
+        let message = format!("refused by the {rule} rule: {}", decision.message);
+        return Err(ProtocolError::new(
+            cuba_protocol::ErrorKind::Blocked,
+            message,
+        ));
+    }
+    // The caller's word, not verified.
+    match side_effects::check(&req.side_effects, &d.config().blocked_side_effects) {
+        Ok(()) => Ok(()),
+        Err(Refusal::Bad(e)) => Err(e),
+        Err(Refusal::Blocked(e, decision)) => {
+            refused(&decision);
+            Err(e)
+        }
+    }
+}

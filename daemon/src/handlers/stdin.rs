@@ -1,0 +1,80 @@
+//! `Stdin`: bytes for a process's stdin (queued for its stdin writer), or closing it. The
+//! supervisor is told, and has cleared `waiting_input`, before the reply.
+
+use cuba_protocol::{ErrorKind, ProcKind, ProtocolError, Response, StdinRequest};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::oneshot;
+
+use crate::daemon::Daemon;
+use crate::record::{Control, StdinMsg};
+
+pub async fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
+    let p = d.table().get(r.id)?;
+    let (tx, control, finished, tty, kind) = {
+        let data = p.lock();
+        let handles = (data.stdin.clone(), data.control.clone());
+        let facts = (data.finished(), data.tty.is_some(), data.info.kind);
+        (handles.0, handles.1, facts.0, facts.1, facts.2)
+    };
+    let closed = || {
+        let why = if finished {
+            "the process has ended"
+        } else {
+            "its stdin is closed (EOF was sent, or the process closed it)"
+        };
+        ProtocolError::invalid_state(format!("cannot write to process {}: {why}", r.id))
+    };
+    let tx = tx.ok_or_else(closed)?;
+    if r.eof && kind == ProcKind::InSession {
+        return Err(ProtocolError::invalid_state(format!(
+            "cannot close the stdin of process {}: it runs in a session, whose later commands \
+             read that stdin too; interrupt it (SIGINT) instead",
+            r.id
+        )));
+    }
+    if kind == ProcKind::Session && !d.sessions().busy(p.id) {
+        // Nothing would read it now, and the next command would get it as its input.
+        return Err(ProtocolError::invalid_state(format!(
+            "session process {} runs no command now, so nothing reads its input; run a command \
+             in the session (run with session)",
+            r.id
+        )));
+    }
+    let send = |msg: StdinMsg| match tx.try_send(msg) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(_)) => Err(ProtocolError::new(
+            ErrorKind::Limit,
+            format!(
+                "process {} is not reading its stdin and the queue is full; wait for it to \
+                 read, or close stdin",
+                r.id
+            ),
+        )),
+        Err(TrySendError::Closed(_)) => Err(closed()),
+    };
+    if !r.data.is_empty() {
+        send(StdinMsg::Data(r.data))?;
+    }
+    // A terminal is not closed: end-of-file is C-d, through the line discipline, as when a
+    // person types it.
+    let close = r.eof && !tty;
+    if r.eof && tty {
+        send(StdinMsg::Data(vec![0x04]))?;
+    } else if close {
+        send(StdinMsg::Eof)?;
+    }
+    // Answered (or closed): no longer waiting for input, from this reply on.
+    if let Some(control) = control {
+        let (done, answered) = oneshot::channel();
+        let msg = Control::Input {
+            id: r.id,
+            eof: close,
+            done,
+        };
+        if control.send(msg).await.is_ok() {
+            // A supervisor that ends meanwhile drops `done`: nothing is waiting then.
+            let _ = answered.await;
+        }
+    }
+    Ok(Response::Ok)
+}

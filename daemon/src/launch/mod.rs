@@ -1,0 +1,256 @@
+//! Starting a process: a [`LaunchPlan`] (what to run, where, with what) carried out by layers,
+//! each one concern with its part before and after the spawn (`layer.rs`): the program
+//! (`program.rs`), stdio on pipes in a process group of its own (`pipes.rs`, `group.rs`) or on
+//! a terminal (`terminal.rs`), the sandbox and the resource limits. Then the record gets its
+//! handles and the child goes to its supervisor, and the stdin writer starts.
+
+mod group;
+mod layer;
+mod limits;
+mod pipes;
+mod plan;
+mod program;
+mod sandbox;
+mod stdin;
+mod terminal;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::caller::Caller;
+use crate::config::Sandbox;
+use crate::platform::limits::Limiter;
+use crate::reaper::Reaper;
+use crate::record::{Outcome, Proc, StdinMsg, TtyData};
+use crate::supervise::{supervise, ChildIo, Cleanup, Job, Route};
+use crate::table::Table;
+use crate::tree::TreeRoot;
+use layer::Layer;
+pub use plan::{Confinement, LaunchPlan};
+pub use stdin::StdinSink;
+
+/// Control messages queued per supervisor.
+const CONTROL_QUEUE: usize = 16;
+
+/// What every launch uses: the table, the reaper, the limits, and the daemon's defaults.
+#[derive(Clone)]
+pub struct Launcher {
+    table: Arc<Table>,
+    reaper: Arc<Reaper>,
+    limiter: Arc<Limiter>,
+    /// TERM → KILL grace period when stopping a tree.
+    grace: Duration,
+    /// The shell that runs commands unless a request names another.
+    shell: String,
+    /// The daemon's own sandbox, under every command's.
+    sandbox: Sandbox,
+}
+
+/// The daemon's ends of a started child: for its supervisor, its stdin writer and its record.
+pub struct Connected {
+    pub io: ChildIo,
+    pub sink: StdinSink,
+    pub tty: Option<TtyData>,
+}
+
+/// A child that was spawned and passed every layer.
+struct Started {
+    connected: Connected,
+    root: TreeRoot,
+    cleanup: Vec<Cleanup>,
+}
+
+impl Launcher {
+    pub fn new(
+        table: Arc<Table>,
+        reaper: Arc<Reaper>,
+        limiter: Arc<Limiter>,
+        (grace, shell, sandbox): (Duration, String, Sandbox),
+    ) -> Launcher {
+        Launcher {
+            table,
+            reaper,
+            limiter,
+            grace,
+            shell,
+            sandbox,
+        }
+    }
+
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    pub fn shell(&self) -> &str {
+        &self.shell
+    }
+
+    /// The confinement of what `caller` starts.
+    pub fn confinement(&self, caller: &Caller) -> Confinement {
+        Confinement::of(caller, &self.sandbox)
+    }
+
+    /// Starts the process of the reserved record `p` for `caller` as `plan` says and hands it
+    /// to its supervisor (with `route` for a session's shell). A process that cannot start is
+    /// finished `failed_to_start` with the reason, which is also returned.
+    pub fn launch(
+        &self,
+        caller: &Caller,
+        p: &Arc<Proc>,
+        mut plan: LaunchPlan,
+        route: Option<Box<dyn Route>>,
+    ) -> Result<(), String> {
+        // A connection from inside this process's tree inherits the caller's policy.
+        p.lock().policy = Some(caller.policy.clone());
+        let began = Instant::now();
+        let stdin = plan.stdin.take();
+        let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
+        let started = match self.start(plan) {
+            Ok(started) => started,
+            Err(reason) => {
+                self.table.started(caller.who(), p, 0);
+                p.lock().drained = true;
+                self.table
+                    .finish(p, Outcome::failed_to_start(reason.clone()));
+                return Err(reason);
+            }
+        };
+        let Started {
+            connected,
+            root,
+            cleanup,
+        } = started;
+        tracing::debug!(
+            id = p.id,
+            pid = root.pid,
+            us = began.elapsed().as_micros() as u64,
+            "spawned"
+        );
+        let (control_tx, control_rx) = mpsc::channel(CONTROL_QUEUE);
+        let (stdin_tx, stdin_rx) = mpsc::channel(stdin::QUEUE);
+        {
+            let mut d = p.lock();
+            d.tty = connected.tty;
+            d.info.pid = root.pid as u32;
+            d.root = Some(root.clone());
+            d.control = Some(control_tx);
+            d.stdin = Some(stdin_tx.clone());
+        }
+        self.table.started(caller.who(), p, root.start_time);
+        // The queue is empty: these cannot fail for lack of room.
+        if let Some(bytes) = stdin {
+            let _ = stdin_tx.try_send(StdinMsg::Data(bytes));
+        }
+        if close_stdin {
+            let _ = stdin_tx.try_send(StdinMsg::Eof);
+        }
+        tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx));
+        let job = Job {
+            table: self.table.clone(),
+            grace: self.grace,
+            timeout,
+            route,
+            cleanup,
+        };
+        tokio::spawn(supervise(job, p.clone(), connected.io, control_rx));
+        self.table.changed();
+        Ok(())
+    }
+
+    /// Runs the layers around the spawn. On an error, what the layers did is undone and no
+    /// child is left running.
+    fn start(&self, plan: LaunchPlan) -> Result<Started, String> {
+        match std::fs::metadata(&plan.cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("cwd {}: not a directory", plan.cwd.display())),
+            Err(e) => return Err(format!("cwd {}: {e}", plan.cwd.display())),
+        }
+        let LaunchPlan {
+            id,
+            shell,
+            program,
+            cwd,
+            env,
+            terminal,
+            confinement,
+            ..
+        } = plan;
+        let mut cmd = Command::new(&shell);
+        cmd.current_dir(&cwd).env_clear().envs(env);
+        let script = self.table.state_dir().script(id);
+        let mut layers: Vec<Box<dyn Layer>> = vec![program::layer(program, &shell, script)];
+        let terminal = match terminal {
+            Some(size) => Some(terminal::Terminal::open(&self.reaper, size)?),
+            None => {
+                layers.push(Box::new(group::ProcessGroup));
+                None
+            }
+        };
+        let sandboxed = confinement.sandbox.active();
+        if let Some(layer) = sandbox::Sandbox::of(&confinement, &cwd)? {
+            layers.push(Box::new(layer));
+        }
+        if self.limiter.is_active() {
+            let limiter = self.limiter.clone();
+            layers.push(Box::new(limits::Limits { limiter, id }));
+        }
+        let result = self.spawn(&mut cmd, &mut layers, terminal, (&shell, sandboxed));
+        let cleanup: Vec<Cleanup> = layers.iter_mut().filter_map(|l| l.undo()).collect();
+        match result {
+            Ok((connected, pid, start_time)) => Ok(Started {
+                connected,
+                root: TreeRoot {
+                    pid,
+                    start_time,
+                    marker: self.table.marker(id),
+                },
+                cleanup,
+            }),
+            Err(e) => {
+                cleanup.into_iter().for_each(|undo| undo());
+                Err(e)
+            }
+        }
+    }
+
+    /// The spawn between the layers: the child's ends, pid and start time.
+    fn spawn(
+        &self,
+        cmd: &mut Command,
+        layers: &mut [Box<dyn Layer>],
+        terminal: Option<terminal::Terminal>,
+        (shell, sandboxed): (&str, bool),
+    ) -> Result<(Connected, i32, u64), String> {
+        for layer in layers.iter_mut() {
+            layer.before(cmd)?;
+        }
+        match &terminal {
+            Some(t) => t.before(cmd)?,
+            None => pipes::before(cmd),
+        }
+        let spawned = self.reaper.spawn(cmd);
+        let (mut child, exit, start_time) = spawned.map_err(|e| match sandboxed {
+            true => format!("cannot run {shell} in the sandbox: {e}"),
+            false => format!("cannot run {shell}: {e}"),
+        })?;
+        let pid = child.id() as i32;
+        let connected = layers
+            .iter_mut()
+            .try_for_each(|layer| layer.after(pid))
+            .and_then(|()| match terminal {
+                Some(t) => Ok(t.connect(exit)),
+                None => pipes::connect(&mut child, exit),
+            });
+        match connected {
+            Ok(connected) => Ok((connected, pid, start_time)),
+            Err(e) => {
+                // It must not run without what the layers give it; the reaper collects it.
+                crate::platform::signal::kill_child(pid);
+                Err(e)
+            }
+        }
+    }
+}

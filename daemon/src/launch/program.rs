@@ -1,0 +1,116 @@
+//! The program layers: what the shell is told to run. Command text as `-c TEXT`, or as a script
+//! file when it is too long for an argument (removed when the process ends), or for a session's
+//! shell the pipe its commands come through, as fd 3.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::layer::Layer;
+use super::plan::Program;
+use crate::supervise::Cleanup;
+
+/// The layer that gives the shell its program.
+pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {
+    match program {
+        Program::Inline(text) => Box::new(Inline(Some(text))),
+        Program::Script(text) => Box::new(Script {
+            text: Some(text),
+            path: script,
+        }),
+        Program::Session(read) => Box::new(CommandPipe {
+            read: Some(read),
+            bash: Path::new(shell).file_name().is_some_and(|n| n == "bash"),
+        }),
+    }
+}
+
+struct Inline(Option<String>);
+
+impl Layer for Inline {
+    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+        cmd.arg("-c").arg(self.0.take().unwrap_or_default());
+        Ok(())
+    }
+}
+
+struct Script {
+    text: Option<String>,
+    path: PathBuf,
+}
+
+impl Layer for Script {
+    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+        let text = self.text.take().unwrap_or_default();
+        let written = self
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&self.path, text));
+        if let Err(e) = written {
+            return Err(format!(
+                "cannot write script file {}: {e}",
+                self.path.display()
+            ));
+        }
+        cmd.arg(&self.path);
+        Ok(())
+    }
+
+    fn undo(&mut self) -> Option<Cleanup> {
+        let path = self.path.clone();
+        Some(Box::new(move || {
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove {}: {e}", path.display());
+                }
+            }
+        }))
+    }
+}
+
+/// A session's shell reads its commands from `/dev/fd/3`, the read end of a pipe of its own.
+struct CommandPipe {
+    read: Option<OwnedFd>,
+    bash: bool,
+}
+
+impl Layer for CommandPipe {
+    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+        let fd = self
+            .read
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+            .ok_or("the session's command pipe is gone")?;
+        // No start-up files, so the session is the client's environment and nothing else (as
+        // `sh -c` is); the script is the command pipe, which the shell reads line by line.
+        if self.bash {
+            cmd.arg("--noprofile").arg("--norc");
+        }
+        cmd.arg("/dev/fd/3");
+        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let ok = if fd == 3 {
+                    // dup2 onto itself would keep close-on-exec.
+                    libc::fcntl(3, libc::F_SETFD, 0) == 0
+                } else {
+                    libc::dup2(fd, 3) == 3
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn after(&mut self, _pid: i32) -> Result<(), String> {
+        // The shell has its copy: the daemon keeps only the write end.
+        self.read = None;
+        Ok(())
+    }
+}

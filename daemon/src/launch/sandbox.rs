@@ -1,0 +1,43 @@
+//! The sandbox layer: the child enters its confinement (Landlock write rules, a network
+//! namespace) in a `pre_exec` hook prepared in the daemon. Only sandboxed processes pay for the
+//! hook, which makes std fork instead of posix_spawn.
+
+use std::process::Command;
+
+use super::layer::Layer;
+use super::plan::Confinement;
+use crate::platform::sandbox::{self, Prepared};
+
+pub struct Sandbox {
+    /// Alive until the spawn has returned: the child enters its ruleset.
+    prepared: Option<Prepared>,
+}
+
+impl Sandbox {
+    /// The layer for `confinement`, when it confines anything; `cwd` is where a command with
+    /// no allowed roots may write.
+    pub fn of(confinement: &Confinement, cwd: &std::path::Path) -> Result<Option<Sandbox>, String> {
+        if !confinement.sandbox.active() {
+            return Ok(None);
+        }
+        let prepared = sandbox::prepare(&confinement.sandbox, &confinement.roots, cwd)
+            .map_err(|e| format!("cannot prepare the sandbox: {e:#}"))?;
+        Ok(Some(Sandbox {
+            prepared: Some(prepared),
+        }))
+    }
+}
+
+impl Layer for Sandbox {
+    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+        if let Some(p) = &self.prepared {
+            p.install(cmd);
+        }
+        Ok(())
+    }
+
+    fn after(&mut self, _pid: i32) -> Result<(), String> {
+        self.prepared = None;
+        Ok(())
+    }
+}

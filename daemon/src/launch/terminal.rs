@@ -1,0 +1,78 @@
+//! Stdio on a terminal: a new pseudo-terminal whose other end is the child's stdin, stdout and
+//! stderr, and its controlling terminal in a session of its own (job control, Ctrl-C through
+//! the line discipline, SIGWINCH, SIGHUP when the terminal goes).
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use cuba_protocol::TtySize;
+
+use super::pipes::ChildExit;
+use super::stdin::StdinSink;
+use super::Connected;
+use crate::reaper::Reaper;
+use crate::record::TtyData;
+use crate::supervise::{ChildIo, InputTarget, Source};
+use crate::terminal::{self, Master, Screen};
+
+pub struct Terminal {
+    master: Arc<Master>,
+    /// The child's end; the daemon drops its copy once the child has its own, so the master
+    /// reads end-of-file when the child's tree closes it.
+    slave: OwnedFd,
+    size: TtySize,
+}
+
+impl Terminal {
+    /// A new terminal of `size`. Opened while no child can be spawned: the master end is not
+    /// close-on-exec from its first moment, and no other child may inherit it.
+    pub fn open(reaper: &Reaper, size: TtySize) -> Result<Terminal, String> {
+        let (master, slave) = reaper
+            .exclusive(|| terminal::open(size))
+            .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+        Ok(Terminal {
+            master: Arc::new(master),
+            slave,
+            size,
+        })
+    }
+
+    pub fn before(&self, cmd: &mut Command) -> Result<(), String> {
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))
+        };
+        cmd.stdin(dup(&self.slave)?)
+            .stdout(dup(&self.slave)?)
+            .stderr(dup(&self.slave)?);
+        // setsid also makes it a process group leader: the group is the tree's handle.
+        // SAFETY: the hook only makes async-signal-safe system calls.
+        unsafe {
+            cmd.pre_exec(crate::platform::terminal::take_controlling_terminal);
+        }
+        Ok(())
+    }
+
+    /// The master end for the supervisor (reads), the stdin writer (writes) and the record
+    /// (resizes, the screen).
+    pub fn connect(self, exit: ChildExit) -> Connected {
+        drop(self.slave);
+        let io = ChildIo {
+            stdout: Source::Pty(self.master.clone()),
+            stderr: None,
+            exit,
+            input: Some(InputTarget::Tty(self.master.clone())),
+        };
+        Connected {
+            io,
+            sink: StdinSink::Pty(self.master.clone()),
+            tty: Some(TtyData {
+                master: Some(self.master),
+                screen: Screen::new(self.size),
+            }),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Whether a process is blocked reading a given pipe or terminal, from the kernel's state: it
+//! has the pipe (or terminal) open (`/proc/PID/fd/N` links to it) and one of its threads sleeps
+//! in `read`/`readv` on that descriptor (`/proc/PID/task/TID/syscall`), or waits in
+//! `select`/`poll` with no timeout while it is its stdin. Where `syscall` is unreadable, a thread
+//! sleeping (state `S`) in the pipe's or terminal's read (its `wchan`) counts.
+
+use std::fs;
+
+/// What a process waiting for input would be blocked reading.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A pipe, by inode (both ends share it): the stdin pipe the daemon holds.
+    Pipe(u64),
+    /// A terminal device, e.g. `/dev/pts/3`.
+    Tty(String),
+}
+
+impl Source {
+    /// What a `/proc/PID/fd/N` link to it reads.
+    fn link(&self) -> String {
+        match self {
+            Source::Pipe(ino) => format!("pipe:[{ino}]"),
+            Source::Tty(path) => path.clone(),
+        }
+    }
+}
+
+/// A thread of `pid` sleeps reading one of its descriptors open on `source`, or waits in
+/// `select`/`poll` with no timeout while its stdin (fd 0) is `source`: what it waits for is
+/// then most likely the answer (a REPL's line editor, a `select` on stdin).
+pub fn blocked_on(pid: i32, source: &Source) -> bool {
+    let link = source.link();
+    let fds = fds_on(pid, &link);
+    if fds.is_empty() {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let tty = matches!(source, Source::Tty(_));
+    tasks.filter_map(|t| t.ok()).any(|t| {
+        let task = t.path();
+        match fs::read_to_string(task.join("syscall")) {
+            Ok(text) => {
+                syscall_reads(&text, &fds) || (fds.contains(&0) && syscall_waits_forever(&text))
+            }
+            Err(_) => sleeping_in_read(&task, tty),
+        }
+    })
+}
+
+/// Without `syscall` (a restricted kernel): the thread sleeps and its wait channel is the
+/// pipe's or the terminal's read.
+fn sleeping_in_read(task: &std::path::Path, tty: bool) -> bool {
+    let wchan = fs::read_to_string(task.join("wchan")).unwrap_or_default();
+    let sleeping = fs::read_to_string(task.join("stat")).is_ok_and(|st| {
+        st.rfind(')')
+            .and_then(|i| st[i + 1..].split_whitespace().next())
+            == Some("S")
+    });
+    let wchan = wchan.trim();
+    sleeping
+        && match tty {
+            false => matches!(wchan, "pipe_read" | "anon_pipe_read"),
+            true => matches!(wchan, "n_tty_read" | "wait_woken"),
+        }
+}
+
+/// The fds of `pid` that are `link` (e.g. `pipe:[123]`).
+fn fds_on(pid: i32, link: &str) -> Vec<u64> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let target = fs::read_link(e.path()).ok()?;
+        (target.as_os_str() == link)
+            .then(|| e.file_name().to_str()?.parse().ok())
+            .flatten()
+    })
+    .collect()
+}
+
+/// A `/proc/PID/task/TID/syscall` line says the thread sleeps in a read of one of `fds`.
+pub fn syscall_reads(text: &str, fds: &[u64]) -> bool {
+    let mut fields = text.split_whitespace();
+    let (Some(nr), Some(fd)) = (fields.next(), fields.next()) else {
+        return false;
+    };
+    let Ok(nr) = nr.parse::<i64>() else {
+        // "running", or "-1 ..." (not in a syscall).
+        return false;
+    };
+    let reads = nr == libc::SYS_read || nr == libc::SYS_readv;
+    let fd = hex(fd);
+    reads && fd.is_some_and(|fd| fds.contains(&fd))
+}
+
+fn hex(field: &str) -> Option<u64> {
+    u64::from_str_radix(field.trim_start_matches("0x"), 16).ok()
+}
+
+/// A `/proc/PID/task/TID/syscall` line says the thread waits in `select`/`poll` (or their `p`
+/// variants) with no timeout: it waits for input on something and nothing else.
+pub fn syscall_waits_forever(text: &str) -> bool {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let Some(nr) = fields.first().and_then(|nr| nr.parse::<i64>().ok()) else {
+        return false;
+    };
+    let arg = |i: usize| fields.get(i + 1).and_then(|a| hex(a));
+    // A NULL timeout pointer, or a timeout of -1 ms for `poll`.
+    match nr {
+        libc::SYS_pselect6 => arg(4) == Some(0),
+        libc::SYS_ppoll => arg(2) == Some(0),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_select => arg(4) == Some(0),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll => arg(2).is_some_and(|t| t as u32 == u32::MAX),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_lines_of_a_blocked_read() {
+        let read = format!(
+            "{} 0x0 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(syscall_reads(&read, &[0]));
+        assert!(!syscall_reads(&read, &[3]));
+        let read3 = format!(
+            "{} 0xa 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(syscall_reads(&read3, &[10]));
+        assert!(!syscall_reads("running", &[0]));
+        assert!(!syscall_reads("-1 0x7ffd 0x7f00", &[0]));
+        let wait = format!("{} 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x7f00", libc::SYS_wait4);
+        assert!(!syscall_reads(&wait, &[0]));
+    }
+
+    #[test]
+    fn syscall_lines_of_a_wait_without_timeout() {
+        // python's REPL in readline: pselect6 with a NULL timeout (5th argument).
+        let pselect = format!(
+            "{} 0x1 0x7ffe14707460 0x0 0x0 0x0 0x0 0x7ffe 0x7fa4",
+            libc::SYS_pselect6
+        );
+        assert!(syscall_waits_forever(&pselect));
+        let timed = format!(
+            "{} 0x1 0x7ffe14707460 0x0 0x0 0x7ffe1470 0x0 0x7ffe 0x7fa4",
+            libc::SYS_pselect6
+        );
+        assert!(!syscall_waits_forever(&timed));
+        let ppoll = format!("{} 0x7ffe 0x1 0x0 0x0 0x8 0x0 0x7ffe 0x7f", libc::SYS_ppoll);
+        assert!(syscall_waits_forever(&ppoll));
+        #[cfg(target_arch = "x86_64")]
+        {
+            let poll =
+                |t: &str| format!("{} 0x7ffe 0x1 {t} 0x0 0x0 0x0 0x7ffe 0x7f", libc::SYS_poll);
+            assert!(syscall_waits_forever(&poll("0xffffffffffffffff")));
+            assert!(syscall_waits_forever(&poll("0xffffffff")));
+            assert!(!syscall_waits_forever(&poll("0x1f4")));
+        }
+        let read = format!(
+            "{} 0x0 0x7ffd 0x1 0x0 0x0 0x0 0x7ffd 0x7f00",
+            libc::SYS_read
+        );
+        assert!(!syscall_waits_forever(&read));
+        assert!(!syscall_waits_forever("running"));
+    }
+}

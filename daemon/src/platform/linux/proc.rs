@@ -1,0 +1,137 @@
+//! Process facts from `/proc`: parent, group and start time (`stat`), the live processes, a
+//! process's children (every thread's), its environment and its working directory.
+
+use std::fs;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// What `/proc/PID/stat` says about a process that we use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Start time in clock ticks since boot: with the pid, identifies a process.
+    pub start_time: u64,
+}
+
+pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+    // The command name is in parentheses and may contain anything: split after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Whether a `/proc/PID/stat` line is a zombie's (state `Z`).
+fn is_zombie(text: &str) -> bool {
+    text.rfind(')')
+        .and_then(|i| text[i + 1..].split_whitespace().next())
+        == Some("Z")
+}
+
+/// `/proc/PID/stat` in one read into a stack buffer: a stat line is a few hundred bytes, and a
+/// scan reads one for every process on the machine.
+fn with_stat<T>(pid: impl std::fmt::Display, f: impl FnOnce(&str) -> Option<T>) -> Option<T> {
+    let mut buf = [0u8; 1024];
+    let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let n = file.read(&mut buf).ok()?;
+    f(std::str::from_utf8(&buf[..n]).ok()?)
+}
+
+/// The process `pid`, zombie or not.
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    with_stat(pid, |text| parse_stat(pid, text))
+}
+
+/// The process `pid` if it is alive (not a zombie: dead already, with no children, and `kill`
+/// "succeeds" on it).
+pub fn live(pid: i32) -> Option<ProcStat> {
+    with_stat(pid, |text| {
+        (!is_zombie(text)).then(|| parse_stat(pid, text))?
+    })
+}
+
+/// Every live process on the machine.
+pub fn scan() -> Vec<ProcStat> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(live)
+        .collect()
+}
+
+/// The children of `pid` (every thread's).
+pub fn children(pid: i32) -> Vec<i32> {
+    children_at(pid)
+}
+
+/// The daemon's own children (every thread's).
+pub fn own_children() -> Vec<i32> {
+    children_at("self")
+}
+
+fn children_at(pid: impl std::fmt::Display) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// Whether `pid`'s environment has the entry `NAME=VALUE` exactly.
+pub fn has_env_entry(pid: i32, entry: &str) -> bool {
+    match fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) => env.split(|b| *b == 0).any(|kv| kv == entry.as_bytes()),
+        Err(_) => false,
+    }
+}
+
+/// The rest of the first entry of `pid`'s environment that starts with `prefix`.
+pub fn env_entry_after(pid: i32, prefix: &[u8]) -> Option<Vec<u8>> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix))
+        .map(<[u8]>::to_vec)
+}
+
+/// The working directory of `pid` now.
+pub fn cwd(pid: u32) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let line = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 \
+                    1000 100 18446744073709551615";
+        let s = parse_stat(1234, line).unwrap();
+        assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, 98765));
+        assert!(!is_zombie(line));
+        assert!(is_zombie("7 (x) Z) Z 1 7 7 0"));
+    }
+
+    #[test]
+    fn this_process_is_seen() {
+        let me = std::process::id() as i32;
+        let s = live(me).unwrap();
+        assert_eq!(s.pid, me);
+        assert!(scan().iter().any(|p| p.pid == me));
+        assert!(cwd(me as u32).is_some());
+    }
+}

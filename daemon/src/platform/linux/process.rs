@@ -1,0 +1,43 @@
+//! The daemon's own set-up: becoming the reaper of orphaned descendants, keeping inherited
+//! descriptors from its children, and random bytes.
+
+use std::io;
+
+/// Orphaned descendants (double forks, `setsid` escapees) are reparented to the daemon instead
+/// of init, so it can reap them and stop them.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes every descriptor above stderr close-on-exec: what the daemon inherited from whoever
+/// started it (an editor, a shell) is not for its children. Call before any thread exists.
+pub fn close_inherited_fds_on_exec() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
+        // gone by now) only fails with EBADF.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// Fills `buf` from the kernel's random source; false if it could not.
+pub fn random_bytes(buf: &mut [u8]) -> bool {
+    // SAFETY: getrandom into a buffer of the given length.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    n == buf.len() as isize
+}

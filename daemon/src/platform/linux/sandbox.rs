@@ -1,0 +1,242 @@
+//! The optional OS sandbox (opt-in per daemon, `config::Sandbox`): real confinement, where the
+//! command lists are only a seatbelt.
+//!
+//! - `sandbox = "workspace-write"`: Landlock. The command may write only under the allowed roots
+//!   (or, when none are configured, its own cwd), the temp dirs (`/tmp`, the daemon's `$TMPDIR`)
+//!   and a few character devices shells need; reading is not restricted.
+//! - `network = false`: the command runs in a new, empty network namespace (inside a new user
+//!   namespace when the daemon may not create one directly).
+//!
+//! Everything that allocates (the ruleset, the path descriptors, the id-map lines) is prepared
+//! in the daemon before the fork; the child's `pre_exec` hook only makes raw system calls. A
+//! daemon whose sandbox the kernel cannot provide refuses to start ([`probe`]).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use landlock::{
+    AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, ABI,
+};
+
+use crate::config::Sandbox;
+
+/// The newest Landlock write rights we handle, best effort above ABI 1. ABI 9's `ResolveUnix`
+/// is left out on purpose: it restricts connecting to sockets, not writing.
+const NEWEST: ABI = ABI::V8;
+
+/// Builds, in the daemon, everything the child needs to enter `sandbox`. `roots` are the
+/// allowed dirs.
+pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepared> {
+    let ruleset = if sandbox.workspace_write {
+        Some(ruleset(&sandbox.writable(roots, cwd))?)
+    } else {
+        None
+    };
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let line = |id: u32| CString::new(format!("{id} {id} 1\n")).unwrap_or_default();
+    Ok(Prepared {
+        ruleset,
+        no_network: sandbox.no_network,
+        uid_map: line(uid),
+        gid_map: line(gid),
+    })
+}
+
+/// A Landlock ruleset that handles write access (ABI 1 required, newer rights best effort) and
+/// grants it under `paths`; paths that do not exist are skipped.
+fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
+    let mut created = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_write(ABI::V1))
+        .context("Landlock (ABI 1 or newer) is not available in this kernel")?
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_write(NEWEST))
+        .context("cannot set up the Landlock rights")?
+        .create()
+        .context("cannot create a Landlock ruleset")?;
+    for path in paths {
+        let fd = match PathFd::new(path) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::debug!("sandbox: {} skipped: {e}", path.display());
+                continue;
+            }
+        };
+        // On a non-directory the crate keeps the file rights only (best effort).
+        let access: BitFlags<AccessFs> = AccessFs::from_write(NEWEST);
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .with_context(|| format!("cannot add {} to the Landlock ruleset", path.display()))?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.context("Landlock is not available in this kernel")
+}
+
+/// The sandbox of one spawn, ready to be entered by the child. Keep it alive until the spawn
+/// has returned: the child uses its ruleset descriptor.
+#[derive(Debug)]
+pub struct Prepared {
+    ruleset: Option<OwnedFd>,
+    no_network: bool,
+    uid_map: CString,
+    gid_map: CString,
+}
+
+impl Prepared {
+    /// Adds the `pre_exec` hook to `cmd` (which makes std fork instead of posix_spawn: only
+    /// sandboxed daemons pay for it).
+    pub fn install(&self, cmd: &mut Command) {
+        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
+        let no_network = self.no_network;
+        let uid_map = self.uid_map.clone();
+        let gid_map = self.gid_map.clone();
+        // SAFETY: the hook runs between fork and exec and only makes system calls on data
+        // prepared before the fork (no allocation, no locks).
+        unsafe {
+            cmd.pre_exec(move || enter(ruleset, no_network, &uid_map, &gid_map));
+        }
+    }
+}
+
+/// In the child: the network namespace first (writing the id maps needs `/proc`, which
+/// Landlock would then forbid), then Landlock.
+fn enter(
+    ruleset: Option<RawFd>,
+    no_network: bool,
+    uid_map: &CStr,
+    gid_map: &CStr,
+) -> io::Result<()> {
+    if no_network {
+        new_netns(uid_map, gid_map)?;
+    }
+    if let Some(fd) = ruleset {
+        // SAFETY: plain system calls with integer arguments; `fd` is the ruleset descriptor the
+        // parent keeps open until the spawn returns.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `unshare(CLONE_NEWNET)`; without the privilege for it, a user namespace too, mapping only
+/// our own uid and gid (what an unprivileged process may write itself).
+fn new_netns(uid_map: &CStr, gid_map: &CStr) -> io::Result<()> {
+    // SAFETY: unshare takes integer flags.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+        return Ok(());
+    }
+    let first = io::Error::last_os_error();
+    if first.raw_os_error() != Some(libc::EPERM) {
+        return Err(first);
+    }
+    // SAFETY: as above.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    write_file(c"/proc/self/setgroups", c"deny")?;
+    write_file(c"/proc/self/uid_map", uid_map)?;
+    write_file(c"/proc/self/gid_map", gid_map)
+}
+
+/// open + write + close, without allocating.
+fn write_file(path: &CStr, text: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated path; the buffer is valid for its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let bytes = text.to_bytes();
+        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if n != bytes.len() as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// The Landlock ABI version of this kernel (0: none).
+fn landlock_abi() -> i64 {
+    const VERSION: libc::c_uint = 1; // LANDLOCK_CREATE_RULESET_VERSION
+                                     // SAFETY: the version query takes a null attribute pointer and size 0.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            VERSION,
+        )
+    };
+    v.max(0)
+}
+
+/// At start-up, before the daemon serves: runs `shell -c :` once through the sandbox, so a
+/// sandbox the kernel cannot provide stops the daemon here with a clear error instead of
+/// failing (or being skipped) at every spawn. Call it before the reaper exists (it waits for
+/// its own child).
+pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> Result<()> {
+    if !sandbox.active() {
+        return Ok(());
+    }
+    let what = match (sandbox.workspace_write, sandbox.no_network) {
+        (true, true) => "sandbox = \"workspace-write\" and network = false",
+        (true, false) => "sandbox = \"workspace-write\"",
+        _ => "network = false",
+    };
+    let abi = landlock_abi();
+    if sandbox.workspace_write && abi < 1 {
+        bail!(
+            "{what} needs Landlock, which this kernel does not provide (not built in, or not \
+             enabled at boot: add `landlock` to the lsm= boot parameter); unset \
+             CUBA_EXEC_SANDBOX / the `sandbox` key to run without confinement"
+        );
+    }
+    let prepared = prepare(sandbox, roots, dir)
+        .with_context(|| format!("{what}: the kernel cannot provide this sandbox"))?;
+    let mut cmd = Command::new(shell);
+    cmd.arg("-c")
+        .arg(":")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    prepared.install(&mut cmd);
+    let status = cmd.status().with_context(|| {
+        let hint = if sandbox.no_network {
+            " (network = false needs a new network namespace: root, or unprivileged user \
+             namespaces enabled)"
+        } else {
+            ""
+        };
+        format!(
+            "{what}: a test command could not enter the sandbox{hint}; unset it to run \
+                 without"
+        )
+    })?;
+    if !status.success() {
+        bail!("{what}: the test command `{shell} -c :` failed in the sandbox ({status})");
+    }
+    tracing::info!(
+        landlock_abi = abi,
+        writable = ?sandbox.writable(roots, Path::new("<cwd>")),
+        no_network = sandbox.no_network,
+        "sandbox on"
+    );
+    Ok(())
+}

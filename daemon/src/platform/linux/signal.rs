@@ -1,0 +1,66 @@
+//! Signals to one exact process: through a pidfd opened after checking the start time, so a
+//! pid the kernel has handed to another process since is never hit.
+
+use std::io;
+
+use super::proc;
+
+/// Sends `signal` to `pid` if it is still the process that started at `start_time`. `Ok(false)`:
+/// it is gone (or is another process now).
+pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ESRCH) => Ok(false),
+            _ => Err(err),
+        };
+    }
+    let fd = fd as i32;
+    // The pidfd pins this process: if the start time still matches now, it is the one we mean.
+    let same = proc::stat(pid).is_some_and(|s| s.start_time == start_time);
+    let result = if same {
+        // SAFETY: fd is a pidfd we own; a null siginfo means "as kill(2) would".
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if rc == 0 {
+            Ok(true)
+        } else {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::ESRCH) => Ok(false),
+                _ => Err(err),
+            }
+        }
+    } else {
+        Ok(false)
+    };
+    // SAFETY: fd was returned by pidfd_open above and is closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// Whether process group `pgrp` still has a member (one we may signal or not).
+pub fn group_alive(pgrp: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the group exists and may be signalled.
+    let alive = unsafe { libc::kill(-pgrp, 0) } == 0;
+    alive || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// SIGKILL to a child that must not run on (its limits could not be applied), and to its
+/// group: it is our own child, so its pid cannot have been reused before we reap it.
+pub fn kill_child(pid: i32) {
+    // SAFETY: kill(2) on our own child's process group and pid; the reaper collects it.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
+}

@@ -1,0 +1,19 @@
+//! The one seam between the daemon and the operating system: every mechanism that exists on one
+//! OS only lives below here, one module per concern, each with a small interface. The rest of
+//! the daemon calls these modules and never reads `/proc`, opens a pidfd or names a raw system
+//! call itself, so supporting another OS means adding an implementation here, not editing
+//! callers.
+//!
+//! - [`proc`]: facts about processes (parent, group, start time, children, environment, cwd).
+//! - [`signal`]: signalling one exact process (never a reused pid).
+//! - [`input`]: whether a process is blocked reading a given pipe or terminal.
+//! - [`process`]: the daemon's own set-up (subreaper, inherited descriptors, randomness).
+//! - [`pipe`]: pipes for children (close-on-exec, larger buffers, identity).
+//! - [`terminal`]: what a child needs to take a terminal as its controlling one.
+//! - [`limits`]: per-process resource limits (rlimits, cgroups).
+//! - [`sandbox`]: write confinement and network isolation.
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::{input, limits, pipe, proc, process, sandbox, signal, terminal};

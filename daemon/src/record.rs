@@ -1,0 +1,329 @@
+//! One entry of the process table: its row, its output, and the handles that steer it.
+//!
+//! Shared between the supervisor task that owns the child (`supervise/`) and the request
+//! handlers that read it. Every change (output, state) bumps a `watch` channel, so waiters and
+//! followers wake on events instead of polling.
+//!
+//! Who writes a record: the code that creates it fills it in (the launch, a session starting a
+//! command in its shell, the restore from the journal) until it hands it to its supervisor;
+//! from then on only that supervisor writes it. Requests reach it as [`Control`] messages.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cuba_protocol::{ProcState, ProcessInfo, Signal, TtySize};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::output::Output;
+use crate::policy::Effective;
+use crate::reaper::Exit;
+use crate::terminal::{Master, Screen};
+use crate::tree::TreeRoot;
+
+/// Why a tree is being stopped: decides the final state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    Request,
+    Timeout,
+    Shutdown,
+}
+
+/// Messages to a process's supervisor.
+#[derive(Debug)]
+pub enum Control {
+    /// Send `signal` to the whole tree of process `id`; escalate to SIGKILL after `grace` if
+    /// given; `stop` records why the process is being stopped (its final state). A session's
+    /// shell also gets these for the command running in it (the command's id): the command is
+    /// interrupted, the session kept.
+    Signal {
+        id: u64,
+        signal: Signal,
+        grace: Option<Duration>,
+        stop: Option<StopCause>,
+    },
+    /// The timeout of command `id` running in a session has passed.
+    CommandTimeout(u64),
+    /// Bytes were queued for the stdin of process `id` (`eof`: and it was closed): it is no
+    /// longer waiting for input, and the quiet period restarts. `done` answers once the record
+    /// says so, so the request's reply (and any wait after it) never sees the stale state.
+    Input {
+        id: u64,
+        eof: bool,
+        done: oneshot::Sender<()>,
+    },
+    /// Resize the terminal (the program gets SIGWINCH) and its screen.
+    Resize {
+        size: TtySize,
+        done: oneshot::Sender<std::io::Result<()>>,
+    },
+}
+
+/// Messages to a process's stdin writer.
+#[derive(Debug)]
+pub enum StdinMsg {
+    Data(Vec<u8>),
+    Eof,
+}
+
+pub struct ProcData {
+    pub info: ProcessInfo,
+    pub output: Output,
+    /// All output is collected: the pipes closed (or were abandoned after the exit).
+    pub drained: bool,
+    pub last_output: Instant,
+    pub stdin: Option<mpsc::Sender<StdinMsg>>,
+    pub control: Option<mpsc::Sender<Control>>,
+    pub root: Option<TreeRoot>,
+    pub stop: Option<StopCause>,
+    /// The terminal of a PTY process: its master end and the screen rendered from its output.
+    pub tty: Option<TtyData>,
+    /// The policy of the client that started it: a connection from inside its tree is held to
+    /// it (`caller::ancestry`). `None` for records restored from the journal.
+    pub policy: Option<Arc<Effective>>,
+}
+
+pub struct TtyData {
+    /// Dropped when the process is done, so an ended record holds no terminal.
+    pub master: Option<Arc<Master>>,
+    pub screen: Screen,
+}
+
+pub struct Proc {
+    pub id: u64,
+    /// std Mutex: held for short, non-async sections only (an append, a bounded read).
+    data: Mutex<ProcData>,
+    changed: watch::Sender<()>,
+}
+
+impl Proc {
+    pub fn new(data: ProcData) -> Proc {
+        Proc {
+            id: data.info.id,
+            data: Mutex::new(data),
+            changed: watch::Sender::new(()),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, ProcData> {
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A receiver that wakes on every later change.
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.changed.subscribe()
+    }
+
+    pub fn notify(&self) {
+        self.changed.send_replace(());
+    }
+
+    /// The row as clients see it, with live byte counts.
+    pub fn info(&self) -> ProcessInfo {
+        self.lock().snapshot()
+    }
+
+    /// Whether it has ended and all its output is in.
+    pub fn done(&self) -> bool {
+        let d = self.lock();
+        d.finished() && d.drained
+    }
+}
+
+impl ProcData {
+    /// A record with no child attached (yet): `drained` for one restored from the journal.
+    pub fn new(info: ProcessInfo, output: Output, drained: bool) -> ProcData {
+        ProcData {
+            info,
+            output,
+            drained,
+            last_output: Instant::now(),
+            stdin: None,
+            control: None,
+            root: None,
+            stop: None,
+            tty: None,
+            policy: None,
+        }
+    }
+
+    pub fn snapshot(&self) -> ProcessInfo {
+        let mut info = self.info.clone();
+        info.stdout_bytes = self.output.stdout_bytes;
+        info.stderr_bytes = self.output.stderr_bytes;
+        info.dropped_bytes = self.output.dropped();
+        info
+    }
+
+    pub fn finished(&self) -> bool {
+        self.info.state.is_finished()
+    }
+
+    /// Running (or waiting for input) with its stdin open: someone could still answer it.
+    pub fn can_wait_for_input(&self) -> bool {
+        self.info.state == ProcState::Running && self.stdin.is_some()
+    }
+
+    /// It got something to react to (input, a new size, output): no longer `WaitingInput`.
+    /// Returns whether it was.
+    pub fn moved_on(&mut self) -> bool {
+        let was = self.info.state == ProcState::WaitingInput;
+        if was {
+            self.info.state = ProcState::Running;
+        }
+        was
+    }
+}
+
+/// How a process ended: its final state, exit code or signal, and the reason when it did not
+/// simply exit. The one description of an end, written into the row by `Table::finish` and
+/// into restored rows at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub state: ProcState,
+    pub exit_code: Option<i32>,
+    pub signal: Option<Signal>,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    /// A process that exited with `exit`, having been stopped for `stop` (if it was). A stop
+    /// on request is `killed` even if the process caught the signal and exited with a code.
+    pub fn of_exit(stop: Option<StopCause>, exit: Exit) -> Outcome {
+        let (exit_code, signal) = match exit {
+            Exit::Code(code) => (Some(code), None),
+            Exit::Signal(sig) => (None, Some(Signal::from_number(sig))),
+        };
+        let state = match (stop, exit) {
+            (Some(StopCause::Timeout), _) => ProcState::TimedOut,
+            (Some(StopCause::Request | StopCause::Shutdown), _) => ProcState::Killed,
+            (None, Exit::Code(_)) => ProcState::Exited,
+            (None, Exit::Signal(_)) => ProcState::Signaled,
+        };
+        Outcome {
+            state,
+            exit_code,
+            signal,
+            error: None,
+        }
+    }
+
+    /// A command in a session: the status its shell printed for it, or how the shell itself
+    /// ended under it (`error` says which); with neither, it is `lost`.
+    pub fn of_command(
+        stop: Option<StopCause>,
+        exit_code: Option<i32>,
+        signal: Option<Signal>,
+        error: Option<String>,
+    ) -> Outcome {
+        let state = match (stop, exit_code, signal) {
+            (Some(StopCause::Timeout), ..) => ProcState::TimedOut,
+            (Some(StopCause::Request | StopCause::Shutdown), ..) => ProcState::Killed,
+            (None, _, Some(_)) => ProcState::Signaled,
+            (None, Some(_), None) => ProcState::Exited,
+            (None, None, None) => ProcState::Lost,
+        };
+        Outcome {
+            state,
+            exit_code,
+            signal,
+            error,
+        }
+    }
+
+    /// It never ran: the OS's reason (bad cwd, missing shell, limits that could not be set).
+    pub fn failed_to_start(reason: String) -> Outcome {
+        Outcome {
+            state: ProcState::FailedToStart,
+            exit_code: None,
+            signal: None,
+            error: Some(reason),
+        }
+    }
+
+    /// It was running under a daemon that is gone.
+    pub fn lost(why: String) -> Outcome {
+        Outcome {
+            state: ProcState::Lost,
+            exit_code: None,
+            signal: None,
+            error: Some(why),
+        }
+    }
+
+    /// Writes the end into `info` (an explanation it already has stays unless this one has
+    /// its own).
+    pub fn apply(self, info: &mut ProcessInfo, ended_at_ms: u64) {
+        info.state = self.state;
+        info.exit_code = self.exit_code;
+        info.signal = self.signal;
+        if self.error.is_some() {
+            info.error = self.error;
+        }
+        info.ended_at_ms = Some(ended_at_ms);
+    }
+}
+
+/// Writes a record's in-memory output to its spool, without holding its lock while writing (the
+/// caller is the task that appends to it, or it has ended, so nothing is appended meanwhile).
+pub fn spill(p: &Proc) {
+    let job = p.lock().output.take_spill();
+    if let Some((mut spool, chunks)) = job {
+        let failed = crate::output::write_all(&mut spool, &chunks).err();
+        p.lock().output.end_spill(spool, failed);
+    }
+}
+
+/// [`spill`] on the blocking pool: the runtime thread is free meanwhile, so a waiter just woken
+/// (the exit's reply) runs first instead of after the spool's files are made.
+pub async fn spill_off_thread(p: Arc<Proc>) {
+    let _ = tokio::task::spawn_blocking(move || spill(&p)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_is_classified_by_how_it_was_stopped() {
+        let code = Exit::Code(3);
+        let sig = Exit::Signal(libc::SIGTERM);
+        assert_eq!(Outcome::of_exit(None, code).state, ProcState::Exited);
+        assert_eq!(Outcome::of_exit(None, code).exit_code, Some(3));
+        assert_eq!(Outcome::of_exit(None, sig).state, ProcState::Signaled);
+        assert_eq!(Outcome::of_exit(None, sig).signal, Some(Signal::Term));
+        // Stopped on request: killed, even when it caught the signal and exited.
+        let asked = Some(StopCause::Request);
+        assert_eq!(Outcome::of_exit(asked, code).state, ProcState::Killed);
+        assert_eq!(Outcome::of_exit(asked, code).exit_code, Some(3));
+        assert_eq!(
+            Outcome::of_exit(Some(StopCause::Shutdown), sig).state,
+            ProcState::Killed
+        );
+        assert_eq!(
+            Outcome::of_exit(Some(StopCause::Timeout), sig).state,
+            ProcState::TimedOut
+        );
+    }
+
+    #[test]
+    fn a_session_command_without_a_status_is_lost() {
+        let o = Outcome::of_command(None, Some(130), None, None);
+        assert_eq!((o.state, o.exit_code), (ProcState::Exited, Some(130)));
+        let o = Outcome::of_command(Some(StopCause::Request), Some(130), None, None);
+        assert_eq!(o.state, ProcState::Killed);
+        let o = Outcome::of_command(None, None, None, Some("shell gone".into()));
+        assert_eq!(o.state, ProcState::Lost);
+    }
+
+    #[test]
+    fn applying_keeps_an_earlier_explanation_unless_replaced() {
+        let mut info = crate::table::tests::row(1);
+        info.error = Some("earlier".into());
+        Outcome::of_exit(None, Exit::Code(0)).apply(&mut info, 42);
+        assert_eq!(info.error.as_deref(), Some("earlier"));
+        assert_eq!(info.ended_at_ms, Some(42));
+        Outcome::failed_to_start("no shell".into()).apply(&mut info, 43);
+        assert_eq!(info.error.as_deref(), Some("no shell"));
+        assert_eq!(info.state, ProcState::FailedToStart);
+    }
+}

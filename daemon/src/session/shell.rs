@@ -1,0 +1,119 @@
+//! A session's shell: its record (kind `session`), the pipe it reads commands from, and what
+//! it shares with the requests that run commands in it.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cuba_protocol::{ErrorKind, ProcKind, ProtocolError, SpawnRequest};
+
+use super::router::Router;
+use super::script;
+use crate::caller::Caller;
+use crate::launch::{Confinement, LaunchPlan, Launcher};
+use crate::record::Proc;
+use crate::table::{NewRecord, Reserved};
+
+/// What a session's shell shares with the requests that run commands in it.
+pub struct Shared {
+    pub name: String,
+    pub nonce: String,
+    /// The command running now; `None` while the shell waits for the next one.
+    current: Mutex<Option<Arc<Proc>>>,
+    /// The sandbox its shell runs in: another client may use the session only if its own
+    /// confinement is the same.
+    pub confinement: Confinement,
+    /// The write end of the pipe the shell reads its commands from (non-blocking).
+    commands: Mutex<std::fs::File>,
+}
+
+impl Shared {
+    pub fn current(&self) -> MutexGuard<'_, Option<Arc<Proc>>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands the shell one line of commands. A line is far shorter than the pipe's atomic
+    /// write size and the shell reads it at once; a full pipe means the shell is not reading.
+    pub fn send(&self, line: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut pipe = self.commands.lock().unwrap_or_else(|e| e.into_inner());
+        pipe.write_all(line.as_bytes())
+    }
+}
+
+/// A live session: its shell's record and what the shell shares.
+#[derive(Clone)]
+pub struct Session {
+    pub shell: Arc<Proc>,
+    pub shared: Arc<Shared>,
+}
+
+/// The shell for a new session: the caller's, else bash when installed, else the daemon's.
+fn session_shell(default: &str, req: &SpawnRequest) -> String {
+    if let Some(shell) = &req.shell {
+        return shell.clone();
+    }
+    ["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .map_or_else(|| default.to_string(), str::to_string)
+}
+
+/// Starts the shell of session `name` in `cwd` with the caller's environment, its supervisor
+/// routing output by markers.
+pub fn start(
+    launcher: &Launcher,
+    caller: &Caller,
+    req: &SpawnRequest,
+    cwd: &Path,
+    name: &str,
+) -> Result<Session, ProtocolError> {
+    let shell = session_shell(launcher.shell(), req);
+    let table = launcher.table();
+    let new = NewRecord {
+        owner: caller.owner(),
+        name: Some(name.to_string()),
+        command: shell.clone(),
+        cwd: cwd.display().to_string(),
+        timeout_ms: None,
+        kind: ProcKind::Session,
+        tty: None,
+        session: Some(name.to_string()),
+    };
+    let p = match table.reserve(new, false)? {
+        Reserved::New(p) | Reserved::Existing(p) => p,
+    };
+    let internal = |e: std::io::Error| {
+        ProtocolError::new(
+            ErrorKind::Internal,
+            format!("cannot make the command pipe of session {name}: {e}"),
+        )
+    };
+    // Both ends close-on-exec (the shell gets the read end as fd 3 explicitly), the write end
+    // non-blocking.
+    let (read, write) = crate::platform::pipe::pipe().map_err(internal)?;
+    crate::fd::set_nonblocking(&write).map_err(internal)?;
+    let confinement = launcher.confinement(caller);
+    let shared = Arc::new(Shared {
+        name: name.to_string(),
+        nonce: script::nonce(),
+        current: Mutex::new(None),
+        confinement: confinement.clone(),
+        commands: Mutex::new(std::fs::File::from(write)),
+    });
+    // The shell's first line: the pipe's extra descriptor is not for its commands to inherit;
+    // aliases work as typed.
+    shared
+        .send("exec 3<&-; shopt -s expand_aliases 2>/dev/null\n")
+        .map_err(internal)?;
+    let router = Router::new(shared.clone(), table.clone());
+    let marker = table.marker(p.id);
+    let plan = LaunchPlan::session_shell(p.id, shell, read, caller, cwd, confinement, &marker);
+    launcher
+        .launch(caller, &p, plan, Some(Box::new(router)))
+        .map_err(|reason| {
+            ProtocolError::invalid_state(format!(
+                "cannot start the shell of session {name}: {reason}"
+            ))
+        })?;
+    Ok(Session { shell: p, shared })
+}

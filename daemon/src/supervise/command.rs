@@ -1,0 +1,88 @@
+//! A command running in a session's shell, steered through the shell's supervisor: signals and
+//! timeouts interrupt the command as Ctrl-C would and keep the session; a command that ignores
+//! that is killed below the shell, and a shell stuck in it is stopped.
+
+use std::time::Duration;
+
+use cuba_protocol::Signal;
+use tokio::time::Instant;
+
+use super::{Supervisor, ABANDON_AFTER};
+use crate::record::StopCause;
+use crate::tree;
+
+impl Supervisor {
+    /// A signal for the command `id` running in this session's shell. Ending signals interrupt
+    /// it as Ctrl-C would (SIGINT to the shell's group: the shell's trap ends the command, the
+    /// session stays); others go to the processes below the shell.
+    pub(super) fn signal_command(
+        &mut self,
+        id: u64,
+        signal: Signal,
+        grace: Option<Duration>,
+        stop: Option<StopCause>,
+    ) {
+        let Some(cmd) = self.route.as_ref().and_then(|r| r.current()) else {
+            return;
+        };
+        if cmd.id != id {
+            return;
+        }
+        if let Some(cause) = stop {
+            let mut c = cmd.lock();
+            if c.stop.is_none() && !c.finished() {
+                c.stop = Some(cause);
+            }
+        }
+        match signal {
+            Signal::Kill => {
+                self.signal_below_shell(libc::SIGKILL);
+                self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
+            }
+            Signal::Term | Signal::Int | Signal::Hup | Signal::Quit => {
+                self.signal_tree(libc::SIGINT);
+                if let Some(grace) = grace {
+                    self.cmd_kill_at = Some(Instant::now() + grace);
+                }
+            }
+            other => {
+                self.signal_below_shell(other.number());
+            }
+        }
+    }
+
+    /// The timeout of command `id` has passed: it is interrupted and ends `timed_out`.
+    pub(super) fn command_timeout(&mut self, id: u64) {
+        let grace = Some(self.grace);
+        self.signal_command(id, Signal::Int, grace, Some(StopCause::Timeout));
+    }
+
+    /// The grace period of an interrupted command is over: SIGKILL what runs below the shell.
+    pub(super) fn kill_command(&mut self) {
+        if self.route.as_ref().and_then(|r| r.current()).is_some() {
+            self.signal_below_shell(libc::SIGKILL);
+            self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    /// Even SIGKILL below the shell did not end the command: the shell itself is stuck in it.
+    /// The session is stopped; the next command starts a new one.
+    pub(super) fn abandon_command(&mut self) {
+        if self.route.as_ref().and_then(|r| r.current()).is_some() {
+            tracing::debug!(
+                id = self.p.id,
+                "session shell stuck in a command: stopping it"
+            );
+            self.mark_stopped(StopCause::Request);
+            self.signal(Signal::Kill, None);
+        }
+    }
+
+    fn signal_below_shell(&self, signal: i32) -> usize {
+        let root = self.p.lock().root.clone();
+        match root {
+            Some(root) => tree::signal_descendants(&root, signal, &self.table.scope()),
+            None => 0,
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The end of a process under its supervisor: stopping its tree (on request, at its timeout, or
+//! what it left behind), publishing its exit through the table, and the final clean-up.
+
+use std::time::Duration;
+
+use cuba_protocol::Signal;
+use tokio::time::Instant;
+
+use super::{Supervisor, ABANDON_AFTER};
+use crate::reaper::Exit;
+use crate::record::{Outcome, StopCause};
+use crate::tree;
+
+impl Supervisor {
+    /// The tracked process exited: its end is published now; whatever of its tree is left
+    /// behind is stopped (TERM, grace, KILL), and the pipes drained until they close.
+    pub(super) fn on_exit(&mut self, status: Exit) {
+        tracing::debug!(id = self.p.id, ?status, "exited");
+        self.exited = true;
+        let stop = self.p.lock().stop;
+        self.table.finish(&self.p, Outcome::of_exit(stop, status));
+        if let Some(route) = self.route.as_mut() {
+            route.shell_ended(&self.p);
+            self.cmd_kill_at = None;
+            self.cmd_abandon_at = None;
+        }
+        // Nothing leaks: most processes leave nothing, and two cheap checks say so without
+        // walking the process table.
+        let root = self.p.lock().root.clone();
+        let left = match root {
+            Some(root) if tree::may_have_leftovers(&root, &self.table.scope()) => {
+                self.signal_tree(libc::SIGTERM)
+            }
+            _ => 0,
+        };
+        if left > 0 {
+            tracing::debug!(
+                id = self.p.id,
+                left,
+                "stopping what the process left behind"
+            );
+            self.kill_at = Some(Instant::now() + self.grace);
+            self.abandon_at = Some(Instant::now() + self.grace + ABANDON_AFTER);
+        } else {
+            self.abandon_at = Some(Instant::now() + ABANDON_AFTER);
+        }
+    }
+
+    /// Its hard time limit passed: the tree is stopped gracefully, and it ends `timed_out`.
+    pub(super) fn timed_out(&mut self) {
+        self.mark_stopped(StopCause::Timeout);
+        self.signal(Signal::Term, Some(self.grace));
+    }
+
+    /// Records why the process is being stopped (the first reason wins), which decides the
+    /// state it ends in.
+    pub(super) fn mark_stopped(&mut self, cause: StopCause) {
+        let mut d = self.p.lock();
+        if d.stop.is_none() && !d.finished() {
+            d.stop = Some(cause);
+        }
+    }
+
+    pub(super) fn signal(&mut self, signal: Signal, grace: Option<Duration>) {
+        if signal == Signal::Kill {
+            self.kill_now();
+            return;
+        }
+        self.signal_tree(signal.number());
+        if let Some(grace) = grace {
+            let at = Instant::now() + grace;
+            self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
+        }
+    }
+
+    pub(super) fn signal_tree(&self, signal: i32) -> usize {
+        let root = self.p.lock().root.clone();
+        match root {
+            Some(root) => tree::signal_tree(&root, signal, Some(&self.table.scope())),
+            None => 0,
+        }
+    }
+
+    pub(super) fn kill_now(&mut self) {
+        let root = self.p.lock().root.clone();
+        if let Some(root) = root {
+            let n = tree::kill_tree(&root, Some(&self.table.scope()));
+            tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
+        }
+    }
+
+    /// All output is in: the record lets go of its handles, and what its launch left (a
+    /// cgroup, a script file) is removed.
+    pub(super) fn finish(&mut self) {
+        for undo in self.cleanup.drain(..) {
+            undo();
+        }
+        {
+            let mut d = self.p.lock();
+            d.drained = true;
+            d.control = None;
+            if let Some(tty) = d.tty.as_mut() {
+                tty.master = None;
+            }
+        }
+        self.p.notify();
+        self.table.changed();
+    }
+}

@@ -1,0 +1,166 @@
+//! Waiting for input, read from the kernel's state rather than guessed from prompts: when the
+//! output has been quiet for [`QUIET`] (since the last output, a stdin write, or the start), the
+//! tree is checked for a member blocked reading the stdin pipe the daemon holds, or (on a
+//! terminal) a member of the foreground group blocked reading the terminal. Input and resizes
+//! clear the state again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::TtySize;
+use tokio::time::Instant;
+
+use super::Supervisor;
+use crate::platform::input::{self, Source};
+use crate::platform::proc;
+use crate::record::Proc;
+use crate::terminal::Master;
+use crate::tree;
+
+/// How long output must have been quiet before the tree is checked.
+pub const QUIET: Duration = Duration::from_millis(150);
+/// A check that finds nobody reading is repeated after doubling pauses (the process may reach
+/// its `read` a little later), this many times, then not again until the next output or stdin
+/// write: an idle process costs nothing.
+const CHECKS: u32 = 5;
+
+/// What a process waiting for input would be blocked reading.
+pub enum InputTarget {
+    /// The stdin pipe the daemon holds the write end of, by inode (both ends share it).
+    Pipe(u64),
+    /// The terminal: its foreground group reading it.
+    Tty(Arc<Master>),
+}
+
+impl Supervisor {
+    /// Output or a stdin write: the quiet period starts again.
+    pub(super) fn rearm_input_check(&mut self) {
+        if self.input.is_some() && !self.exited {
+            self.checks = 0;
+            self.input_check_at = Some(Instant::now() + QUIET);
+        }
+    }
+
+    /// The record input concerns: this one, or in a session the command `id` running now.
+    fn target(&self, id: u64) -> Option<Arc<Proc>> {
+        if id == self.p.id {
+            return Some(self.p.clone());
+        }
+        self.route
+            .as_ref()
+            .and_then(|r| r.current())
+            .filter(|c| c.id == id)
+    }
+
+    /// Bytes were queued for the stdin of `id` (`eof`: and it was closed).
+    pub(super) fn input_sent(&mut self, id: u64, eof: bool) {
+        if let Some(target) = self.target(id) {
+            let was_waiting = {
+                let mut d = target.lock();
+                if eof {
+                    d.stdin = None;
+                }
+                d.moved_on()
+            };
+            if was_waiting {
+                target.notify();
+                self.table.changed();
+            }
+        }
+        self.rearm_input_check();
+    }
+
+    /// A new terminal size: the terminal, its screen and the row; a full-screen program
+    /// redraws, so it is no longer waiting either.
+    pub(super) fn resize(&mut self, size: TtySize) -> std::io::Result<()> {
+        let was_waiting = {
+            let mut d = self.p.lock();
+            let Some(tty) = d.tty.as_mut() else {
+                return Err(std::io::Error::other("the process has no terminal"));
+            };
+            let Some(master) = tty.master.as_ref() else {
+                return Err(std::io::Error::other("the process has ended"));
+            };
+            master.resize(size)?;
+            tty.screen.resize(size);
+            d.info.tty = Some(size);
+            d.moved_on()
+        };
+        if was_waiting {
+            self.p.notify();
+            self.table.changed();
+        }
+        self.rearm_input_check();
+        Ok(())
+    }
+
+    /// Output has been quiet: is a process of the tree blocked reading the stdin pipe we hold,
+    /// or (on a terminal) a process of the foreground group blocked reading the terminal?
+    pub(super) fn check_input(&mut self) {
+        if self.input.is_none() {
+            return;
+        }
+        // In a session, the command running is what waits (the shell waiting for the next
+        // command between them is not news).
+        let target = match &self.route {
+            Some(route) => match route.current() {
+                Some(cmd) => cmd,
+                None => return,
+            },
+            None => self.p.clone(),
+        };
+        // Nobody can answer once stdin is closed; one already reported has nothing new.
+        if !target.lock().can_wait_for_input() {
+            return;
+        }
+        match self.member_reading() {
+            Some(pid) => {
+                let changed = {
+                    let mut d = target.lock();
+                    let now = d.can_wait_for_input() && d.last_output.elapsed() >= QUIET;
+                    if now {
+                        d.info.state = cuba_protocol::ProcState::WaitingInput;
+                    }
+                    now
+                };
+                if changed {
+                    tracing::debug!(id = target.id, pid, "waiting for input");
+                    target.notify();
+                    self.table.changed();
+                } else {
+                    self.rearm_input_check();
+                }
+            }
+            None if self.checks + 1 < CHECKS => {
+                self.checks += 1;
+                self.input_check_at = Some(Instant::now() + QUIET * (1 << self.checks));
+            }
+            None => {}
+        }
+    }
+
+    /// A member of the tree blocked reading the input: its pid.
+    fn member_reading(&self) -> Option<i32> {
+        let root = self.p.lock().root.clone()?;
+        let scope = self.table.scope();
+        let members = tree::members_linked(&root, &scope);
+        match self.input.as_ref()? {
+            InputTarget::Pipe(ino) => {
+                let source = Source::Pipe(*ino);
+                members
+                    .into_iter()
+                    .map(|(pid, _)| pid)
+                    .find(|pid| input::blocked_on(*pid, &source))
+            }
+            InputTarget::Tty(master) => {
+                let fg = master.foreground()?;
+                let source = Source::Tty(master.path.clone());
+                members
+                    .into_iter()
+                    .map(|(pid, _)| pid)
+                    .filter(|pid| proc::stat(*pid).is_some_and(|s| s.pgrp == fg))
+                    .find(|pid| input::blocked_on(*pid, &source))
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The supervisor: one task per process that owns its output pipes, its timers and its stop
+//! sequence. Output, exit, timeouts and control messages are all events in one `select!`; the
+//! handling lives beside it (`exit.rs`, `input.rs`, `command.rs`).
+//!
+//! The exit is detected from the tracked process itself (its status from the reaper), not from
+//! the pipes closing, so a grandchild holding a pipe cannot delay the report. Before the exit is
+//! published, whatever the process left in its pipes is read, so even a 1 ms process has all of
+//! its output in the record. Processes of the tree left behind are then stopped (TERM, grace,
+//! KILL), and the pipes drained until they close.
+
+mod command;
+mod exit;
+mod input;
+mod route;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::Stream;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, Instant};
+
+use crate::reaper::Exit;
+use crate::record::{spill_off_thread, Control, Proc};
+use crate::table::Table;
+use crate::terminal::Master;
+pub use input::InputTarget;
+pub use route::Route;
+
+/// Read buffers start small (most processes print little, and a thousand idle ones must stay
+/// cheap) and grow while reads fill them, up to the pipe size.
+const READ_BUF_MIN: usize = 8 * 1024;
+const READ_BUF_MAX: usize = 1024 * 1024;
+/// After the exit, how long to wait for pipes held by processes outside our reach.
+const ABANDON_AFTER: Duration = Duration::from_secs(1);
+/// Most bytes read per stream at the exit: more than a pipe holds, so all the exited process
+/// wrote, while a grandchild writing without pause cannot keep the loop going.
+const DRAIN_LIMIT: usize = 4 * READ_BUF_MAX;
+/// How long new output may stay in memory only before it is written to the spool (see
+/// `Output`): long enough that a short command's reply does not wait for the spool's files,
+/// short enough that what a running process printed is on disk should the daemon die.
+const SPILL_AFTER: Duration = Duration::from_millis(10);
+
+/// Something to undo once the process has ended and its output is in (a cgroup, a script file).
+pub type Cleanup = Box<dyn FnOnce() + Send>;
+
+/// What a supervisor is given besides its child.
+pub struct Job {
+    pub table: Arc<Table>,
+    /// TERM → KILL grace period when stopping the tree.
+    pub grace: Duration,
+    /// The process's hard time limit.
+    pub timeout: Option<Duration>,
+    /// A session's shell: where its output goes.
+    pub route: Option<Box<dyn Route>>,
+    pub cleanup: Vec<Cleanup>,
+}
+
+/// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
+pub enum Source {
+    Pipe(pipe::Receiver),
+    Pty(Arc<Master>),
+}
+
+/// The child as its supervisor holds it.
+pub struct ChildIo {
+    pub stdout: Source,
+    /// `None` on a terminal: it has one output stream.
+    pub stderr: Option<Source>,
+    pub exit: oneshot::Receiver<Exit>,
+    pub input: Option<InputTarget>,
+}
+
+async fn read_some(source: &mut Option<Source>, buf: &mut [u8]) -> io::Result<usize> {
+    match source {
+        Some(Source::Pipe(p)) => p.read(buf).await,
+        Some(Source::Pty(m)) => m.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A read on the source's fd, now. Not `try_read`: that returns `WouldBlock` without reading
+/// until the runtime has seen the pipe become readable, which for a process that lived a
+/// millisecond may not have happened yet when its exit arrives.
+fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
+    match source {
+        Source::Pipe(p) => crate::fd::read(p, buf),
+        Source::Pty(m) => m.read_now(buf),
+    }
+}
+
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Supervisor {
+    table: Arc<Table>,
+    grace: Duration,
+    p: Arc<Proc>,
+    stdout: Option<Source>,
+    stderr: Option<Source>,
+    exited: bool,
+    timeout_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    abandon_at: Option<Instant>,
+    input: Option<InputTarget>,
+    /// When to look whether the tree is blocked reading stdin; `checks` done since the last
+    /// output or stdin write.
+    input_check_at: Option<Instant>,
+    checks: u32,
+    route: Option<Box<dyn Route>>,
+    /// An interrupted session command that has not ended: SIGKILL below the shell at
+    /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
+    cmd_kill_at: Option<Instant>,
+    cmd_abandon_at: Option<Instant>,
+    /// When output held in memory only is written to the spool.
+    spill_at: Option<Instant>,
+    cleanup: Vec<Cleanup>,
+}
+
+/// Supervises process `p` until it has ended and all its output is in.
+pub async fn supervise(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Control>) {
+    let mut s = Supervisor {
+        table: job.table,
+        grace: job.grace,
+        p,
+        stdout: Some(io.stdout),
+        stderr: io.stderr,
+        exited: false,
+        timeout_at: job.timeout.map(|t| Instant::now() + t),
+        kill_at: None,
+        abandon_at: None,
+        input_check_at: io.input.as_ref().map(|_| Instant::now() + input::QUIET),
+        input: io.input,
+        checks: 0,
+        route: job.route,
+        cmd_kill_at: None,
+        cmd_abandon_at: None,
+        spill_at: None,
+        cleanup: job.cleanup,
+    };
+    let mut exit = Some(io.exit);
+    let mut out_buf = vec![0u8; READ_BUF_MIN];
+    let mut err_buf = vec![0u8; READ_BUF_MIN];
+    while !(s.exited && s.stdout.is_none() && s.stderr.is_none()) {
+        tokio::select! {
+            r = read_some(&mut s.stdout, &mut out_buf) => {
+                s.took(Stream::Stdout, &r, &out_buf);
+                grow(&mut out_buf, &r);
+            }
+            r = read_some(&mut s.stderr, &mut err_buf) => {
+                s.took(Stream::Stderr, &r, &err_buf);
+                grow(&mut err_buf, &r);
+            }
+            status = async { exit.as_mut().expect("guarded by the branch condition").await },
+                if exit.is_some() =>
+            {
+                exit = None;
+                // A dropped sender means the reaper is gone: the daemon is going down.
+                let status = status.unwrap_or(Exit::Signal(libc::SIGKILL));
+                s.drain_now(&mut out_buf);
+                s.on_exit(status);
+            }
+            _ = at(s.timeout_at), if !s.exited && s.timeout_at.is_some() => {
+                s.timeout_at = None;
+                s.timed_out();
+            }
+            _ = at(s.kill_at), if s.kill_at.is_some() => {
+                s.kill_at = None;
+                s.kill_now();
+            }
+            _ = at(s.abandon_at), if s.abandon_at.is_some() => {
+                s.abandon_at = None;
+                s.stdout = None;
+                s.stderr = None;
+            }
+            _ = at(s.input_check_at), if !s.exited && s.input_check_at.is_some() => {
+                s.input_check_at = None;
+                s.check_input();
+            }
+            _ = at(s.spill_at), if s.spill_at.is_some() => {
+                s.spill_at = None;
+                spill_off_thread(s.p.clone()).await;
+                if let Some(cmd) = s.route.as_ref().and_then(|r| r.current()) {
+                    spill_off_thread(cmd).await;
+                }
+            }
+            _ = at(s.cmd_kill_at), if s.cmd_kill_at.is_some() => {
+                s.cmd_kill_at = None;
+                s.kill_command();
+            }
+            _ = at(s.cmd_abandon_at), if s.cmd_abandon_at.is_some() => {
+                s.cmd_abandon_at = None;
+                s.abandon_command();
+            }
+            Some(msg) = control.recv() => s.control(msg),
+        }
+    }
+    // The exit is published (and its waiters run): only now are the spool's files made.
+    spill_off_thread(s.p.clone()).await;
+    s.finish();
+}
+
+/// A read that filled the buffer suggests a fast writer: a bigger buffer halves the wake-ups.
+fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
+    if matches!(r, Ok(n) if *n == buf.len()) && buf.len() < READ_BUF_MAX {
+        buf.resize(buf.len() * 4, 0);
+    }
+}
+
+impl Supervisor {
+    fn control(&mut self, msg: Control) {
+        match msg {
+            Control::Signal {
+                id,
+                signal,
+                grace,
+                stop,
+            } if id != self.p.id => self.signal_command(id, signal, grace, stop),
+            Control::Signal {
+                signal,
+                grace,
+                stop,
+                ..
+            } => {
+                if let Some(cause) = stop {
+                    self.mark_stopped(cause);
+                }
+                self.signal(signal, grace);
+            }
+            Control::CommandTimeout(id) => self.command_timeout(id),
+            Control::Input { id, eof, done } => {
+                self.input_sent(id, eof);
+                let _ = done.send(());
+            }
+            Control::Resize { size, done } => {
+                let _ = done.send(self.resize(size));
+            }
+        }
+    }
+
+    fn took(&mut self, stream: Stream, r: &io::Result<usize>, buf: &[u8]) {
+        let n = match *r {
+            Ok(0) | Err(_) => {
+                match stream {
+                    Stream::Stdout => self.stdout = None,
+                    Stream::Stderr => self.stderr = None,
+                }
+                if let Some(route) = self.route.as_mut() {
+                    route.closed(&self.p, stream);
+                }
+                return;
+            }
+            Ok(n) => n,
+        };
+        if let Some(route) = self.route.as_mut() {
+            route.feed(&self.p, stream, &buf[..n]);
+            self.p.lock().last_output = std::time::Instant::now();
+            self.p.notify();
+            self.arm_spill();
+            self.rearm_input_check();
+            if self.route.as_ref().is_some_and(|r| r.current().is_none()) {
+                // The command ended: its escalation timers go with it.
+                self.cmd_kill_at = None;
+                self.cmd_abandon_at = None;
+            }
+            return;
+        }
+        let (was_waiting, unspooled) = {
+            let mut d = self.p.lock();
+            d.output.append(stream, &buf[..n]);
+            let unspooled = d.output.unspooled();
+            if let Some(tty) = d.tty.as_mut() {
+                tty.screen.feed(&buf[..n]);
+            }
+            d.last_output = std::time::Instant::now();
+            (d.moved_on(), unspooled)
+        };
+        self.p.notify();
+        if unspooled && self.spill_at.is_none() {
+            self.spill_at = Some(Instant::now() + SPILL_AFTER);
+        }
+        if was_waiting {
+            self.table.changed();
+        }
+        self.rearm_input_check();
+    }
+
+    /// Reads what is already in the pipes without waiting (the exited process wrote it all).
+    fn drain_now(&mut self, buf: &mut [u8]) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let mut budget = DRAIN_LIMIT;
+            while budget > 0 {
+                let pipe = match stream {
+                    Stream::Stdout => &self.stdout,
+                    Stream::Stderr => &self.stderr,
+                };
+                let Some(p) = pipe.as_ref() else { break };
+                match read_now(p, buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    r => {
+                        let done = !matches!(r, Ok(n) if n > 0);
+                        budget = budget.saturating_sub(*r.as_ref().unwrap_or(&0));
+                        self.took(stream, &r, buf);
+                        if done {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Output went to memory only: have it spooled shortly (the record's own, and in a
+    /// session the running command's).
+    fn arm_spill(&mut self) {
+        if self.spill_at.is_some() {
+            return;
+        }
+        let cmd = self.route.as_ref().and_then(|r| r.current());
+        let unspooled =
+            self.p.lock().output.unspooled() || cmd.is_some_and(|c| c.lock().output.unspooled());
+        if unspooled {
+            self.spill_at = Some(Instant::now() + SPILL_AFTER);
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! The process table: every record by id, behind one std Mutex that is never held across an
+//! `.await`. Its fields are private; records are reserved, found, finished and pruned through
+//! this API, and the one [`Table::finish`] path writes the journal, the audit line and the
+//! notifications for every end.
+//!
+//! Lock order: the table's lock, then a record's (`Proc::lock`), never the other way round;
+//! neither is held while the journal or the audit log writes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use cuba_protocol::{
+    now_ms, ClientInfo, ErrorKind, Owner, ProcKind, ProcState, ProcessInfo, ProtocolError,
+    SpawnRequest, TtySize,
+};
+use tokio::sync::watch;
+
+use crate::audit::{Audit, Peer};
+use crate::journal::{Journal, Record};
+use crate::output::{Output, Spool};
+use crate::record::{Outcome, Proc, ProcData};
+use crate::state_dir::StateDir;
+use crate::tree::Scope;
+
+/// What the table needs to know to make records.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub state: StateDir,
+    /// This state directory's token, in every process's marker.
+    pub instance: String,
+    pub daemon_pid: u32,
+    /// Most processes running at once.
+    pub max_procs: usize,
+    /// Memory buffer and spool cap per process.
+    pub buffer_size: usize,
+    pub spool_cap: u64,
+}
+
+/// The records and the next id, as restored from the journal (or empty).
+#[derive(Default)]
+pub struct Contents {
+    pub procs: BTreeMap<u64, Arc<Proc>>,
+    pub next_id: u64,
+}
+
+/// A row to be: what a new record says before its process exists.
+#[derive(Debug, Clone)]
+pub struct NewRecord {
+    pub owner: Owner,
+    pub name: Option<String>,
+    pub command: String,
+    pub cwd: String,
+    pub timeout_ms: Option<u64>,
+    pub kind: ProcKind,
+    pub tty: Option<TtySize>,
+    pub session: Option<String>,
+}
+
+impl NewRecord {
+    /// The row of a command `req` from `owner`, to run in `cwd`.
+    pub fn of(owner: Owner, req: &SpawnRequest, cwd: &Path) -> NewRecord {
+        NewRecord {
+            owner,
+            name: req.name.clone(),
+            command: req.command.clone(),
+            cwd: cwd.display().to_string(),
+            timeout_ms: req.timeout_ms,
+            kind: ProcKind::Command,
+            tty: req.tty,
+            session: req.session.clone(),
+        }
+    }
+}
+
+/// What [`Table::reserve`] found: a new record, or (asked to reuse one) the running process of
+/// the same name and command.
+pub enum Reserved {
+    New(Arc<Proc>),
+    Existing(Arc<Proc>),
+}
+
+pub struct Table {
+    settings: Settings,
+    /// std Mutex: held for a lookup or an insertion, never across an await.
+    contents: Mutex<Contents>,
+    changed: watch::Sender<()>,
+    journal: Journal,
+    audit: Audit,
+}
+
+impl Table {
+    pub fn new(settings: Settings, contents: Contents, journal: Journal, audit: Audit) -> Table {
+        Table {
+            settings,
+            contents: Mutex::new(contents),
+            changed: watch::Sender::new(()),
+            journal,
+            audit,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Contents> {
+        self.contents.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn state_dir(&self) -> &StateDir {
+        &self.settings.state
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.audit
+    }
+
+    pub fn daemon_pid(&self) -> u32 {
+        self.settings.daemon_pid
+    }
+
+    /// The marker planted in process `id`'s environment.
+    pub fn marker(&self, id: u64) -> String {
+        format!("{}{id}", self.marker_prefix())
+    }
+
+    /// What every marker of this daemon's processes starts with (`NAME=<instance>.`).
+    pub fn marker_prefix(&self) -> String {
+        format!("CUBA_EXEC_PROCESS={}.", self.settings.instance)
+    }
+
+    pub fn get(&self, id: u64) -> Result<Arc<Proc>, ProtocolError> {
+        self.lock().procs.get(&id).cloned().ok_or_else(|| {
+            ProtocolError::new(
+                ErrorKind::NotFound,
+                format!("no process with id {id} (finished records are pruned after their TTL)"),
+            )
+        })
+    }
+
+    pub fn all(&self) -> Vec<Arc<Proc>> {
+        self.lock().procs.values().cloned().collect()
+    }
+
+    pub fn running(&self) -> Vec<Arc<Proc>> {
+        self.all()
+            .into_iter()
+            .filter(|p| !p.lock().finished())
+            .collect()
+    }
+
+    /// Processes running now (commands in a session are counted with their shell, not alone).
+    pub fn count_running(&self) -> usize {
+        count_running(&self.lock())
+    }
+
+    /// Where escapees of a tree can be: children of the daemon (it is their subreaper) that
+    /// are not the tracked processes themselves.
+    pub fn scope(&self) -> Scope {
+        let known = self
+            .lock()
+            .procs
+            .values()
+            .filter_map(|p| {
+                let d = p.lock();
+                (!d.finished()).then_some(d.info.pid as i32)
+            })
+            .collect();
+        Scope {
+            parents: HashSet::from([self.settings.daemon_pid as i32]),
+            known,
+        }
+    }
+
+    /// A new `Running` record, checked against `max_procs` under the same lock that inserts it,
+    /// so concurrent spawns cannot overshoot the limit. With `reuse`, a running process of the
+    /// same name and command is returned instead, found under that lock too.
+    pub fn reserve(&self, new: NewRecord, reuse: bool) -> Result<Reserved, ProtocolError> {
+        let mut contents = self.lock();
+        if reuse {
+            let same = contents.procs.values().find(|p| {
+                let d = p.lock();
+                !d.finished() && d.info.name == new.name && d.info.command == new.command
+            });
+            if let Some(p) = same {
+                return Ok(Reserved::Existing(p.clone()));
+            }
+        }
+        let running = count_running(&contents);
+        let max = self.settings.max_procs;
+        if new.kind != ProcKind::InSession && running >= max {
+            return Err(ProtocolError::new(
+                ErrorKind::Limit,
+                format!(
+                    "{running} processes are running, the most allowed (max_procs = {max}); \
+                     stop one (send_signal / cubactl kill ID) or raise CUBA_EXEC_MAX_PROCS"
+                ),
+            ));
+        }
+        let id = contents.next_id;
+        contents.next_id += 1;
+        let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
+        let info = row(id, new);
+        let output = Output::new(self.settings.buffer_size, Some(spool));
+        let p = Arc::new(Proc::new(ProcData::new(info, output, false)));
+        contents.procs.insert(id, p.clone());
+        Ok(Reserved::New(p))
+    }
+
+    /// Process `p` was started (or failed to) for `client` on the connection from `peer`: the
+    /// audit's decision line and the journal's start line. Before its supervisor exists, so
+    /// these lines precede its end line.
+    pub fn started(&self, (client, peer): (&ClientInfo, Peer), p: &Proc, start_time: u64) {
+        let info = p.info();
+        self.audit.allowed((client, peer), &info);
+        self.journal.started(&Record {
+            marker: self.marker(p.id),
+            info,
+            start_time,
+        });
+    }
+
+    /// Ends record `p` with `outcome`, now: its row, the journal's end line, the audit's end
+    /// line, its waiters and the table's watchers. False (and nothing written) if it had ended.
+    pub fn finish(&self, p: &Proc, outcome: Outcome) -> bool {
+        {
+            let mut d = p.lock();
+            if d.finished() {
+                return false;
+            }
+            outcome.apply(&mut d.info, now_ms());
+            d.stdin = None;
+        }
+        let info = p.info();
+        self.journal.ended(&info);
+        self.audit.ended(&info);
+        p.notify();
+        self.changed();
+        true
+    }
+
+    /// Removes finished records that ended more than `age` ago (all finished ones for zero),
+    /// with their spools. Returns how many.
+    pub fn prune(&self, age: Duration) -> u64 {
+        let cutoff = now_ms().saturating_sub(age.as_millis() as u64);
+        let removed: Vec<Arc<Proc>> = {
+            let mut contents = self.lock();
+            let ids: Vec<u64> = contents
+                .procs
+                .iter()
+                .filter(|(_, p)| {
+                    let d = p.lock();
+                    d.finished() && d.drained && d.info.ended_at_ms.is_none_or(|t| t <= cutoff)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter()
+                .filter_map(|id| contents.procs.remove(id))
+                .collect()
+        };
+        if removed.is_empty() {
+            return 0;
+        }
+        for p in &removed {
+            let dir = self.settings.state.spool(p.id);
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove {}: {e}", dir.display());
+                }
+            }
+            // Wake followers and waiters: the record is gone.
+            p.notify();
+        }
+        let ids = removed.iter().map(|p| p.id).collect();
+        self.journal.pruned(ids, || self.records());
+        self.changed();
+        removed.len() as u64
+    }
+
+    /// Live records as the journal keeps them (for compaction).
+    fn records(&self) -> (BTreeMap<u64, Record>, u64) {
+        let contents = self.lock();
+        let records = contents
+            .procs
+            .iter()
+            .map(|(id, p)| {
+                let d = p.lock();
+                let rec = Record {
+                    info: d.snapshot(),
+                    start_time: d.root.as_ref().map_or(0, |r| r.start_time),
+                    marker: self.marker(*id),
+                };
+                (*id, rec)
+            })
+            .collect();
+        (records, contents.next_id)
+    }
+
+    /// A receiver that wakes on every later change of the table (a row added, ended, removed,
+    /// or waiting for input).
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.changed.subscribe()
+    }
+
+    pub fn changed(&self) {
+        self.changed.send_replace(());
+    }
+}
+
+fn count_running(contents: &Contents) -> usize {
+    contents
+        .procs
+        .values()
+        .filter(|p| {
+            let d = p.lock();
+            !d.finished() && d.info.kind != ProcKind::InSession
+        })
+        .count()
+}
+
+fn row(id: u64, new: NewRecord) -> ProcessInfo {
+    ProcessInfo {
+        id,
+        pid: 0,
+        owner: new.owner,
+        name: new.name,
+        command: new.command,
+        cwd: new.cwd,
+        state: ProcState::Running,
+        exit_code: None,
+        signal: None,
+        error: None,
+        started_at_ms: now_ms(),
+        ended_at_ms: None,
+        timeout_ms: new.timeout_ms,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        dropped_bytes: 0,
+        kind: new.kind,
+        tty: new.tty,
+        session: new.session,
+        notice: None,
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::reaper::Exit;
+
+    /// A row for tests: a running command of id `id`.
+    pub fn row(id: u64) -> ProcessInfo {
+        super::row(id, new_record("true", ProcKind::Command))
+    }
+
+    fn new_record(command: &str, kind: ProcKind) -> NewRecord {
+        NewRecord {
+            owner: Owner {
+                kind: cuba_protocol::ClientKind::Other,
+                name: "test".into(),
+                pid: 1,
+            },
+            name: Some("n".into()),
+            command: command.into(),
+            cwd: "/".into(),
+            timeout_ms: None,
+            kind,
+            tty: None,
+            session: None,
+        }
+    }
+
+    /// A table with room for `max_procs` in a fresh state directory.
+    pub fn table(dir: &Path, max_procs: usize) -> Table {
+        let state = StateDir::new(dir.to_path_buf());
+        let journal = Journal::create(state.journal(), &BTreeMap::new(), 1).unwrap();
+        let audit = Audit::new(state.audit(), false, 1 << 20);
+        let settings = Settings {
+            state,
+            instance: "t".into(),
+            daemon_pid: std::process::id(),
+            max_procs,
+            buffer_size: 4096,
+            spool_cap: 1 << 20,
+        };
+        let contents = Contents {
+            next_id: 1,
+            ..Contents::default()
+        };
+        Table::new(settings, contents, journal, audit)
+    }
+
+    fn reserve(t: &Table, command: &str, kind: ProcKind, reuse: bool) -> Reserved {
+        t.reserve(new_record(command, kind), reuse).unwrap()
+    }
+
+    fn new(r: Reserved) -> Arc<Proc> {
+        match r {
+            Reserved::New(p) => p,
+            Reserved::Existing(p) => panic!("expected a new record, got {}", p.id),
+        }
+    }
+
+    #[test]
+    fn reserving_counts_against_max_procs_and_ids_rise() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = table(dir.path(), 2);
+        let a = new(reserve(&t, "a", ProcKind::Command, false));
+        let b = new(reserve(&t, "b", ProcKind::Session, false));
+        assert_eq!((a.id, b.id), (1, 2));
+        // Full: the next command is refused, a command in a session is not a process of its own.
+        let err = t
+            .reserve(new_record("c", ProcKind::Command), false)
+            .err()
+            .unwrap();
+        assert_eq!(err.kind, ErrorKind::Limit);
+        assert!(err.message.contains("max_procs = 2"), "{}", err.message);
+        new(reserve(&t, "in", ProcKind::InSession, false));
+        assert_eq!(t.count_running(), 2);
+        // A finished one frees its place.
+        t.finish(&a, Outcome::of_exit(None, Exit::Code(0)));
+        assert_eq!(t.count_running(), 1);
+        new(reserve(&t, "c", ProcKind::Command, false));
+        assert_eq!(t.get(99).err().unwrap().kind, ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn reuse_finds_the_running_process_of_the_same_name_and_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = table(dir.path(), 5);
+        let a = new(reserve(&t, "serve", ProcKind::Command, true));
+        match reserve(&t, "serve", ProcKind::Command, true) {
+            Reserved::Existing(p) => assert_eq!(p.id, a.id),
+            Reserved::New(p) => panic!("started a duplicate {}", p.id),
+        }
+        // Another command, or the same one once ended: new records.
+        new(reserve(&t, "other", ProcKind::Command, true));
+        t.finish(&a, Outcome::of_exit(None, Exit::Code(0)));
+        new(reserve(&t, "serve", ProcKind::Command, true));
+    }
+
+    #[test]
+    fn finish_writes_the_end_once_and_prune_takes_only_drained_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = table(dir.path(), 5);
+        let a = new(reserve(&t, "a", ProcKind::Command, false));
+        let b = new(reserve(&t, "b", ProcKind::Command, false));
+        let mut changes = t.subscribe();
+        changes.borrow_and_update();
+        assert!(t.finish(&a, Outcome::of_exit(None, Exit::Code(3))));
+        assert!(changes.has_changed().unwrap());
+        assert!(!t.finish(&a, Outcome::lost("again".into())), "ended once");
+        let info = a.info();
+        assert_eq!((info.state, info.exit_code), (ProcState::Exited, Some(3)));
+        assert!(info.ended_at_ms.is_some());
+        let journal = std::fs::read_to_string(t.state_dir().journal()).unwrap();
+        assert_eq!(journal.matches("\"End\"").count(), 1, "{journal}");
+        // Not drained yet: kept; drained: pruned; the running one stays.
+        assert_eq!(t.prune(Duration::ZERO), 0);
+        a.lock().drained = true;
+        assert_eq!(t.prune(Duration::ZERO), 1);
+        assert!(t.get(a.id).is_err());
+        assert_eq!(t.get(b.id).unwrap().id, b.id);
+        assert_eq!(t.running().len(), 1);
+    }
+}
