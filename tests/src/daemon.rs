@@ -22,6 +22,7 @@ pub const TEST_GRACE: &str = "300ms";
 #[derive(Debug, Default)]
 pub struct Builder {
     env: Vec<(String, String)>,
+    ignored: Vec<i32>,
 }
 
 impl Builder {
@@ -29,6 +30,12 @@ impl Builder {
     pub fn env(mut self, name: &str, value: &str) -> Builder {
         self.env.retain(|(k, _)| k != name);
         self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Starts `cubad` with `signals` ignored, as a shell's background job or `nohup` would.
+    pub fn ignoring(mut self, signals: &[i32]) -> Builder {
+        self.ignored.extend_from_slice(signals);
         self
     }
 
@@ -54,6 +61,7 @@ impl Builder {
             socket,
             state,
             env: self.env,
+            ignored: self.ignored,
             child: None,
         };
         d.launch().await;
@@ -68,6 +76,7 @@ pub struct TestDaemon {
     socket: PathBuf,
     state: PathBuf,
     env: Vec<(String, String)>,
+    ignored: Vec<i32>,
     child: Option<Child>,
 }
 
@@ -127,6 +136,18 @@ impl TestDaemon {
         // Nor must the user's config file: an empty one (a test may pass its own).
         cmd.env("CUBA_EXEC_CONFIG", "/dev/null");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if !self.ignored.is_empty() {
+            let ignored = self.ignored.clone();
+            // SAFETY: signal(2) is async-signal-safe; the list was copied before the fork.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    for sig in &ignored {
+                        libc::signal(*sig, libc::SIG_IGN);
+                    }
+                    Ok(())
+                });
+            }
+        }
         self.child = Some(cmd.spawn().expect("cannot start cubad"));
         let deadline = Instant::now() + START_TIMEOUT;
         loop {

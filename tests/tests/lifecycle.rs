@@ -230,6 +230,31 @@ async fn a_command_inherits_no_descriptor_of_the_daemon() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_ignores_no_signal_the_daemon_inherited_ignored() {
+    // `nohup`, or a background job of a script, starts cubad with these ignored; a command it
+    // runs must not inherit that (a person's Ctrl-C or Ctrl-\ would vanish).
+    let ignored = [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGUSR1];
+    let d = TestDaemon::builder().ignoring(&ignored).start().await;
+    let c = d.client().await;
+    let p = spawn(&c, "grep SigIgn /proc/self/status").await;
+    let w = wait_exit(&c, p.id).await;
+    let out = text(&w.output.bytes());
+    let mask = out
+        .trim()
+        .strip_prefix("SigIgn:\t")
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+    // Signals 1-31; the C library's own real-time signals (32, 33) are not ours to reset.
+    assert_eq!(mask & 0x7fff_ffff, 0, "{out}");
+    // The daemon itself still ignores them: a stray SIGHUP does not end it.
+    // SAFETY: kill(2) on the test's own daemon.
+    unsafe { libc::kill(d.pid(), libc::SIGHUP) };
+    let p = spawn(&c, "echo still here").await;
+    let w = wait_exit(&c, p.id).await;
+    assert_eq!(text(&w.output.bytes()), "still here\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_spawns_and_waits_in_one_request() {
     let d = TestDaemon::start().await;
     let c = d.client().await;

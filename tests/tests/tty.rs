@@ -106,14 +106,25 @@ async fn python_repl_on_a_tty_answers_and_waits_for_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_goes_through_the_line_discipline() {
-    let d = TestDaemon::start().await;
+    // Started as a background job of a script would be: SIGINT and SIGQUIT ignored. Commands
+    // must still get them with their default effect.
+    let d = TestDaemon::builder()
+        .ignoring(&[libc::SIGINT, libc::SIGQUIT])
+        .start()
+        .await;
     let c = d.client().await;
-    let p = spawn_with(&c, tty_req("echo ready; sleep 100")).await;
-    wait_match(&c, p.id, "ready").await;
+    // The shell waits for `cat`, which reads the terminal. C-c is sent once `cat` is known to
+    // be blocked reading (waiting_input, from the kernel's state): a shell between two
+    // commands may swallow an interrupt (dash does, as in any terminal), a reading `cat`
+    // cannot.
+    let p = spawn_with(&c, tty_req("cat; echo after")).await;
+    let w = wait_input(&c, p.id, 0).await;
+    assert_eq!(w.reason, WaitReason::WaitingInput, "{:?}", w.process);
     keys(&c, p.id, "", &["C-c"]).await;
     let w = wait_exit(&c, p.id).await;
     assert_eq!(w.process.state, ProcState::Signaled, "{:?}", w.process);
     assert_eq!(w.process.signal, Some(cuba_protocol::Signal::Int));
+    assert!(!text(&w.output.bytes()).contains("after"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
