@@ -1,0 +1,231 @@
+//! The source layout holds: within every directory of every crate's `src/`, the files and
+//! folders (its "rooms") refer to each other in one direction only (no import circle), and no
+//! source file is longer than a reader can hold (code before `#[cfg(test)]`). A reference is a
+//! `crate::` path naming a room of the top level, `crate::dir::` naming a room of `dir/`, or a
+//! `super::` path from a file directly inside the directory.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Longest source file, in lines of code before its tests.
+const MAX_LINES: usize = 450;
+const CRATES: [&str; 4] = ["protocol", "daemon", "shim", "cli"];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A file's code before its tests, with line comments blanked (lines kept).
+fn code(path: &Path) -> String {
+    let text = fs::read_to_string(path).unwrap();
+    let body = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    body.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The first path segment after each `prefix` in `body`, with one level of `{a, b::c}`
+/// expanded.
+fn segments_after(body: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(is_ident) {
+            continue;
+        }
+        if let Some(inner) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = inner
+                .char_indices()
+                .find(|(_, c)| {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                })
+                .map_or(inner.len(), |(i, _)| i);
+            let mut depth = 0;
+            let mut part = String::new();
+            for c in inner[..end].chars().chain([',']) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        let seg: String =
+                            part.trim().chars().take_while(|c| is_ident(*c)).collect();
+                        out.push(seg);
+                        part.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                part.push(c);
+            }
+        } else {
+            out.push(rest.chars().take_while(|c| is_ident(*c)).collect());
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The rooms of directory `dir` (module path `module`, e.g. `"handlers::"` or `""`) and the
+/// rooms each refers to.
+fn arrows(dir: &Path, module: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut rooms: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            rooms.insert(name, path);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            if !["mod", "lib", "main"].contains(&stem) {
+                rooms.insert(stem.to_string(), path);
+            }
+        }
+    }
+    let mut edges = BTreeMap::new();
+    for (room, path) in &rooms {
+        let files = if path.is_dir() {
+            rust_files(path)
+        } else {
+            vec![path.clone()]
+        };
+        let mut refs = BTreeSet::new();
+        for file in files {
+            let body = code(&file);
+            refs.extend(segments_after(&body, &format!("crate::{module}")));
+            if !module.is_empty() && !path.is_dir() {
+                refs.extend(segments_after(&body, "super::"));
+            }
+        }
+        let targets = refs
+            .into_iter()
+            .filter(|r| r != room && rooms.contains_key(r))
+            .collect();
+        edges.insert(room.clone(), targets);
+    }
+    edges
+}
+
+/// Rooms that reach themselves through others.
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<&str> = edges[from].iter().map(String::as_str).collect();
+        while let Some(r) = todo.pop() {
+            if seen.insert(r.to_string()) {
+                todo.extend(edges.get(r).into_iter().flatten().map(String::as_str));
+            }
+        }
+        seen
+    };
+    edges
+        .keys()
+        .filter(|room| reach(room).contains(*room))
+        .cloned()
+        .collect()
+}
+
+fn directories(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(directories(&path));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_import_circle_in_any_crate() {
+    let mut found = Vec::new();
+    for krate in CRATES {
+        let src = workspace().join(krate).join("src");
+        for dir in directories(&src) {
+            let rel = dir.strip_prefix(&src).unwrap();
+            let module: String = rel
+                .components()
+                .map(|c| format!("{}::", c.as_os_str().to_string_lossy()))
+                .collect();
+            let edges = arrows(&dir, &module);
+            let inside = circles(&edges);
+            if !inside.is_empty() {
+                found.push(format!(
+                    "{krate}/src/{}: {}",
+                    rel.display(),
+                    inside.join(" <-> ")
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_source_file_is_too_long() {
+    let mut long = Vec::new();
+    for krate in CRATES {
+        for file in rust_files(&workspace().join(krate).join("src")) {
+            let lines = code(&file).lines().count();
+            if lines > MAX_LINES {
+                long.push(format!("{} ({lines} lines)", file.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_a_circle_and_paths_in_braces() {
+    let refs = segments_after(
+        "use crate::{a::X, b, c::{d, e}};\nlet x = my_crate::z;",
+        "crate::",
+    );
+    assert_eq!(refs, ["a", "b", "c"]);
+    let edges: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(circles(&edges), ["a", "b", "c"]);
+}
