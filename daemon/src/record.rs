@@ -124,8 +124,8 @@ impl Proc {
 
     /// Whether it has ended and all its output is in.
     pub fn done(&self) -> bool {
-        let d = self.lock();
-        d.finished() && d.drained
+        let rec = self.lock();
+        rec.finished() && rec.drained
     }
 }
 

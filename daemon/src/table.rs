@@ -160,8 +160,8 @@ impl Table {
             .procs
             .values()
             .filter_map(|p| {
-                let d = p.lock();
-                (!d.finished()).then_some(d.info.pid as i32)
+                let rec = p.lock();
+                (!rec.finished()).then_some(rec.info.pid as i32)
             })
             .collect();
         Scope {
@@ -177,8 +177,8 @@ impl Table {
         let mut contents = self.lock();
         if reuse {
             let same = contents.procs.values().find(|p| {
-                let d = p.lock();
-                !d.finished() && d.info.name == new.name && d.info.command == new.command
+                let rec = p.lock();
+                !rec.finished() && rec.info.name == new.name && rec.info.command == new.command
             });
             if let Some(p) = same {
                 return Ok(Reserved::Existing(p.clone()));
@@ -222,12 +222,12 @@ impl Table {
     /// line, its waiters and the table's watchers. False (and nothing written) if it had ended.
     pub fn finish(&self, p: &Proc, outcome: Outcome) -> bool {
         {
-            let mut d = p.lock();
-            if d.finished() {
+            let mut rec = p.lock();
+            if rec.finished() {
                 return false;
             }
-            outcome.apply(&mut d.info, now_ms());
-            d.stdin = None;
+            outcome.apply(&mut rec.info, now_ms());
+            rec.stdin = None;
         }
         let info = p.info();
         self.journal.ended(&info);
@@ -247,8 +247,10 @@ impl Table {
                 .procs
                 .iter()
                 .filter(|(_, p)| {
-                    let d = p.lock();
-                    d.finished() && d.drained && d.info.ended_at_ms.is_none_or(|t| t <= cutoff)
+                    let rec = p.lock();
+                    rec.finished()
+                        && rec.drained
+                        && rec.info.ended_at_ms.is_none_or(|t| t <= cutoff)
                 })
                 .map(|(id, _)| *id)
                 .collect();
@@ -282,10 +284,10 @@ impl Table {
             .procs
             .iter()
             .map(|(id, p)| {
-                let d = p.lock();
+                let rec = p.lock();
                 let rec = Record {
-                    info: d.snapshot(),
-                    start_time: d.root.as_ref().map_or(0, |r| r.start_time),
+                    info: rec.snapshot(),
+                    start_time: rec.root.as_ref().map_or(0, |r| r.start_time),
                     marker: self.marker(*id),
                 };
                 (*id, rec)
@@ -310,8 +312,8 @@ fn count_running(contents: &Contents) -> usize {
         .procs
         .values()
         .filter(|p| {
-            let d = p.lock();
-            !d.finished() && d.info.kind != ProcKind::InSession
+            let rec = p.lock();
+            !rec.finished() && rec.info.kind != ProcKind::InSession
         })
         .count()
 }

@@ -132,12 +132,12 @@ impl Launcher {
         let (control_tx, control_rx) = mpsc::channel(CONTROL_QUEUE);
         let (stdin_tx, stdin_rx) = mpsc::channel(stdin::QUEUE);
         {
-            let mut d = p.lock();
-            d.tty = connected.tty;
-            d.info.pid = root.pid as u32;
-            d.root = Some(root.clone());
-            d.control = Some(control_tx);
-            d.stdin = Some(stdin_tx.clone());
+            let mut rec = p.lock();
+            rec.tty = connected.tty;
+            rec.info.pid = root.pid as u32;
+            rec.root = Some(root.clone());
+            rec.control = Some(control_tx);
+            rec.stdin = Some(stdin_tx.clone());
         }
         self.table.started(caller.who(), p, root.start_time);
         // The queue is empty: these cannot fail for lack of room.

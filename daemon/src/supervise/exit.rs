@@ -55,9 +55,9 @@ impl Supervisor {
     /// Records why the process is being stopped (the first reason wins), which decides the
     /// state it ends in.
     pub(super) fn mark_stopped(&mut self, cause: StopCause) {
-        let mut d = self.p.lock();
-        if d.stop.is_none() && !d.finished() {
-            d.stop = Some(cause);
+        let mut rec = self.p.lock();
+        if rec.stop.is_none() && !rec.finished() {
+            rec.stop = Some(cause);
         }
     }
 
@@ -96,10 +96,10 @@ impl Supervisor {
             undo();
         }
         {
-            let mut d = self.p.lock();
-            d.drained = true;
-            d.control = None;
-            if let Some(tty) = d.tty.as_mut() {
+            let mut rec = self.p.lock();
+            rec.drained = true;
+            rec.control = None;
+            if let Some(tty) = rec.tty.as_mut() {
                 tty.master = None;
             }
         }

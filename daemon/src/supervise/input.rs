@@ -56,11 +56,11 @@ impl Supervisor {
     pub(super) fn input_sent(&mut self, id: u64, eof: bool) {
         if let Some(target) = self.target(id) {
             let was_waiting = {
-                let mut d = target.lock();
+                let mut rec = target.lock();
                 if eof {
-                    d.stdin = None;
+                    rec.stdin = None;
                 }
-                d.moved_on()
+                rec.moved_on()
             };
             if was_waiting {
                 target.notify();
@@ -74,8 +74,8 @@ impl Supervisor {
     /// redraws, so it is no longer waiting either.
     pub(super) fn resize(&mut self, size: TtySize) -> std::io::Result<()> {
         let was_waiting = {
-            let mut d = self.p.lock();
-            let Some(tty) = d.tty.as_mut() else {
+            let mut rec = self.p.lock();
+            let Some(tty) = rec.tty.as_mut() else {
                 return Err(std::io::Error::other("the process has no terminal"));
             };
             let Some(master) = tty.master.as_ref() else {
@@ -83,8 +83,8 @@ impl Supervisor {
             };
             master.resize(size)?;
             tty.screen.resize(size);
-            d.info.tty = Some(size);
-            d.moved_on()
+            rec.info.tty = Some(size);
+            rec.moved_on()
         };
         if was_waiting {
             self.p.notify();
@@ -116,10 +116,10 @@ impl Supervisor {
         match self.member_reading() {
             Some(pid) => {
                 let changed = {
-                    let mut d = target.lock();
-                    let now = d.can_wait_for_input() && d.last_output.elapsed() >= QUIET;
+                    let mut rec = target.lock();
+                    let now = rec.can_wait_for_input() && rec.last_output.elapsed() >= QUIET;
                     if now {
-                        d.info.state = cuba_protocol::ProcState::WaitingInput;
+                        rec.info.state = cuba_protocol::ProcState::WaitingInput;
                     }
                     now
                 };

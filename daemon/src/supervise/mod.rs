@@ -94,7 +94,7 @@ fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
 
 async fn at(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => sleep_until(d).await,
+        Some(deadline) => sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }
@@ -273,14 +273,14 @@ impl Supervisor {
             return;
         }
         let (was_waiting, unspooled) = {
-            let mut d = self.p.lock();
-            d.output.append(stream, &buf[..n]);
-            let unspooled = d.output.unspooled();
-            if let Some(tty) = d.tty.as_mut() {
+            let mut rec = self.p.lock();
+            rec.output.append(stream, &buf[..n]);
+            let unspooled = rec.output.unspooled();
+            if let Some(tty) = rec.tty.as_mut() {
                 tty.screen.feed(&buf[..n]);
             }
-            d.last_output = std::time::Instant::now();
-            (d.moved_on(), unspooled)
+            rec.last_output = std::time::Instant::now();
+            (rec.moved_on(), unspooled)
         };
         self.p.notify();
         if unspooled && self.spill_at.is_none() {
