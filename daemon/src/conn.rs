@@ -163,33 +163,10 @@ async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>) {
             }
         };
         if let Request::Cancel(target) = request {
-            if let Some(handle) = in_flight.remove(&target) {
-                handle.abort();
-                let msg = "request cancelled by the client".to_string();
-                let _ = tx
-                    .send(error_frame(target, ErrorKind::Cancelled, msg))
-                    .await;
-            }
-            let _ = tx
-                .send(ResponseFrame {
-                    id,
-                    response: Response::Ok,
-                })
-                .await;
+            cancel(&tx, &mut in_flight, id, target).await;
             continue;
         }
-        let refusal = if in_flight.contains_key(&id) {
-            Some((
-                ErrorKind::BadRequest,
-                format!("request id {id} is already in flight"),
-            ))
-        } else if in_flight.len() >= MAX_IN_FLIGHT {
-            let msg = format!("more than {MAX_IN_FLIGHT} requests in flight on one connection");
-            Some((ErrorKind::Limit, msg))
-        } else {
-            None
-        };
-        if let Some((kind, msg)) = refusal {
+        if let Some((kind, msg)) = refusal(&in_flight, id) {
             let _ = tx.send(error_frame(id, kind, msg)).await;
             continue;
         }
@@ -208,4 +185,42 @@ async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>) {
     drop(tx);
     // Let queued replies (e.g. the answer to `Shutdown`) reach the client.
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+/// Cancels request `target` of this connection: it ends with a `Cancelled` error; the cancel
+/// (request `id`) itself is answered `Ok` either way.
+async fn cancel(
+    tx: &mpsc::Sender<ResponseFrame>,
+    in_flight: &mut HashMap<u64, AbortHandle>,
+    id: u64,
+    target: u64,
+) {
+    if let Some(handle) = in_flight.remove(&target) {
+        handle.abort();
+        let msg = "request cancelled by the client".to_string();
+        let _ = tx
+            .send(error_frame(target, ErrorKind::Cancelled, msg))
+            .await;
+    }
+    let _ = tx
+        .send(ResponseFrame {
+            id,
+            response: Response::Ok,
+        })
+        .await;
+}
+
+/// Why request `id` cannot start now: its id is taken, or too many are in flight.
+fn refusal(in_flight: &HashMap<u64, AbortHandle>, id: u64) -> Option<(ErrorKind, String)> {
+    if in_flight.contains_key(&id) {
+        Some((
+            ErrorKind::BadRequest,
+            format!("request id {id} is already in flight"),
+        ))
+    } else if in_flight.len() >= MAX_IN_FLIGHT {
+        let msg = format!("more than {MAX_IN_FLIGHT} requests in flight on one connection");
+        Some((ErrorKind::Limit, msg))
+    } else {
+        None
+    }
 }

@@ -2,7 +2,7 @@
 //! supervisor is told, and has cleared `waiting_input`, before the reply.
 
 use cuba_protocol::{ErrorKind, ProcKind, ProtocolError, Response, StdinRequest};
-use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::oneshot;
 
 use crate::daemon::Daemon;
@@ -25,21 +25,7 @@ pub async fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolErro
         ProtocolError::invalid_state(format!("cannot write to process {}: {why}", r.id))
     };
     let tx = tx.ok_or_else(closed)?;
-    if r.eof && kind == ProcKind::InSession {
-        return Err(ProtocolError::invalid_state(format!(
-            "cannot close the stdin of process {}: it runs in a session, whose later commands \
-             read that stdin too; interrupt it (SIGINT) instead",
-            r.id
-        )));
-    }
-    if kind == ProcKind::Session && !d.sessions().busy(p.id) {
-        // Nothing would read it now, and the next command would get it as its input.
-        return Err(ProtocolError::invalid_state(format!(
-            "session process {} runs no command now, so nothing reads its input; run a command \
-             in the session (run with session)",
-            r.id
-        )));
-    }
+    in_session_rules(d, &r, kind)?;
     let send = |msg: StdinMsg| match tx.try_send(msg) {
         Ok(()) => Ok(()),
         Err(TrySendError::Full(_)) => Err(ProtocolError::new(
@@ -63,18 +49,39 @@ pub async fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolErro
     } else if close {
         send(StdinMsg::Eof)?;
     }
-    // Answered (or closed): no longer waiting for input, from this reply on.
+    answered(control, r.id, close).await;
+    Ok(Response::Ok)
+}
+
+/// A session's stdin is shared by its commands: it is never closed, and written only while a
+/// command runs.
+fn in_session_rules(d: &Daemon, r: &StdinRequest, kind: ProcKind) -> Result<(), ProtocolError> {
+    if r.eof && kind == ProcKind::InSession {
+        return Err(ProtocolError::invalid_state(format!(
+            "cannot close the stdin of process {}: it runs in a session, whose later commands \
+             read that stdin too; interrupt it (SIGINT) instead",
+            r.id
+        )));
+    }
+    if kind == ProcKind::Session && !d.sessions().busy(r.id) {
+        // Nothing would read it now, and the next command would get it as its input.
+        return Err(ProtocolError::invalid_state(format!(
+            "session process {} runs no command now, so nothing reads its input; run a command \
+             in the session (run with session)",
+            r.id
+        )));
+    }
+    Ok(())
+}
+
+/// Answered (or closed): the supervisor marks it no longer waiting for input, and the reply
+/// waits for that.
+async fn answered(control: Option<mpsc::Sender<Control>>, id: u64, eof: bool) {
     if let Some(control) = control {
-        let (done, answered) = oneshot::channel();
-        let msg = Control::Input {
-            id: r.id,
-            eof: close,
-            done,
-        };
-        if control.send(msg).await.is_ok() {
+        let (done, applied) = oneshot::channel();
+        if control.send(Control::Input { id, eof, done }).await.is_ok() {
             // A supervisor that ends meanwhile drops `done`: nothing is waiting then.
-            let _ = answered.await;
+            let _ = applied.await;
         }
     }
-    Ok(Response::Ok)
 }

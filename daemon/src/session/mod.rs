@@ -169,20 +169,14 @@ impl Sessions {
         let cmd = match table.reserve(new, false)? {
             Reserved::New(p) | Reserved::Existing(p) => p,
         };
-        let script = table.state_dir().script(cmd.id);
-        let written = script
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&script, script::script_text(req, cwd)));
-        let sent = written
-            .and_then(|()| shared.send(&script::run_line(&shared.nonce, cmd.id, &script)))
-            .map_err(|e| format!("the session's shell does not take commands: {e}"))
-            .and_then(|()| match req.stdin.clone() {
-                Some(bytes) => stdin
-                    .try_send(StdinMsg::Data(bytes))
-                    .map_err(|_| "the session's input queue is full".to_string()),
-                None => Ok(()),
-            });
+        let sent = send_command(
+            shared,
+            req,
+            cwd,
+            &table.state_dir().script(cmd.id),
+            cmd.id,
+            &stdin,
+        );
         {
             let mut c = cmd.lock();
             c.info.pid = shell_pid;
@@ -219,6 +213,30 @@ impl Sessions {
         }
         table.changed();
         Ok(cmd)
+    }
+}
+
+/// Command `id`'s script (the request's text in `cwd`) written to `script`, its line sent to the
+/// shell, and its `stdin` text queued.
+fn send_command(
+    shared: &Shared,
+    req: &SpawnRequest,
+    cwd: &Path,
+    script: &Path,
+    id: u64,
+    stdin: &tokio::sync::mpsc::Sender<StdinMsg>,
+) -> Result<(), String> {
+    script
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(script, script::script_text(req, cwd)))
+        .and_then(|()| shared.send(&script::run_line(&shared.nonce, id, script)))
+        .map_err(|e| format!("the session's shell does not take commands: {e}"))?;
+    match req.stdin.clone() {
+        Some(bytes) => stdin
+            .try_send(StdinMsg::Data(bytes))
+            .map_err(|_| "the session's input queue is full".to_string()),
+        None => Ok(()),
     }
 }
 
