@@ -4,8 +4,9 @@
 #![warn(clippy::unwrap_used)]
 
 mod args;
-mod daemon;
-mod output;
+mod fetch;
+mod link;
+mod platform;
 mod progress;
 mod reply;
 mod server;

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::keys::{key_bytes, KEY_NAMES};
@@ -22,8 +21,8 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::args::*;
-use crate::daemon::Daemon;
-use crate::output::{render, Rendered};
+use crate::fetch::{self, Fetched};
+use crate::link::Link;
 use crate::progress::{guarded, Guarded};
 use crate::reply::{self, ListReply, ProcessReply, ProcessRow, ScreenReply, ViewReply};
 
@@ -37,7 +36,7 @@ const DEFAULT_TAIL: u64 = 4096;
 pub struct CubaExec {
     #[expect(dead_code, reason = "read by the code #[tool_handler] generates")]
     tool_router: ToolRouter<Self>,
-    daemon: Arc<Daemon>,
+    link: Arc<Link>,
 }
 
 fn stream(s: Option<StreamArg>) -> StreamFilter {
@@ -192,7 +191,7 @@ impl CubaExec {
     pub fn new(socket: PathBuf) -> CubaExec {
         CubaExec {
             tool_router: Self::tool_router(),
-            daemon: Arc::new(Daemon::new(socket)),
+            link: Arc::new(Link::new(socket)),
         }
     }
 
@@ -205,8 +204,8 @@ impl CubaExec {
         max: u64,
         filter: StreamFilter,
         ready: Option<cuba_protocol::OutputRead>,
-    ) -> Result<Rendered, ClientError> {
-        render(client, self.daemon.view(), info, since, max, filter, ready).await
+    ) -> Result<Fetched, ClientError> {
+        fetch::output(client, self.link.view(), info, since, max, filter, ready).await
     }
 
     /// The reply for `info` with its output from `since`.
@@ -249,7 +248,7 @@ impl CubaExec {
             Err(e) if e.kind() == Some(ErrorKind::InvalidState) => return Err(no_screen(info.id)),
             Err(e) => return Err(remote(e)),
         };
-        let screen = ScreenReply::new(view, |l| self.daemon.view().redact(l));
+        let screen = ScreenReply::new(view, |l| self.link.view().redact(l));
         let mut reply = ProcessReply::from_info(info);
         if info.state == ProcState::WaitingInput {
             reply.hint = Some(waiting_hint(info, screen.before_cursor()));
@@ -297,7 +296,7 @@ impl CubaExec {
             Ok(t) => t,
             Err(refused) => return Ok(refused),
         };
-        let max = crate::output::max_output(a.max_output);
+        let max = crate::fetch::max_output(a.max_output);
         let in_session = a.session.is_some();
         let spawn = SpawnRequest {
             command: a.command,
@@ -328,7 +327,7 @@ impl CubaExec {
             let req = req.clone();
             async move { c.run(req).await }
         };
-        let (client, running) = match self.daemon.with(&ctx, spawn).await {
+        let (client, running) = match self.link.with(&ctx, spawn).await {
             Ok(v) => v,
             Err(e) => return Ok(remote(e)),
         };
@@ -421,7 +420,7 @@ impl CubaExec {
                 }
             }
         };
-        match self.daemon.with(&ctx, start).await.map(|(_, v)| v) {
+        match self.link.with(&ctx, start).await.map(|(_, v)| v) {
             Ok((info, true)) => {
                 let mut reply = ProcessReply::from_info(&info);
                 reply.existing = Some(true);
@@ -462,7 +461,7 @@ impl CubaExec {
     ) -> Result<CallToolResult, McpError> {
         let id = a.id;
         let (client, info) = match self
-            .daemon
+            .link
             .with(&ctx, |c| async move { c.info(id).await })
             .await
         {
@@ -475,7 +474,7 @@ impl CubaExec {
                 Err(refused) => refused,
             });
         }
-        let max = crate::output::max_output(a.max_output);
+        let max = crate::fetch::max_output(a.max_output);
         let since = a.since.unwrap_or_else(|| {
             let tail = a.tail_bytes.unwrap_or(DEFAULT_TAIL).min(max);
             info.total_bytes().saturating_sub(tail)
@@ -501,7 +500,7 @@ impl CubaExec {
     ) -> Result<CallToolResult, McpError> {
         let id = a.id;
         let client = match self
-            .daemon
+            .link
             .with(&ctx, |c| async move { c.info(id).await })
             .await
         {
@@ -513,7 +512,7 @@ impl CubaExec {
             Err(e) => return Ok(remote(e)),
         };
         let screen = a.view == Some(ViewArg::Screen);
-        let max = crate::output::max_output(a.max_output);
+        let max = crate::fetch::max_output(a.max_output);
         let since = a.since.unwrap_or(0);
         let filter = stream(a.stream);
         let req = WaitRequest {
@@ -558,7 +557,7 @@ impl CubaExec {
         };
         reply.wait = Some(reason.to_string());
         // The matched line is output too: the model sees it through the same view.
-        reply.matched = matched.map(|m| self.daemon.view().render(m.as_bytes()));
+        reply.matched = matched.map(|m| self.link.view().render(m.as_bytes()));
         Ok(reply.into_result())
     }
 
@@ -589,7 +588,7 @@ impl CubaExec {
         if !keys.is_empty() {
             // What a key sends depends on whether the process has a terminal.
             let tty = match self
-                .daemon
+                .link
                 .with(&ctx, |c| async move { c.info(id).await })
                 .await
             {
@@ -606,7 +605,7 @@ impl CubaExec {
             let bytes = data.clone();
             async move { c.stdin(id, bytes, eof).await }
         };
-        let client = match self.daemon.with(&ctx, write).await {
+        let client = match self.link.with(&ctx, write).await {
             Ok((c, ())) => c,
             Err(e) => return Ok(remote(e)),
         };
@@ -660,7 +659,7 @@ impl CubaExec {
             wait: ends,
         };
         match self
-            .daemon
+            .link
             .with(&ctx, |c| async move { c.signal(req).await })
             .await
         {
@@ -690,7 +689,7 @@ impl CubaExec {
         Parameters(a): Parameters<ListArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let state = match a.state.as_deref().map(crate::output::parse_state) {
+        let state = match a.state.as_deref().map(crate::fetch::parse_state) {
             Some(Err(msg)) => return Ok(reply::error("BAD_REQUEST", &msg)),
             Some(Ok(s)) => Some(s),
             None => None,
@@ -703,7 +702,7 @@ impl CubaExec {
             let req = req.clone();
             async move { c.list(req).await }
         };
-        let list = match self.daemon.with(&ctx, list).await {
+        let list = match self.link.with(&ctx, list).await {
             Ok((_, l)) => l,
             Err(e) => return Ok(remote(e)),
         };
@@ -750,7 +749,7 @@ impl ServerHandler for CubaExec {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let client = self
-            .daemon
+            .link
             .client(&ctx)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
@@ -795,7 +794,7 @@ impl ServerHandler for CubaExec {
                 )
             })?;
         let client = self
-            .daemon
+            .link
             .client(&ctx)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
@@ -803,7 +802,7 @@ impl ServerHandler for CubaExec {
             .info(id)
             .await
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let max = crate::output::max_output(None);
+        let max = crate::fetch::max_output(None);
         let r = self
             .output(&client, &info, 0, max, StreamFilter::Both, None)
             .await
@@ -811,6 +810,3 @@ impl ServerHandler for CubaExec {
         Ok(ReadResourceResult::new(vec![ResourceContents::text(r.text, request.uri)]).into())
     }
 }
-
-/// How long `guarded` waits between progress notifications.
-pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);

@@ -16,25 +16,14 @@ use crate::view::{View, SECRET_NAMES};
 /// pause that is about 2.5 s, long enough for a killed daemon to finish dying and another start.
 const RETRIES: u32 = 8;
 
-pub struct Daemon {
+pub struct Link {
     socket: PathBuf,
     client: Mutex<Option<Client>>,
     view: View,
 }
 
-/// The name of the process that launched this one (the editor), for clients that do not say
-/// who they are.
-fn parent_name() -> String {
-    let ppid = std::os::unix::process::parent_id();
-    std::fs::read_to_string(format!("/proc/{ppid}/comm"))
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "mcp-client".to_string())
-}
-
-impl Daemon {
-    pub fn new(socket: PathBuf) -> Daemon {
+impl Link {
+    pub fn new(socket: PathBuf) -> Link {
         let names = match std::env::var("CUBA_EXEC_REDACT") {
             Ok(p) => Regex::new(&p)
                 .map_err(|e| {
@@ -48,7 +37,7 @@ impl Daemon {
         let strip = std::env::var("CUBA_EXEC_RAW_OUTPUT").map_or(true, |v| v != "1");
         let pairs = env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let view = View::new(strip, names.as_ref(), pairs);
-        Daemon {
+        Link {
             socket,
             client: Mutex::new(None),
             view,
@@ -102,7 +91,8 @@ impl Daemon {
             .client_info()
             .map(|i| i.name)
             .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(parent_name);
+            .or_else(crate::platform::parent_name)
+            .unwrap_or_else(|| "mcp-client".to_string());
         let client =
             Client::connect_or_start(&self.socket, this_client(ClientKind::Mcp, name)).await?;
         *slot = Some(client.clone());

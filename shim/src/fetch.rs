@@ -16,7 +16,8 @@ pub fn max_output(asked: Option<u64>) -> u64 {
         .clamp(256, MAX_MAX_OUTPUT)
 }
 
-pub struct Rendered {
+/// Output ready for a reply.
+pub struct Fetched {
     pub text: String,
     /// Raw bytes left out between head and tail.
     pub truncated: u64,
@@ -106,7 +107,7 @@ async fn read_all(
 
 /// Output of `info`'s process from `since`, as the model sees it. `ready` is output the caller
 /// already has (from a wait reply, read at the same moment as `info`): used when it covers all.
-pub async fn render(
+pub async fn output(
     client: &Client,
     view: &View,
     info: &ProcessInfo,
@@ -114,7 +115,7 @@ pub async fn render(
     max: u64,
     stream: StreamFilter,
     ready: Option<OutputRead>,
-) -> Result<Rendered, ClientError> {
+) -> Result<Fetched, ClientError> {
     let total = info.total_bytes();
     let since = since.min(total);
     let id = info.id;
@@ -160,7 +161,7 @@ pub async fn render(
         text.push_str(&tail);
         next = c.next - held as u64;
     }
-    Ok(Rendered {
+    Ok(Fetched {
         text,
         truncated: c.skipped,
         dropped: c.dropped,
