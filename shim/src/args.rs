@@ -2,49 +2,10 @@
 //! for the model. Unknown fields are refused, so a misspelt argument is an error, not a no-op.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use rmcp::handler::server::common::{schema_for_input, schema_for_type};
-use rmcp::model::JsonObject;
+use cuba_protocol::StreamFilter;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
-
-/// The input schema of `T` without what only a validator could use (`$schema`, integer
-/// formats): tools/list carries every tool's schema to every session.
-pub fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    let mut schema = match schema_for_input::<T>() {
-        Ok(s) => s.as_ref().clone(),
-        Err(_) => schema_for_type::<T>().as_ref().clone(),
-    };
-    schema.remove("$schema");
-    let mut value = Value::Object(schema);
-    no_format(&mut value);
-    match value {
-        Value::Object(o) => Arc::new(o),
-        // `no_format` keeps an object an object.
-        _ => schema_for_type::<T>(),
-    }
-}
-
-fn no_format(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            o.remove("format");
-            for (key, child) in o.iter_mut() {
-                match (key.as_str(), child) {
-                    // Maps of names to schemas: a field may be called "format".
-                    ("properties" | "$defs", Value::Object(map)) => {
-                        map.values_mut().for_each(no_format)
-                    }
-                    (_, child) => no_format(child),
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(no_format),
-        _ => {}
-    }
-}
 
 // Output stream selection. Inlined, without descriptions: the field says what it is.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -56,6 +17,16 @@ pub enum StreamArg {
     Both,
     Stdout,
     Stderr,
+}
+
+impl From<StreamArg> for StreamFilter {
+    fn from(s: StreamArg) -> StreamFilter {
+        match s {
+            StreamArg::Both => StreamFilter::Both,
+            StreamArg::Stdout => StreamFilter::Stdout,
+            StreamArg::Stderr => StreamFilter::Stderr,
+        }
+    }
 }
 
 // What status and wait show.

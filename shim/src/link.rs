@@ -5,12 +5,9 @@ use std::path::PathBuf;
 
 use cuba_protocol::client::{this_client, Client, ClientError};
 use cuba_protocol::ClientKind;
-use regex::Regex;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use tokio::sync::Mutex;
-
-use crate::view::{View, SECRET_NAMES};
 
 /// Attempts after a lost connection before the error reaches the model; with the doubling
 /// pause that is about 2.5 s, long enough for a killed daemon to finish dying and another start.
@@ -19,33 +16,14 @@ const RETRIES: u32 = 8;
 pub struct Link {
     socket: PathBuf,
     client: Mutex<Option<Client>>,
-    view: View,
 }
 
 impl Link {
     pub fn new(socket: PathBuf) -> Link {
-        let names = match std::env::var("CUBA_EXEC_REDACT") {
-            Ok(p) => Regex::new(&p)
-                .map_err(|e| {
-                    tracing::warn!("CUBA_EXEC_REDACT is not a valid regex ({e}); using the default")
-                })
-                .ok()
-                .or_else(|| Regex::new(SECRET_NAMES).ok()),
-            Err(_) => Regex::new(SECRET_NAMES).ok(),
-        };
-        let env: Vec<(String, String)> = std::env::vars().collect();
-        let strip = std::env::var("CUBA_EXEC_RAW_OUTPUT").map_or(true, |v| v != "1");
-        let pairs = env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        let view = View::new(strip, names.as_ref(), pairs);
         Link {
             socket,
             client: Mutex::new(None),
-            view,
         }
-    }
-
-    pub fn view(&self) -> &View {
-        &self.view
     }
 
     /// Runs `f` with the connection; if the connection turns out to be dead (the daemon was

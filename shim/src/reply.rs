@@ -1,13 +1,12 @@
 //! Tool replies: a compact text block (one header line, an optional error line, the output) and
 //! the same facts as `structuredContent` under a declared output schema.
 
-use std::sync::Arc;
-
-use cuba_protocol::{ProcKind, ProcState, ProcessInfo, ScreenView, TtySize};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use cuba_protocol::{ProcKind, ProcessInfo, ScreenView, TtySize};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
+
+use crate::error::{failure, Failure};
 
 /// One process and (some of) its output.
 #[derive(Debug, Default, Serialize, JsonSchema)]
@@ -141,79 +140,6 @@ impl ScreenReply {
     }
 }
 
-/// The output schema of `T` for a tool, trimmed to what a client can use: the reply's shape
-/// and its descriptions. Integer formats and bounds, `$schema`, and `null` for fields that are
-/// left out rather than written as null (`skip_serializing_if`) are removed: every tool
-/// repeats its output schema in tools/list, whose size every session pays for.
-pub fn output_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    let mut schema = rmcp::handler::server::tool::schema_for_output::<T>()
-        .as_ref()
-        .clone();
-    schema.remove("$schema");
-    let mut value = Value::Object(schema);
-    trim(&mut value);
-    match value {
-        Value::Object(o) => Arc::new(o),
-        // `trim` keeps an object an object.
-        _ => rmcp::handler::server::tool::schema_for_output::<T>(),
-    }
-}
-
-fn trim(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            for key in ["format", "minimum", "maximum"] {
-                o.remove(key);
-            }
-            let required: Vec<String> = match o.get("required") {
-                Some(Value::Array(r)) => r
-                    .iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for (key, child) in o.iter_mut() {
-                match (key.as_str(), child) {
-                    // Maps of names to schemas: the names are not keywords.
-                    ("properties" | "$defs", Value::Object(map)) => {
-                        for (name, schema) in map.iter_mut() {
-                            if key == "properties" && !required.contains(name) {
-                                not_null(schema);
-                            }
-                            trim(schema);
-                        }
-                    }
-                    (_, child) => trim(child),
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(trim),
-        _ => {}
-    }
-}
-
-/// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X.
-fn not_null(prop: &mut Value) {
-    let Value::Object(o) = prop else { return };
-    if let Some(Value::Array(types)) = o.get_mut("type") {
-        types.retain(|t| t != "null");
-        if types.len() == 1 {
-            let only = types.remove(0);
-            o.insert("type".into(), only);
-        }
-    }
-    let null = serde_json::json!({ "type": "null" });
-    if let Some(Value::Array(any)) = o.get("anyOf") {
-        if any.len() == 2 && any.contains(&null) {
-            let other = any.iter().find(|x| **x != null).cloned();
-            if let Some(Value::Object(other)) = other {
-                o.remove("anyOf");
-                o.extend(other);
-            }
-        }
-    }
-}
-
 /// A row of `list_processes`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProcessRow {
@@ -245,82 +171,11 @@ pub struct ListReply {
     pub processes: Vec<ProcessRow>,
 }
 
-/// The error code and explanation for a process that did not succeed; `None` when it did (or
-/// is still running, or was stopped on request).
-pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
-    let id = info.id;
-    match info.state {
-        ProcState::Exited => match info.exit_code {
-            Some(0) | None => None,
-            Some(127) => Some((
-                "ENOENT",
-                "command not found (exit 127): check the program name, install it, or fix PATH"
-                    .into(),
-            )),
-            Some(126) => Some((
-                "EACCES",
-                "permission denied or not executable (exit 126): check the file's mode \
-                 (chmod +x) or run it through its interpreter"
-                    .into(),
-            )),
-            Some(code) => Some((
-                "EXIT",
-                with_reason(format!("the command failed with exit code {code}"), info),
-            )),
-        },
-        ProcState::TimedOut => Some((
-            "TIMEOUT",
-            format!(
-                "stopped after its timeout_ms={}: raise timeout_ms, or use start and wait for \
-                 long-running commands",
-                info.timeout_ms.unwrap_or(0)
-            ),
-        )),
-        ProcState::Signaled => Some((
-            "SIGNAL",
-            with_reason(
-                format!(
-                    "ended by {}",
-                    info.signal.map_or("a signal".into(), |s| s.to_string())
-                ),
-                info,
-            ),
-        )),
-        ProcState::FailedToStart => {
-            let why = info.error.clone().unwrap_or_default();
-            let code = if why.contains("os error 2") {
-                "ENOENT"
-            } else if why.contains("os error 13") {
-                "EACCES"
-            } else {
-                "FAILED"
-            };
-            Some((code, format!("process {id} could not start: {why}")))
-        }
-        ProcState::Lost => Some((
-            "LOST",
-            info.error
-                .clone()
-                .unwrap_or_else(|| "the daemon restarted while it ran".into()),
-        )),
-        ProcState::Running | ProcState::WaitingInput | ProcState::Killed => None,
-    }
-}
-
-/// `message`, plus the daemon's explanation of the end when it gave one (e.g. a command whose
-/// session's shell ended under it).
-fn with_reason(message: String, info: &ProcessInfo) -> String {
-    match &info.error {
-        Some(why) => format!("{message}: {why}"),
-        None => message,
-    }
-}
-
 impl ProcessReply {
     /// The row's facts; output fields are filled in by the caller.
     pub fn from_info(info: &ProcessInfo) -> ProcessReply {
         let (code, error) = match failure(info) {
-            Some((c, e)) => (Some(c.to_string()), Some(e)),
+            Some(f) => (Some(f.code.to_string()), Some(f.message)),
             None => (None, None),
         };
         ProcessReply {
@@ -461,14 +316,17 @@ pub fn structured(text: String, value: &impl Serialize, is_error: bool) -> CallT
 }
 
 /// A tool-level error the model should see: the code, what happened, what to do.
-pub fn error(code: &str, message: &str) -> CallToolResult {
-    let reply = ProcessReply {
-        code: Some(code.to_string()),
-        error: Some(message.to_string()),
-        state: "error".into(),
-        ..ProcessReply::default()
-    };
-    structured(format!("{code}: {message}"), &reply, true)
+impl From<Failure> for CallToolResult {
+    fn from(f: Failure) -> CallToolResult {
+        let text = format!("{}: {}", f.code, f.message);
+        let reply = ProcessReply {
+            code: Some(f.code.to_string()),
+            error: Some(f.message),
+            state: "error".into(),
+            ..ProcessReply::default()
+        };
+        structured(text, &reply, true)
+    }
 }
 
 impl ProcessRow {
@@ -524,37 +382,80 @@ impl ProcessRow {
 
 #[cfg(test)]
 mod tests {
+    use cuba_protocol::{ClientKind, Owner, ProcState};
+    use serde_json::json;
+
     use super::*;
 
-    #[derive(Serialize, JsonSchema)]
-    struct Sample {
-        /// Kept.
-        format: u64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        left_out: Option<TtyReply>,
-        maybe: Option<i32>,
+    fn info() -> ProcessInfo {
+        ProcessInfo {
+            id: 4,
+            pid: 321,
+            owner: Owner {
+                kind: ClientKind::Mcp,
+                name: "agent".into(),
+                pid: 9,
+            },
+            name: Some("web".into()),
+            command: "exit 3".into(),
+            cwd: "/".into(),
+            state: ProcState::Exited,
+            exit_code: Some(3),
+            signal: None,
+            error: None,
+            started_at_ms: 1_000,
+            ended_at_ms: Some(1_250),
+            timeout_ms: None,
+            stdout_bytes: 5,
+            stderr_bytes: 2,
+            dropped_bytes: 0,
+            kind: ProcKind::InSession,
+            tty: None,
+            session: Some("dev".into()),
+            notice: None,
+        }
+    }
+
+    // The structured content clients parse.
+    #[test]
+    fn a_reply_and_a_row_keep_their_json() {
+        let reply = ProcessReply::from_info(&info()).into_result();
+        assert_eq!(
+            reply.structured_content,
+            Some(json!({
+                "id": 4, "pid": 321, "name": "web", "kind": "in_session", "session": "dev",
+                "state": "exited", "exit_code": 3, "code": "EXIT", "time_ms": 250, "bytes": 7,
+                "next": 7, "truncated": 0, "dropped": 0, "output": "",
+                "error": "the command failed with exit code 3",
+            }))
+        );
+        let row = ProcessRow::from_info(&info(), 5_000);
+        assert_eq!(
+            serde_json::to_value(&row).ok(),
+            Some(json!({
+                "id": 4, "pid": 321, "owner": "agent", "name": "web", "kind": "in_session",
+                "session": "dev", "state": "exited", "exit_code": 3, "time_ms": 250,
+                "bytes": 7, "command": "exit 3",
+            }))
+        );
+        assert_eq!(
+            row.line(),
+            "id:4 pid:321 session:dev exited exit:3 time:250ms bytes:7 owner:agent name:web \
+             $ exit 3"
+        );
     }
 
     #[test]
-    fn output_schemas_keep_shape_and_drop_validator_noise() {
-        let schema = Value::Object(output_schema::<Sample>().as_ref().clone());
-        assert_eq!(schema.get("$schema"), None);
-        let props = &schema["properties"];
-        // A field named like a keyword stays; its integer format goes.
+    fn a_failure_is_an_error_reply() {
+        let r = CallToolResult::from(Failure::bad_request("no"));
+        assert_eq!(r.is_error, Some(true));
         assert_eq!(
-            props["format"],
-            serde_json::json!({ "description": "Kept.", "type": "integer" })
-        );
-        // Left out rather than null: no null in its type, the object inline.
-        assert_eq!(props["left_out"]["type"], "object");
-        assert_eq!(
-            props["left_out"]["required"],
-            serde_json::json!(["cols", "rows"])
-        );
-        // Written as null when empty: null stays.
-        assert_eq!(
-            props["maybe"]["type"],
-            serde_json::json!(["integer", "null"])
+            r.structured_content,
+            Some(json!({
+                "id": 0, "pid": 0, "state": "error", "code": "BAD_REQUEST", "time_ms": 0,
+                "bytes": 0, "next": 0, "truncated": 0, "dropped": 0, "output": "",
+                "error": "no",
+            }))
         );
     }
 }

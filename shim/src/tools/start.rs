@@ -1,0 +1,70 @@
+//! `start`: start a command in the background and return its id at once; with `ensure`, return
+//! the running process of that name and command instead of starting a duplicate.
+
+use cuba_protocol::client::Client;
+use cuba_protocol::SpawnRequest;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+
+use super::Reply;
+use crate::args::StartArgs;
+use crate::env;
+use crate::hints;
+use crate::reply::ProcessReply;
+use crate::schema::{input_schema, output_schema};
+use crate::server::CubaExec;
+use crate::spawn::terminal;
+
+#[tool_router(router = start_router, vis = "pub(crate)")]
+impl CubaExec {
+    #[tool(
+        description = "Start a command in the background and return its id at once (dev servers, \
+                       watchers, long builds). Follow it with wait (e.g. until=\"listening\") or \
+                       status. With name and ensure=true, an already-running process of that \
+                       name and command is returned instead of starting a duplicate.",
+        annotations(destructive_hint = true, open_world_hint = true),
+        input_schema = input_schema::<StartArgs>(),
+        output_schema = output_schema::<ProcessReply>()
+    )]
+    async fn start(
+        &self,
+        Parameters(a): Parameters<StartArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Reply {
+        let tty = terminal(a.tty, a.cols, a.rows)?;
+        let req = SpawnRequest {
+            command: a.command,
+            cwd: a.cwd.map(Into::into),
+            env: env::with_defaults(a.env, tty.is_some()),
+            tty,
+            session: a.session,
+            shell: a.shell,
+            // Stays open: the model closes it with send_input eof.
+            stdin: a.stdin.map(String::into_bytes),
+            close_stdin: false,
+            timeout_ms: a.timeout_ms,
+            name: a.name,
+            side_effects: a.side_effects.unwrap_or_default(),
+        };
+        let ensure = a.ensure == Some(true);
+        let start = |c: Client| {
+            let req = req.clone();
+            async move {
+                match ensure {
+                    true => c.ensure(req).await,
+                    false => c.spawn(req).await.map(|p| (p, false)),
+                }
+            }
+        };
+        let (_, (info, existing)) = self.ask(&ctx, start).await?;
+        let mut reply = ProcessReply::from_info(&info);
+        if existing {
+            reply.existing = Some(true);
+            reply.hint = Some(hints::running(info.id, reply.next, info.tty.is_some()));
+        } else if !info.state.is_finished() {
+            reply.hint = Some(hints::started(&info));
+        }
+        Ok(reply.into_result())
+    }
+}
