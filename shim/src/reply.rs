@@ -8,12 +8,11 @@ use serde::Serialize;
 
 use crate::error::{failure, Failure};
 
-/// One process and (some of) its output.
+// What a reply and a row of `list_processes` both say about a process. Flattened into both:
+// the JSON has these fields at the top level. (`id` and `pid` lead each struct, documented
+// for its own tool.)
 #[derive(Debug, Default, Serialize, JsonSchema)]
-pub struct ProcessReply {
-    /// Process id for status, wait, send_input, send_signal.
-    pub id: u64,
-    pub pid: u32,
+pub struct ProcessFacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// "session" (a session's shell) or "in_session" (a command in one).
@@ -28,11 +27,62 @@ pub struct ProcessReply {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    pub time_ms: u64,
+    pub bytes: u64,
+}
+
+impl ProcessFacts {
+    /// `info`'s facts, its time measured up to `now`.
+    fn of(info: &ProcessInfo, now: u64) -> ProcessFacts {
+        ProcessFacts {
+            name: info.name.clone(),
+            kind: kind(info),
+            session: info.session.clone(),
+            tty: info.tty.map(TtyReply::from),
+            state: info.state.to_string(),
+            exit_code: info.exit_code,
+            signal: info.signal.map(|s| s.to_string()),
+            time_ms: info.elapsed_ms(now),
+            bytes: info.total_bytes(),
+        }
+    }
+
+    /// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table
+    /// line says about where a process runs (nothing for a plain command on pipes).
+    fn where_tokens(&self) -> String {
+        let mut t = String::new();
+        if self.kind.as_deref() == Some(ProcKind::Session.as_str()) {
+            t.push_str(" kind:session");
+        }
+        if let Some(s) = &self.session {
+            t.push_str(&format!(" session:{s}"));
+        }
+        if let Some(TtyReply { cols, rows }) = self.tty {
+            t.push_str(&format!(" tty:{cols}x{rows}"));
+        }
+        t
+    }
+}
+
+/// The kind of a record, for replies: `None` for a plain command (the common case says nothing).
+fn kind(info: &ProcessInfo) -> Option<String> {
+    match info.kind {
+        ProcKind::Command => None,
+        k => Some(k.as_str().to_string()),
+    }
+}
+
+/// One process and (some of) its output.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct ProcessReply {
+    /// Process id for status, wait, send_input, send_signal.
+    pub id: u64,
+    pub pid: u32,
+    #[serde(flatten)]
+    pub facts: ProcessFacts,
     /// ENOENT, EACCES, TIMEOUT, SIGNAL, EXIT, FAILED, LOST when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    pub time_ms: u64,
-    pub bytes: u64,
     /// Cursor: pass as `since` to read only newer output.
     pub next: u64,
     /// Bytes cut from the middle of `output`.
@@ -146,22 +196,8 @@ pub struct ProcessRow {
     pub id: u64,
     pub pid: u32,
     pub owner: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// "session" (a session's shell) or "in_session" (a command in one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tty: Option<TtyReply>,
-    pub state: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-    pub time_ms: u64,
-    pub bytes: u64,
+    #[serde(flatten)]
+    pub facts: ProcessFacts,
     /// The command, shortened.
     pub command: String,
 }
@@ -181,17 +217,9 @@ impl ProcessReply {
         ProcessReply {
             id: info.id,
             pid: info.pid,
-            name: info.name.clone(),
-            kind: kind(info),
-            session: info.session.clone(),
-            tty: info.tty.map(TtyReply::from),
+            facts: ProcessFacts::of(info, cuba_protocol::now_ms()),
             notice: info.notice.clone(),
-            state: info.state.to_string(),
-            exit_code: info.exit_code,
-            signal: info.signal.map(|s| s.to_string()),
             code,
-            time_ms: info.elapsed_ms(cuba_protocol::now_ms()),
-            bytes: info.total_bytes(),
             next: info.total_bytes(),
             dropped: info.dropped_bytes,
             error,
@@ -200,13 +228,10 @@ impl ProcessReply {
     }
 
     fn header(&self) -> String {
+        let f = &self.facts;
         let mut h = format!("[id:{}", self.id);
-        h.push_str(&kind_tokens(
-            self.kind.as_deref(),
-            self.session.as_deref(),
-            self.tty,
-        ));
-        match (self.state.as_str(), self.exit_code, &self.signal) {
+        h.push_str(&f.where_tokens());
+        match (f.state.as_str(), f.exit_code, &f.signal) {
             ("exited", Some(code), _) => h.push_str(&format!(" exit:{code}")),
             ("signaled", _, Some(sig)) => h.push_str(&format!(" signal:{sig}")),
             (state, _, sig) => {
@@ -219,7 +244,7 @@ impl ProcessReply {
         if let Some(code) = &self.code {
             h.push_str(&format!(" error:{code}"));
         }
-        h.push_str(&format!(" time:{}ms bytes:{}", self.time_ms, self.bytes));
+        h.push_str(&format!(" time:{}ms bytes:{}", f.time_ms, f.bytes));
         if self.truncated > 0 {
             h.push_str(&format!(" trunc:{}", self.truncated));
         } else {
@@ -280,30 +305,6 @@ impl ProcessReply {
     }
 }
 
-/// The kind of a record, for replies: `None` for a plain command (the common case says nothing).
-fn kind(info: &ProcessInfo) -> Option<String> {
-    match info.kind {
-        ProcKind::Command => None,
-        k => Some(k.as_str().to_string()),
-    }
-}
-
-/// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table line
-/// says about where a process runs (nothing for a plain command on pipes).
-fn kind_tokens(kind: Option<&str>, session: Option<&str>, tty: Option<TtyReply>) -> String {
-    let mut t = String::new();
-    if kind == Some(ProcKind::Session.as_str()) {
-        t.push_str(" kind:session");
-    }
-    if let Some(s) = session {
-        t.push_str(&format!(" session:{s}"));
-    }
-    if let Some(TtyReply { cols, rows }) = tty {
-        t.push_str(&format!(" tty:{cols}x{rows}"));
-    }
-    t
-}
-
 /// A result with `text` as content and `value` as structured content.
 pub fn structured(text: String, value: &impl Serialize, is_error: bool) -> CallToolResult {
     let mut result = if is_error {
@@ -322,7 +323,10 @@ impl From<Failure> for CallToolResult {
         let reply = ProcessReply {
             code: Some(f.code.to_string()),
             error: Some(f.message),
-            state: "error".into(),
+            facts: ProcessFacts {
+                state: "error".into(),
+                ..ProcessFacts::default()
+            },
             ..ProcessReply::default()
         };
         structured(text, &reply, true)
@@ -339,39 +343,28 @@ impl ProcessRow {
             id: info.id,
             pid: info.pid,
             owner: info.owner.name.clone(),
-            name: info.name.clone(),
-            kind: kind(info),
-            session: info.session.clone(),
-            tty: info.tty.map(TtyReply::from),
-            state: info.state.to_string(),
-            exit_code: info.exit_code,
-            signal: info.signal.map(|s| s.to_string()),
-            time_ms: info.elapsed_ms(now),
-            bytes: info.total_bytes(),
+            facts: ProcessFacts::of(info, now),
             command,
         }
     }
 
     pub fn line(&self) -> String {
+        let f = &self.facts;
         let mut l = format!("id:{} pid:{}", self.id, self.pid);
-        l.push_str(&kind_tokens(
-            self.kind.as_deref(),
-            self.session.as_deref(),
-            self.tty,
-        ));
+        l.push_str(&f.where_tokens());
         l.push(' ');
-        l.push_str(&self.state);
-        if let Some(c) = self.exit_code {
+        l.push_str(&f.state);
+        if let Some(c) = f.exit_code {
             l.push_str(&format!(" exit:{c}"));
         }
-        if let Some(s) = &self.signal {
+        if let Some(s) = &f.signal {
             l.push_str(&format!(" signal:{s}"));
         }
         l.push_str(&format!(
             " time:{}ms bytes:{} owner:{}",
-            self.time_ms, self.bytes, self.owner
+            f.time_ms, f.bytes, self.owner
         ));
-        if let Some(n) = &self.name {
+        if let Some(n) = &f.name {
             l.push_str(&format!(" name:{n}"));
         }
         l.push_str(" $ ");
@@ -416,7 +409,7 @@ mod tests {
         }
     }
 
-    // The structured content clients parse.
+    // The structured content clients parse: the same keys as before the facts were shared.
     #[test]
     fn a_reply_and_a_row_keep_their_json() {
         let reply = ProcessReply::from_info(&info()).into_result();

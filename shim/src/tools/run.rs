@@ -10,15 +10,13 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
-use crate::args::RunArgs;
-use crate::env;
+use crate::args::{RunArgs, Strict};
 use crate::error::{remote, Failure};
 use crate::fetch;
 use crate::progress::{guarded, Guarded};
 use crate::reply::ProcessReply;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
-use crate::spawn::terminal;
 
 const DEFAULT_YIELD_MS: u64 = 10_000;
 
@@ -36,25 +34,19 @@ impl CubaExec {
     )]
     async fn run(
         &self,
-        Parameters(a): Parameters<RunArgs>,
+        Parameters(Strict(a)): Parameters<Strict<RunArgs>>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
         let max = fetch::max_output(a.max_output);
         // In a session stdin stays open: later commands read it too.
         let close_stdin = a.stdin.is_some() && a.session.is_none();
-        let tty = terminal(a.tty, a.cols, a.rows)?;
         let spawn = SpawnRequest {
-            command: a.command,
-            cwd: a.cwd.map(Into::into),
-            env: env::with_defaults(a.env, tty.is_some()),
-            tty,
-            session: a.session,
             shell: a.shell,
-            close_stdin,
             stdin: a.stdin.map(String::into_bytes),
-            timeout_ms: a.timeout_ms,
+            close_stdin,
             name: a.name,
-            side_effects: a.side_effects.unwrap_or_default(),
+            session: a.session,
+            ..a.common.spawn_request(a.command)?
         };
         // Spawn and wait in one round trip; the wait is the auto-yield.
         let req = RunRequest {

@@ -8,13 +8,11 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
-use crate::args::StartArgs;
-use crate::env;
+use crate::args::{StartArgs, Strict};
 use crate::hints;
 use crate::reply::ProcessReply;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
-use crate::spawn::terminal;
 
 #[tool_router(router = start_router, vis = "pub(crate)")]
 impl CubaExec {
@@ -29,23 +27,16 @@ impl CubaExec {
     )]
     async fn start(
         &self,
-        Parameters(a): Parameters<StartArgs>,
+        Parameters(Strict(a)): Parameters<Strict<StartArgs>>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        let tty = terminal(a.tty, a.cols, a.rows)?;
         let req = SpawnRequest {
-            command: a.command,
-            cwd: a.cwd.map(Into::into),
-            env: env::with_defaults(a.env, tty.is_some()),
-            tty,
-            session: a.session,
             shell: a.shell,
             // Stays open: the model closes it with send_input eof.
             stdin: a.stdin.map(String::into_bytes),
-            close_stdin: false,
-            timeout_ms: a.timeout_ms,
             name: a.name,
-            side_effects: a.side_effects.unwrap_or_default(),
+            session: a.session,
+            ..a.common.spawn_request(a.command)?
         };
         let ensure = a.ensure == Some(true);
         let start = |c: Client| {
