@@ -1,10 +1,12 @@
 //! What went wrong, as an error code and what the model should do about it: a process that did
-//! not succeed ([`failure`]), a daemon that refused or could not be reached ([`remote`]), an
-//! argument that makes no sense ([`Failure::bad_request`]).
+//! not succeed ([`failure`]), a daemon that refused or could not be reached ([`remote`]), a call
+//! lost after it was sent ([`link`]), an argument that makes no sense ([`Failure::bad_request`]).
 //! `reply.rs` turns a [`Failure`] into the tool result.
 
 use cuba_protocol::client::ClientError;
 use cuba_protocol::{ProcState, ProcessInfo};
+
+use crate::link::LinkError;
 
 /// An error code (`NOT_FOUND`, `EXIT`, …) and its explanation, hint included.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +42,44 @@ pub fn remote(e: ClientError) -> Failure {
         other => other.to_string(),
     };
     Failure::new(code, format!("{message}.{hint}"))
+}
+
+/// A request that must not be repeated, for the reply when the connection was lost after it
+/// was sent and nobody knows whether the daemon carried it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// A run or start.
+    Command,
+    /// A stdin write to process `id`.
+    Input(u64),
+    /// A signal to process `id`.
+    Signal(u64),
+}
+
+/// The failure of a request sent through the link; `sent` says what it was.
+pub fn link(e: LinkError, sent: Sent) -> Failure {
+    let e = match e {
+        LinkError::Failed(e) => return remote(e),
+        LinkError::MaybeDone(e) => e,
+    };
+    let (what, check) = match sent {
+        Sent::Command => (
+            "the command",
+            "it may be running: list_processes shows it".to_string(),
+        ),
+        Sent::Input(id) => (
+            "the input",
+            format!("it may have been written: status(id={id}) shows the process's output"),
+        ),
+        Sent::Signal(id) => (
+            "the signal",
+            format!("it may have been delivered: status(id={id}) shows the process's state"),
+        ),
+    };
+    Failure::new(
+        "UNAVAILABLE",
+        format!("the connection to cubad was lost after {what} was sent ({e}); {check}."),
+    )
 }
 
 /// The error code and explanation for a process that did not succeed; `None` when it did (or
@@ -125,12 +165,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lost_action_says_it_may_have_happened() {
+        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Command);
+        assert_eq!(f.code, "UNAVAILABLE");
+        assert_eq!(
+            f.message,
+            "the connection to cubad was lost after the command was sent (connection to cubad \
+             closed); it may be running: list_processes shows it."
+        );
+        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Input(3));
+        assert!(f.message.contains("status(id=3)"), "{}", f.message);
+        // Unlike an unreachable daemon, nothing here says "retry".
+        assert!(!f.message.contains("retry"), "{}", f.message);
+    }
+
+    #[test]
     fn daemon_errors_keep_their_kind_and_get_a_hint() {
         let e = ClientError::Remote(ProtocolError {
             kind: ErrorKind::NotFound,
             message: "no process 7".into(),
         });
-        let f = remote(e);
+        let f = link(LinkError::Failed(e), Sent::Command);
         assert_eq!(f.code, "NOT_FOUND");
         assert_eq!(
             f.message,

@@ -1,6 +1,6 @@
 //! The seven MCP tools, one file each, each with a router of its own; [`CubaExec::tool_router`]
-//! joins them. This file also holds what several tools share: asking cubad and building a
-//! process reply from output or from a screen.
+//! joins them. This file also holds what several tools share: asking cubad (with the retry rule
+//! of `link.rs`) and building a process reply from output or from a screen.
 
 mod list_processes;
 mod run;
@@ -19,9 +19,10 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
-use crate::error::{remote, Failure};
+use crate::error::{self, remote, Failure, Sent};
 use crate::fetch;
 use crate::hints;
+use crate::link::{LinkError, Repeat};
 use crate::reply::{ProcessReply, ScreenReply};
 use crate::server::CubaExec;
 
@@ -41,8 +42,8 @@ impl CubaExec {
             + Self::list_processes_router()
     }
 
-    /// `f` on the connection to cubad, on a new connection again if the connection was lost.
-    /// Returns the connection used, for the calls that follow.
+    /// A read (`f` asks the daemon and changes nothing), on a new connection again if the
+    /// connection was lost. Returns the connection used, for the calls that follow.
     async fn ask<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
@@ -52,7 +53,29 @@ impl CubaExec {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
-        self.link.with(ctx, f).await.map_err(remote)
+        // A read is never in doubt: there is nothing it could have done.
+        self.link
+            .call(ctx, Repeat::Safe, f)
+            .await
+            .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| remote(e))
+    }
+
+    /// An action the daemon must not carry out twice (`sent` says which): repeated only if it
+    /// never left; if the connection was lost after it was sent, the failure says so.
+    async fn act<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        sent: Sent,
+        f: F,
+    ) -> Result<(Client, T), Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        self.link
+            .call(ctx, Repeat::IfUnsent, f)
+            .await
+            .map_err(|e| error::link(e, sent))
     }
 
     /// The reply for `info` with its output from `since` (`ready`: output the caller already

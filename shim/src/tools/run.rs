@@ -11,7 +11,7 @@ use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
 use crate::args::{RunArgs, Strict};
-use crate::error::{remote, Failure};
+use crate::error::{remote, Failure, Sent};
 use crate::fetch;
 use crate::progress::{guarded, Guarded};
 use crate::reply::ProcessReply;
@@ -63,10 +63,10 @@ impl CubaExec {
             let req = req.clone();
             async move { c.run(req).await }
         };
-        let (client, running) = self.ask(&ctx, run).await?;
+        let (client, running) = self.act(&ctx, Sent::Command, run).await?;
         let info = running.info.clone();
         let w = match guarded(&ctx, &client, info.id, running.result()).await {
-            Guarded::Done(w) => w.map_err(remote)?,
+            Guarded::Done(w) => w.map_err(|e| lost_while_running(&info, e))?,
             Guarded::Cancelled => return Err(cancel(&client, &info).await.into()),
         };
         let mut process = w.process;
@@ -87,6 +87,22 @@ impl CubaExec {
             .await?;
         Ok(reply.into_result())
     }
+}
+
+/// The wait of a run that started failed: the process exists, so the model must not run the
+/// command again if only the connection went.
+fn lost_while_running(info: &ProcessInfo, e: cuba_protocol::client::ClientError) -> Failure {
+    if !e.connection_lost() {
+        return remote(e);
+    }
+    let id = info.id;
+    Failure::new(
+        "UNAVAILABLE",
+        format!(
+            "the connection to cubad was lost while process {id} ran ({e}); it may still be \
+             running: status(id={id}) shows it"
+        ),
+    )
 }
 
 /// A cancelled synchronous run takes its process tree with it. In a session the daemon makes

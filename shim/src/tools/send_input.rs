@@ -8,7 +8,7 @@ use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
 use crate::args::SendInputArgs;
-use crate::error::{remote, Failure};
+use crate::error::{remote, Failure, Sent};
 use crate::hints;
 use crate::keys::keys_bytes;
 use crate::reply::ProcessReply;
@@ -50,7 +50,7 @@ impl CubaExec {
             let bytes = data.clone();
             async move { c.stdin(id, bytes, eof).await }
         };
-        let (client, ()) = self.ask(&ctx, write).await?;
+        let (client, ()) = self.act(&ctx, Sent::Input(id), write).await?;
         let info = client.info(id).await.map_err(remote)?;
         let mut reply = ProcessReply::from_info(&info);
         reply.hint = Some(hints::sent(&info, sent, eof));

@@ -8,7 +8,7 @@ use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
 use crate::args::SendSignalArgs;
-use crate::error::Failure;
+use crate::error::{Failure, Sent};
 use crate::reply::ProcessReply;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
@@ -46,7 +46,11 @@ impl CubaExec {
             wait: ends,
         };
         let (_, info) = self
-            .ask(&ctx, |c| async move { c.signal(req).await })
+            .act(
+                &ctx,
+                Sent::Signal(a.id),
+                |c| async move { c.signal(req).await },
+            )
             .await?;
         let mut reply = ProcessReply::from_info(&info);
         // Stopping on request is what was asked for: not a failure.

@@ -9,6 +9,7 @@ use rmcp::{tool, tool_router, RoleServer};
 
 use super::Reply;
 use crate::args::{StartArgs, Strict};
+use crate::error::Sent;
 use crate::hints;
 use crate::reply::ProcessReply;
 use crate::schema::{input_schema, output_schema};
@@ -48,7 +49,7 @@ impl CubaExec {
                 }
             }
         };
-        let (_, (info, existing)) = self.ask(&ctx, start).await?;
+        let (_, (info, existing)) = self.act(&ctx, Sent::Command, start).await?;
         let mut reply = ProcessReply::from_info(&info);
         if existing {
             reply.existing = Some(true);
