@@ -1,14 +1,32 @@
 //! `cuba-exec`: the MCP stdio server an editor launches. It translates tool calls into `cubad`
 //! requests and holds no process state of its own.
+//!
+//! - `server.rs`: the `CubaExec` handler; `tools/` one file per tool, `resources.rs` the
+//!   per-process output resources.
+//! - `link.rs`: the connection to cubad and which requests may be retried.
+//! - `args.rs` / `reply.rs` / `schema.rs`: what the model sends, what it gets back, and the
+//!   schemas of both; `error.rs`: error codes and what to do about them.
+//! - `fetch.rs` and [`view`]: output for a reply, as the model sees it.
+//! - `hints.rs`, `env.rs`, `keys.rs`, `spawn.rs`, `progress.rs`, `platform.rs`: small pieces
+//!   the tools share.
 
 #![warn(clippy::unwrap_used)]
 
 mod args;
-mod daemon;
-mod output;
+mod env;
+mod error;
+mod fetch;
+mod hints;
+mod keys;
+mod link;
+mod platform;
 mod progress;
 mod reply;
+mod resources;
+mod schema;
 mod server;
+mod spawn;
+mod tools;
 pub mod view;
 
 pub use server::CubaExec;

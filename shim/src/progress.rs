@@ -3,13 +3,15 @@
 //! short request timeouts keep waiting.
 
 use std::future::Future;
+use std::time::Duration;
 
 use cuba_protocol::client::Client;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
-use crate::server::PROGRESS_EVERY;
+/// How long `guarded` waits between progress notifications.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 pub enum Guarded<T> {
     Done(T),

@@ -1,20 +1,18 @@
 //! Tool replies: a compact text block (one header line, an optional error line, the output) and
 //! the same facts as `structuredContent` under a declared output schema.
 
-use std::sync::Arc;
-
-use cuba_protocol::{ProcKind, ProcState, ProcessInfo, ScreenView, TtySize};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use cuba_protocol::{ProcKind, ProcessInfo, ScreenView, TtySize};
+use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
 
-/// One process and (some of) its output.
+use crate::error::{failure, Failure};
+
+// What a reply and a row of `list_processes` both say about a process. Flattened into both:
+// the JSON has these fields at the top level. (`id` and `pid` lead each struct, documented
+// for its own tool.)
 #[derive(Debug, Default, Serialize, JsonSchema)]
-pub struct ProcessReply {
-    /// Process id for status, wait, send_input, send_signal.
-    pub id: u64,
-    pub pid: u32,
+pub struct ProcessFacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// "session" (a session's shell) or "in_session" (a command in one).
@@ -29,11 +27,62 @@ pub struct ProcessReply {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    pub time_ms: u64,
+    pub bytes: u64,
+}
+
+impl ProcessFacts {
+    /// `info`'s facts, its time measured up to `now`.
+    fn of(info: &ProcessInfo, now: u64) -> ProcessFacts {
+        ProcessFacts {
+            name: info.name.clone(),
+            kind: kind(info),
+            session: info.session.clone(),
+            tty: info.tty.map(TtyReply::from),
+            state: info.state.to_string(),
+            exit_code: info.exit_code,
+            signal: info.signal.map(|s| s.to_string()),
+            time_ms: info.elapsed_ms(now),
+            bytes: info.total_bytes(),
+        }
+    }
+
+    /// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table
+    /// line says about where a process runs (nothing for a plain command on pipes).
+    fn where_tokens(&self) -> String {
+        let mut t = String::new();
+        if self.kind.as_deref() == Some(ProcKind::Session.as_str()) {
+            t.push_str(" kind:session");
+        }
+        if let Some(s) = &self.session {
+            t.push_str(&format!(" session:{s}"));
+        }
+        if let Some(TtyReply { cols, rows }) = self.tty {
+            t.push_str(&format!(" tty:{cols}x{rows}"));
+        }
+        t
+    }
+}
+
+/// The kind of a record, for replies: `None` for a plain command (the common case says nothing).
+fn kind(info: &ProcessInfo) -> Option<String> {
+    match info.kind {
+        ProcKind::Command => None,
+        k => Some(k.as_str().to_string()),
+    }
+}
+
+/// One process and (some of) its output.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct ProcessReply {
+    /// Process id for status, wait, send_input, send_signal.
+    pub id: u64,
+    pub pid: u32,
+    #[serde(flatten)]
+    pub facts: ProcessFacts,
     /// ENOENT, EACCES, TIMEOUT, SIGNAL, EXIT, FAILED, LOST when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    pub time_ms: u64,
-    pub bytes: u64,
     /// Cursor: pass as `since` to read only newer output.
     pub next: u64,
     /// Bytes cut from the middle of `output`.
@@ -141,101 +190,14 @@ impl ScreenReply {
     }
 }
 
-/// The output schema of `T` for a tool, trimmed to what a client can use: the reply's shape
-/// and its descriptions. Integer formats and bounds, `$schema`, and `null` for fields that are
-/// left out rather than written as null (`skip_serializing_if`) are removed: every tool
-/// repeats its output schema in tools/list, whose size every session pays for.
-pub fn output_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    let mut schema = rmcp::handler::server::tool::schema_for_output::<T>()
-        .as_ref()
-        .clone();
-    schema.remove("$schema");
-    let mut value = Value::Object(schema);
-    trim(&mut value);
-    match value {
-        Value::Object(o) => Arc::new(o),
-        // `trim` keeps an object an object.
-        _ => rmcp::handler::server::tool::schema_for_output::<T>(),
-    }
-}
-
-fn trim(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            for key in ["format", "minimum", "maximum"] {
-                o.remove(key);
-            }
-            let required: Vec<String> = match o.get("required") {
-                Some(Value::Array(r)) => r
-                    .iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for (key, child) in o.iter_mut() {
-                match (key.as_str(), child) {
-                    // Maps of names to schemas: the names are not keywords.
-                    ("properties" | "$defs", Value::Object(map)) => {
-                        for (name, schema) in map.iter_mut() {
-                            if key == "properties" && !required.contains(name) {
-                                not_null(schema);
-                            }
-                            trim(schema);
-                        }
-                    }
-                    (_, child) => trim(child),
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(trim),
-        _ => {}
-    }
-}
-
-/// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X.
-fn not_null(prop: &mut Value) {
-    let Value::Object(o) = prop else { return };
-    if let Some(Value::Array(types)) = o.get_mut("type") {
-        types.retain(|t| t != "null");
-        if types.len() == 1 {
-            let only = types.remove(0);
-            o.insert("type".into(), only);
-        }
-    }
-    let null = serde_json::json!({ "type": "null" });
-    if let Some(Value::Array(any)) = o.get("anyOf") {
-        if any.len() == 2 && any.contains(&null) {
-            let other = any.iter().find(|x| **x != null).cloned();
-            if let Some(Value::Object(other)) = other {
-                o.remove("anyOf");
-                o.extend(other);
-            }
-        }
-    }
-}
-
 /// A row of `list_processes`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ProcessRow {
     pub id: u64,
     pub pid: u32,
     pub owner: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// "session" (a session's shell) or "in_session" (a command in one).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tty: Option<TtyReply>,
-    pub state: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-    pub time_ms: u64,
-    pub bytes: u64,
+    #[serde(flatten)]
+    pub facts: ProcessFacts,
     /// The command, shortened.
     pub command: String,
 }
@@ -245,98 +207,19 @@ pub struct ListReply {
     pub processes: Vec<ProcessRow>,
 }
 
-/// The error code and explanation for a process that did not succeed; `None` when it did (or
-/// is still running, or was stopped on request).
-pub fn failure(info: &ProcessInfo) -> Option<(&'static str, String)> {
-    let id = info.id;
-    match info.state {
-        ProcState::Exited => match info.exit_code {
-            Some(0) | None => None,
-            Some(127) => Some((
-                "ENOENT",
-                "command not found (exit 127): check the program name, install it, or fix PATH"
-                    .into(),
-            )),
-            Some(126) => Some((
-                "EACCES",
-                "permission denied or not executable (exit 126): check the file's mode \
-                 (chmod +x) or run it through its interpreter"
-                    .into(),
-            )),
-            Some(code) => Some((
-                "EXIT",
-                with_reason(format!("the command failed with exit code {code}"), info),
-            )),
-        },
-        ProcState::TimedOut => Some((
-            "TIMEOUT",
-            format!(
-                "stopped after its timeout_ms={}: raise timeout_ms, or use start and wait for \
-                 long-running commands",
-                info.timeout_ms.unwrap_or(0)
-            ),
-        )),
-        ProcState::Signaled => Some((
-            "SIGNAL",
-            with_reason(
-                format!(
-                    "ended by {}",
-                    info.signal.map_or("a signal".into(), |s| s.to_string())
-                ),
-                info,
-            ),
-        )),
-        ProcState::FailedToStart => {
-            let why = info.error.clone().unwrap_or_default();
-            let code = if why.contains("os error 2") {
-                "ENOENT"
-            } else if why.contains("os error 13") {
-                "EACCES"
-            } else {
-                "FAILED"
-            };
-            Some((code, format!("process {id} could not start: {why}")))
-        }
-        ProcState::Lost => Some((
-            "LOST",
-            info.error
-                .clone()
-                .unwrap_or_else(|| "the daemon restarted while it ran".into()),
-        )),
-        ProcState::Running | ProcState::WaitingInput | ProcState::Killed => None,
-    }
-}
-
-/// `message`, plus the daemon's explanation of the end when it gave one (e.g. a command whose
-/// session's shell ended under it).
-fn with_reason(message: String, info: &ProcessInfo) -> String {
-    match &info.error {
-        Some(why) => format!("{message}: {why}"),
-        None => message,
-    }
-}
-
 impl ProcessReply {
     /// The row's facts; output fields are filled in by the caller.
     pub fn from_info(info: &ProcessInfo) -> ProcessReply {
         let (code, error) = match failure(info) {
-            Some((c, e)) => (Some(c.to_string()), Some(e)),
+            Some(f) => (Some(f.code.to_string()), Some(f.message)),
             None => (None, None),
         };
         ProcessReply {
             id: info.id,
             pid: info.pid,
-            name: info.name.clone(),
-            kind: kind(info),
-            session: info.session.clone(),
-            tty: info.tty.map(TtyReply::from),
+            facts: ProcessFacts::of(info, cuba_protocol::now_ms()),
             notice: info.notice.clone(),
-            state: info.state.to_string(),
-            exit_code: info.exit_code,
-            signal: info.signal.map(|s| s.to_string()),
             code,
-            time_ms: info.elapsed_ms(cuba_protocol::now_ms()),
-            bytes: info.total_bytes(),
             next: info.total_bytes(),
             dropped: info.dropped_bytes,
             error,
@@ -345,13 +228,10 @@ impl ProcessReply {
     }
 
     fn header(&self) -> String {
+        let f = &self.facts;
         let mut h = format!("[id:{}", self.id);
-        h.push_str(&kind_tokens(
-            self.kind.as_deref(),
-            self.session.as_deref(),
-            self.tty,
-        ));
-        match (self.state.as_str(), self.exit_code, &self.signal) {
+        h.push_str(&f.where_tokens());
+        match (f.state.as_str(), f.exit_code, &f.signal) {
             ("exited", Some(code), _) => h.push_str(&format!(" exit:{code}")),
             ("signaled", _, Some(sig)) => h.push_str(&format!(" signal:{sig}")),
             (state, _, sig) => {
@@ -364,7 +244,7 @@ impl ProcessReply {
         if let Some(code) = &self.code {
             h.push_str(&format!(" error:{code}"));
         }
-        h.push_str(&format!(" time:{}ms bytes:{}", self.time_ms, self.bytes));
+        h.push_str(&format!(" time:{}ms bytes:{}", f.time_ms, f.bytes));
         if self.truncated > 0 {
             h.push_str(&format!(" trunc:{}", self.truncated));
         } else {
@@ -425,30 +305,6 @@ impl ProcessReply {
     }
 }
 
-/// The kind of a record, for replies: `None` for a plain command (the common case says nothing).
-fn kind(info: &ProcessInfo) -> Option<String> {
-    match info.kind {
-        ProcKind::Command => None,
-        k => Some(k.as_str().to_string()),
-    }
-}
-
-/// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table line
-/// says about where a process runs (nothing for a plain command on pipes).
-fn kind_tokens(kind: Option<&str>, session: Option<&str>, tty: Option<TtyReply>) -> String {
-    let mut t = String::new();
-    if kind == Some(ProcKind::Session.as_str()) {
-        t.push_str(" kind:session");
-    }
-    if let Some(s) = session {
-        t.push_str(&format!(" session:{s}"));
-    }
-    if let Some(TtyReply { cols, rows }) = tty {
-        t.push_str(&format!(" tty:{cols}x{rows}"));
-    }
-    t
-}
-
 /// A result with `text` as content and `value` as structured content.
 pub fn structured(text: String, value: &impl Serialize, is_error: bool) -> CallToolResult {
     let mut result = if is_error {
@@ -461,14 +317,20 @@ pub fn structured(text: String, value: &impl Serialize, is_error: bool) -> CallT
 }
 
 /// A tool-level error the model should see: the code, what happened, what to do.
-pub fn error(code: &str, message: &str) -> CallToolResult {
-    let reply = ProcessReply {
-        code: Some(code.to_string()),
-        error: Some(message.to_string()),
-        state: "error".into(),
-        ..ProcessReply::default()
-    };
-    structured(format!("{code}: {message}"), &reply, true)
+impl From<Failure> for CallToolResult {
+    fn from(f: Failure) -> CallToolResult {
+        let text = format!("{}: {}", f.code, f.message);
+        let reply = ProcessReply {
+            code: Some(f.code.to_string()),
+            error: Some(f.message),
+            facts: ProcessFacts {
+                state: "error".into(),
+                ..ProcessFacts::default()
+            },
+            ..ProcessReply::default()
+        };
+        structured(text, &reply, true)
+    }
 }
 
 impl ProcessRow {
@@ -481,39 +343,28 @@ impl ProcessRow {
             id: info.id,
             pid: info.pid,
             owner: info.owner.name.clone(),
-            name: info.name.clone(),
-            kind: kind(info),
-            session: info.session.clone(),
-            tty: info.tty.map(TtyReply::from),
-            state: info.state.to_string(),
-            exit_code: info.exit_code,
-            signal: info.signal.map(|s| s.to_string()),
-            time_ms: info.elapsed_ms(now),
-            bytes: info.total_bytes(),
+            facts: ProcessFacts::of(info, now),
             command,
         }
     }
 
     pub fn line(&self) -> String {
+        let f = &self.facts;
         let mut l = format!("id:{} pid:{}", self.id, self.pid);
-        l.push_str(&kind_tokens(
-            self.kind.as_deref(),
-            self.session.as_deref(),
-            self.tty,
-        ));
+        l.push_str(&f.where_tokens());
         l.push(' ');
-        l.push_str(&self.state);
-        if let Some(c) = self.exit_code {
+        l.push_str(&f.state);
+        if let Some(c) = f.exit_code {
             l.push_str(&format!(" exit:{c}"));
         }
-        if let Some(s) = &self.signal {
+        if let Some(s) = &f.signal {
             l.push_str(&format!(" signal:{s}"));
         }
         l.push_str(&format!(
             " time:{}ms bytes:{} owner:{}",
-            self.time_ms, self.bytes, self.owner
+            f.time_ms, f.bytes, self.owner
         ));
-        if let Some(n) = &self.name {
+        if let Some(n) = &f.name {
             l.push_str(&format!(" name:{n}"));
         }
         l.push_str(" $ ");
@@ -524,37 +375,80 @@ impl ProcessRow {
 
 #[cfg(test)]
 mod tests {
+    use cuba_protocol::{ClientKind, Owner, ProcState};
+    use serde_json::json;
+
     use super::*;
 
-    #[derive(Serialize, JsonSchema)]
-    struct Sample {
-        /// Kept.
-        format: u64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        left_out: Option<TtyReply>,
-        maybe: Option<i32>,
+    fn info() -> ProcessInfo {
+        ProcessInfo {
+            id: 4,
+            pid: 321,
+            owner: Owner {
+                kind: ClientKind::Mcp,
+                name: "agent".into(),
+                pid: 9,
+            },
+            name: Some("web".into()),
+            command: "exit 3".into(),
+            cwd: "/".into(),
+            state: ProcState::Exited,
+            exit_code: Some(3),
+            signal: None,
+            error: None,
+            started_at_ms: 1_000,
+            ended_at_ms: Some(1_250),
+            timeout_ms: None,
+            stdout_bytes: 5,
+            stderr_bytes: 2,
+            dropped_bytes: 0,
+            kind: ProcKind::InSession,
+            tty: None,
+            session: Some("dev".into()),
+            notice: None,
+        }
+    }
+
+    // The structured content clients parse: the same keys as before the facts were shared.
+    #[test]
+    fn a_reply_and_a_row_keep_their_json() {
+        let reply = ProcessReply::from_info(&info()).into_result();
+        assert_eq!(
+            reply.structured_content,
+            Some(json!({
+                "id": 4, "pid": 321, "name": "web", "kind": "in_session", "session": "dev",
+                "state": "exited", "exit_code": 3, "code": "EXIT", "time_ms": 250, "bytes": 7,
+                "next": 7, "truncated": 0, "dropped": 0, "output": "",
+                "error": "the command failed with exit code 3",
+            }))
+        );
+        let row = ProcessRow::from_info(&info(), 5_000);
+        assert_eq!(
+            serde_json::to_value(&row).ok(),
+            Some(json!({
+                "id": 4, "pid": 321, "owner": "agent", "name": "web", "kind": "in_session",
+                "session": "dev", "state": "exited", "exit_code": 3, "time_ms": 250,
+                "bytes": 7, "command": "exit 3",
+            }))
+        );
+        assert_eq!(
+            row.line(),
+            "id:4 pid:321 session:dev exited exit:3 time:250ms bytes:7 owner:agent name:web \
+             $ exit 3"
+        );
     }
 
     #[test]
-    fn output_schemas_keep_shape_and_drop_validator_noise() {
-        let schema = Value::Object(output_schema::<Sample>().as_ref().clone());
-        assert_eq!(schema.get("$schema"), None);
-        let props = &schema["properties"];
-        // A field named like a keyword stays; its integer format goes.
+    fn a_failure_is_an_error_reply() {
+        let r = CallToolResult::from(Failure::bad_request("no"));
+        assert_eq!(r.is_error, Some(true));
         assert_eq!(
-            props["format"],
-            serde_json::json!({ "description": "Kept.", "type": "integer" })
-        );
-        // Left out rather than null: no null in its type, the object inline.
-        assert_eq!(props["left_out"]["type"], "object");
-        assert_eq!(
-            props["left_out"]["required"],
-            serde_json::json!(["cols", "rows"])
-        );
-        // Written as null when empty: null stays.
-        assert_eq!(
-            props["maybe"]["type"],
-            serde_json::json!(["integer", "null"])
+            r.structured_content,
+            Some(json!({
+                "id": 0, "pid": 0, "state": "error", "code": "BAD_REQUEST", "time_ms": 0,
+                "bytes": 0, "next": 0, "truncated": 0, "dropped": 0, "output": "",
+                "error": "no",
+            }))
         );
     }
 }

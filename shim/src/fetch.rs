@@ -2,7 +2,7 @@
 //! `max_output`, else its first quarter and last three quarters with a marker between them.
 
 use cuba_protocol::client::{Client, ClientError};
-use cuba_protocol::{OutputRead, ProcState, ProcessInfo, ReadRequest, StreamFilter};
+use cuba_protocol::{OutputRead, ProcessInfo, ReadRequest, StreamFilter};
 
 use crate::view::View;
 
@@ -16,7 +16,8 @@ pub fn max_output(asked: Option<u64>) -> u64 {
         .clamp(256, MAX_MAX_OUTPUT)
 }
 
-pub struct Rendered {
+/// Output ready for a reply.
+pub struct Fetched {
     pub text: String,
     /// Raw bytes left out between head and tail.
     pub truncated: u64,
@@ -104,9 +105,51 @@ async fn read_all(
     Ok(c)
 }
 
+/// The raw bytes a reply about `info` covers from `since`: `ready` when it covers them all,
+/// else read.
+async fn collect(
+    client: &Client,
+    info: &ProcessInfo,
+    since: u64,
+    max: u64,
+    stream: StreamFilter,
+    ready: Option<OutputRead>,
+) -> Result<Collected, ClientError> {
+    let total = info.total_bytes();
+    let id = info.id;
+    Ok(
+        match ready.filter(|r| r.start == since && r.next >= total) {
+            Some(r) => Collected {
+                head: r.bytes(),
+                dropped: r.dropped,
+                next: r.next,
+                tail_at: r.next,
+                ..Collected::default()
+            },
+            // The combined stream past `max`: its head and its tail, two reads.
+            None if stream == StreamFilter::Both && total - since > max => {
+                let head_len = max / 4;
+                let head = read(client, id, since, head_len, stream).await?;
+                let tail =
+                    read(client, id, total - (max - head_len), max - head_len, stream).await?;
+                Collected {
+                    head: head.bytes(),
+                    tail: tail.bytes(),
+                    tail_at: tail.start,
+                    skipped: tail.start.saturating_sub(head.next),
+                    dropped: head.dropped,
+                    next: tail.next,
+                }
+            }
+            // All of it, or one stream's bytes picked out of the combined stream.
+            None => read_all(client, id, since, total, stream, max).await?,
+        },
+    )
+}
+
 /// Output of `info`'s process from `since`, as the model sees it. `ready` is output the caller
 /// already has (from a wait reply, read at the same moment as `info`): used when it covers all.
-pub async fn render(
+pub async fn output(
     client: &Client,
     view: &View,
     info: &ProcessInfo,
@@ -114,35 +157,10 @@ pub async fn render(
     max: u64,
     stream: StreamFilter,
     ready: Option<OutputRead>,
-) -> Result<Rendered, ClientError> {
-    let total = info.total_bytes();
-    let since = since.min(total);
+) -> Result<Fetched, ClientError> {
+    let since = since.min(info.total_bytes());
     let id = info.id;
-    let c = match ready.filter(|r| r.start == since && r.next >= total) {
-        Some(r) => Collected {
-            head: r.bytes(),
-            dropped: r.dropped,
-            next: r.next,
-            tail_at: r.next,
-            ..Collected::default()
-        },
-        // The combined stream past `max`: its head and its tail, two reads.
-        None if stream == StreamFilter::Both && total - since > max => {
-            let head_len = max / 4;
-            let head = read(client, id, since, head_len, stream).await?;
-            let tail = read(client, id, total - (max - head_len), max - head_len, stream).await?;
-            Collected {
-                head: head.bytes(),
-                tail: tail.bytes(),
-                tail_at: tail.start,
-                skipped: tail.start.saturating_sub(head.next),
-                dropped: head.dropped,
-                next: tail.next,
-            }
-        }
-        // All of it, or one stream's bytes picked out of the combined stream.
-        None => read_all(client, id, since, total, stream, max).await?,
-    };
+    let c = collect(client, info, since, max, stream, ready).await?;
     // Holding back a possible secret's start moves the cursor back, which only the combined
     // stream's cursors can express.
     let more = !info.state.is_finished() && stream == StreamFilter::Both;
@@ -160,7 +178,7 @@ pub async fn render(
         text.push_str(&tail);
         next = c.next - held as u64;
     }
-    Ok(Rendered {
+    Ok(Fetched {
         text,
         truncated: c.skipped,
         dropped: c.dropped,
@@ -183,23 +201,4 @@ async fn context(
     let from = at.saturating_sub(len);
     let r = read(client, id, from, at - from, stream).await?;
     Ok(r.bytes())
-}
-
-pub fn parse_state(s: &str) -> Result<ProcState, String> {
-    let all = [
-        ProcState::Running,
-        ProcState::WaitingInput,
-        ProcState::Exited,
-        ProcState::Signaled,
-        ProcState::TimedOut,
-        ProcState::Killed,
-        ProcState::FailedToStart,
-        ProcState::Lost,
-    ];
-    all.into_iter()
-        .find(|st| st.as_str() == s.trim())
-        .ok_or_else(|| {
-            let names: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
-            format!("unknown state {s:?}: use one of {}", names.join(", "))
-        })
 }

@@ -1,0 +1,196 @@
+//! What went wrong, as an error code and what the model should do about it: a process that did
+//! not succeed ([`failure`]), a daemon that refused or could not be reached ([`remote`]), a call
+//! lost after it was sent ([`link`]), an argument that makes no sense ([`Failure::bad_request`]).
+//! `reply.rs` turns a [`Failure`] into the tool result.
+
+use cuba_protocol::client::ClientError;
+use cuba_protocol::{ProcState, ProcessInfo};
+
+use crate::link::LinkError;
+
+/// An error code (`NOT_FOUND`, `EXIT`, …) and its explanation, hint included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Failure {
+        Failure::new("BAD_REQUEST", message)
+    }
+}
+
+/// A daemon error, with a hint the model can act on.
+pub fn remote(e: ClientError) -> Failure {
+    let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
+    let hint = match code {
+        "NOT_FOUND" => " Call list_processes to see the ids there are.",
+        "LIMIT" => " Stop a process you no longer need (send_signal), then retry.",
+        "UNAVAILABLE" => " The cubad daemon could not be reached; retry, or check its log.",
+        _ => "",
+    };
+    let message = match &e {
+        ClientError::Remote(p) => p.message.clone(),
+        other => other.to_string(),
+    };
+    Failure::new(code, format!("{message}.{hint}"))
+}
+
+/// A request that must not be repeated, for the reply when the connection was lost after it
+/// was sent and nobody knows whether the daemon carried it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// A run or start.
+    Command,
+    /// A stdin write to process `id`.
+    Input(u64),
+    /// A signal to process `id`.
+    Signal(u64),
+}
+
+/// The failure of a request sent through the link; `sent` says what it was.
+pub fn link(e: LinkError, sent: Sent) -> Failure {
+    let e = match e {
+        LinkError::Failed(e) => return remote(e),
+        LinkError::MaybeDone(e) => e,
+    };
+    let (what, check) = match sent {
+        Sent::Command => (
+            "the command",
+            "it may be running: list_processes shows it".to_string(),
+        ),
+        Sent::Input(id) => (
+            "the input",
+            format!("it may have been written: status(id={id}) shows the process's output"),
+        ),
+        Sent::Signal(id) => (
+            "the signal",
+            format!("it may have been delivered: status(id={id}) shows the process's state"),
+        ),
+    };
+    Failure::new(
+        "UNAVAILABLE",
+        format!("the connection to cubad was lost after {what} was sent ({e}); {check}."),
+    )
+}
+
+/// The error code and explanation for a process that did not succeed; `None` when it did (or
+/// is still running, or was stopped on request).
+pub fn failure(info: &ProcessInfo) -> Option<Failure> {
+    match info.state {
+        ProcState::Exited => exit_failure(info),
+        ProcState::TimedOut => Some(Failure::new(
+            "TIMEOUT",
+            format!(
+                "stopped after its timeout_ms={}: raise timeout_ms, or use start and wait for \
+                 long-running commands",
+                info.timeout_ms.unwrap_or(0)
+            ),
+        )),
+        ProcState::Signaled => Some(Failure::new(
+            "SIGNAL",
+            with_reason(
+                format!(
+                    "ended by {}",
+                    info.signal.map_or("a signal".into(), |s| s.to_string())
+                ),
+                info,
+            ),
+        )),
+        ProcState::FailedToStart => {
+            let why = info.error.clone().unwrap_or_default();
+            let code = if why.contains("os error 2") {
+                "ENOENT"
+            } else if why.contains("os error 13") {
+                "EACCES"
+            } else {
+                "FAILED"
+            };
+            Some(Failure::new(
+                code,
+                format!("process {} could not start: {why}", info.id),
+            ))
+        }
+        ProcState::Lost => Some(Failure::new(
+            "LOST",
+            info.error
+                .clone()
+                .unwrap_or_else(|| "the daemon restarted while it ran".into()),
+        )),
+        ProcState::Running | ProcState::WaitingInput | ProcState::Killed => None,
+    }
+}
+
+/// A nonzero exit: the shell's own codes for "not found" and "not executable" get their own.
+fn exit_failure(info: &ProcessInfo) -> Option<Failure> {
+    match info.exit_code {
+        Some(0) | None => None,
+        Some(127) => Some(Failure::new(
+            "ENOENT",
+            "command not found (exit 127): check the program name, install it, or fix PATH",
+        )),
+        Some(126) => Some(Failure::new(
+            "EACCES",
+            "permission denied or not executable (exit 126): check the file's mode \
+             (chmod +x) or run it through its interpreter",
+        )),
+        Some(code) => Some(Failure::new(
+            "EXIT",
+            with_reason(format!("the command failed with exit code {code}"), info),
+        )),
+    }
+}
+
+/// `message`, plus the daemon's explanation of the end when it gave one (e.g. a command whose
+/// session's shell ended under it).
+fn with_reason(message: String, info: &ProcessInfo) -> String {
+    match &info.error {
+        Some(why) => format!("{message}: {why}"),
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cuba_protocol::{ErrorKind, ProtocolError};
+
+    use super::*;
+
+    #[test]
+    fn a_lost_action_says_it_may_have_happened() {
+        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Command);
+        assert_eq!(f.code, "UNAVAILABLE");
+        assert_eq!(
+            f.message,
+            "the connection to cubad was lost after the command was sent (connection to cubad \
+             closed); it may be running: list_processes shows it."
+        );
+        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Input(3));
+        assert!(f.message.contains("status(id=3)"), "{}", f.message);
+        // Unlike an unreachable daemon, nothing here says "retry".
+        assert!(!f.message.contains("retry"), "{}", f.message);
+    }
+
+    #[test]
+    fn daemon_errors_keep_their_kind_and_get_a_hint() {
+        let e = ClientError::Remote(ProtocolError {
+            kind: ErrorKind::NotFound,
+            message: "no process 7".into(),
+        });
+        let f = link(LinkError::Failed(e), Sent::Command);
+        assert_eq!(f.code, "NOT_FOUND");
+        assert_eq!(
+            f.message,
+            "no process 7. Call list_processes to see the ids there are."
+        );
+        assert_eq!(remote(ClientError::Gone).code, "UNAVAILABLE");
+    }
+}

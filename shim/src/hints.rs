@@ -1,0 +1,116 @@
+//! The line of a reply that tells the model what to call next, for a process that is still
+//! running, waiting for input, just started, or was just sent input.
+
+use cuba_protocol::{ProcKind, ProcState, ProcessInfo};
+
+/// The hint for a reply about `info`: `prompt` finds what it asks when it waits for input (the
+/// end of its output, or its screen); `next` is the reply's cursor. `None` once it has ended.
+pub fn for_state(
+    info: &ProcessInfo,
+    next: u64,
+    prompt: impl FnOnce() -> Option<String>,
+) -> Option<String> {
+    if info.state == ProcState::WaitingInput {
+        Some(waiting(info, prompt()))
+    } else if !info.state.is_finished() {
+        Some(running(info.id, next, info.tty.is_some()))
+    } else {
+        None
+    }
+}
+
+pub fn running(id: u64, next: u64, tty: bool) -> String {
+    let screen = match tty {
+        true => format!("; status(id={id}, view=\"screen\") shows its screen"),
+        false => String::new(),
+    };
+    format!(
+        "still running in the background: wait(id={id}, since={next}) for more output or its \
+         exit; send_input(id={id}) answers a prompt; send_signal(id={id}) stops it{screen}"
+    )
+}
+
+/// What to call for process `info`, waiting for input after `prompt`.
+pub fn waiting(info: &ProcessInfo, prompt: Option<String>) -> String {
+    let id = info.id;
+    let after = prompt.map_or(String::new(), |p| format!(" after {p:?}"));
+    if info.tty.is_some() {
+        // On a terminal, Enter is a key and end of input is C-d, as for a person.
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\", keys=[\"Enter\"]) \
+             answers it, keys=[\"C-d\"] ends input, keys=[\"C-c\"] interrupts; \
+             status(id={id}, view=\"screen\") shows the screen"
+        )
+    } else if info.kind == ProcKind::InSession {
+        // Its stdin is the session shell's: closing it would end the session.
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it; \
+             send_signal(id={id}, signal=\"SIGINT\") interrupts it and keeps the session"
+        )
+    } else {
+        format!(
+            "waiting for input{after}: send_input(id={id}, text=\"...\\n\") answers it, \
+             send_input(id={id}, eof=true) closes stdin; send_signal(id={id}) stops it"
+        )
+    }
+}
+
+/// A process `start` just started in the background.
+pub fn started(info: &ProcessInfo) -> String {
+    let id = info.id;
+    let screen = match info.tty {
+        Some(_) => format!(", status(id={id}, view=\"screen\") to see its screen"),
+        None => String::new(),
+    };
+    format!(
+        "started in the background: wait(id={id}, until=\"<text it prints when ready>\") or \
+         status(id={id}) to read its output{screen}"
+    )
+}
+
+/// After `sent` bytes of input (and end of input with `eof`) went to `info`'s process.
+pub fn sent(info: &ProcessInfo, sent: usize, eof: bool) -> String {
+    let closed = match (eof, info.tty.is_some()) {
+        (false, _) => "",
+        (true, true) => " and C-d (end of input)",
+        (true, false) => " and closed stdin",
+    };
+    format!(
+        "sent {sent} bytes{closed}; wait(id={}, since={}) reads the response",
+        info.id,
+        info.total_bytes()
+    )
+}
+
+/// The last line of `output`, the prompt a waiting process printed (shortened).
+pub fn prompt(output: &str) -> Option<String> {
+    let line = output
+        .trim_end_matches(['\n', '\r'])
+        .rsplit('\n')
+        .next()?
+        .trim_end_matches('\r');
+    if line.trim().is_empty() {
+        return None;
+    }
+    let count = line.chars().count();
+    Some(match count > 200 {
+        true => format!("…{}", line.chars().skip(count - 200).collect::<String>()),
+        false => line.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_is_the_last_line_shortened() {
+        assert_eq!(prompt("a\nName? \n"), Some("Name? ".into()));
+        assert_eq!(prompt("a\n\n"), Some("a".into()));
+        assert_eq!(prompt("  \n"), None);
+        let long = "x".repeat(300);
+        let p = prompt(&long).expect("a prompt");
+        assert_eq!(p.chars().count(), 201);
+        assert!(p.starts_with('…'));
+    }
+}

@@ -1,0 +1,197 @@
+//! The shim's connection to `cubad`: made on the first tool call (so the owner name can come
+//! from the MCP client), shared by all calls, remade if the daemon went away. A lost connection
+//! is retried only for requests that are safe to repeat.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::ClientKind;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use tokio::sync::Mutex;
+
+/// Attempts after a lost connection before the error reaches the model; with the doubling
+/// pause that is about 2.5 s, long enough for a killed daemon to finish dying and another start.
+const RETRIES: u32 = 8;
+
+/// Whether the daemon may see a request twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// A read (info, read, wait, list, screen, status): asking again changes nothing, so any
+    /// lost connection is retried.
+    Safe,
+    /// A spawn, run, ensure, stdin write or signal: sent again only when the daemon cannot have
+    /// seen it, or a command could run twice.
+    IfUnsent,
+}
+
+/// Why [`Link::call`] gave up.
+#[derive(Debug)]
+pub enum LinkError {
+    /// The daemon refused the request, could not be reached, or never received it.
+    Failed(ClientError),
+    /// The connection was lost after a [`Repeat::IfUnsent`] request was sent: the daemon may
+    /// have carried it out.
+    MaybeDone(ClientError),
+}
+
+/// Whether to connect again and repeat the request after `e`. `connecting`: the error came
+/// from making the connection, before the request was sent.
+pub fn retry(repeat: Repeat, connecting: bool, e: &ClientError) -> bool {
+    e.connection_lost() && (connecting || repeat == Repeat::Safe || e.nothing_sent())
+}
+
+/// How the last error of [`Link::call`] reaches the caller.
+fn give_up(repeat: Repeat, connecting: bool, e: ClientError) -> LinkError {
+    let maybe_done =
+        repeat == Repeat::IfUnsent && !connecting && e.connection_lost() && !e.nothing_sent();
+    match maybe_done {
+        true => LinkError::MaybeDone(e),
+        false => LinkError::Failed(e),
+    }
+}
+
+pub struct Link {
+    socket: PathBuf,
+    client: Mutex<Option<Client>>,
+}
+
+impl Link {
+    pub fn new(socket: PathBuf) -> Link {
+        Link {
+            socket,
+            client: Mutex::new(None),
+        }
+    }
+
+    /// Runs `f` with the connection. If the connection turns out to be dead (the daemon was
+    /// restarted or killed since the last call), connects again (starting a daemon) and runs
+    /// `f` again, as far as `repeat` allows. Returns the connection used, for the calls that
+    /// follow.
+    pub async fn call<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        repeat: Repeat,
+        f: F,
+    ) -> Result<(Client, T), LinkError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let (connecting, e) = match self.client(ctx).await {
+                Ok(client) => match f(client.clone()).await {
+                    Ok(value) => return Ok((client, value)),
+                    Err(e) => (false, e),
+                },
+                Err(e) => (true, e),
+            };
+            if attempt >= RETRIES || !retry(repeat, connecting, &e) {
+                return Err(give_up(repeat, connecting, e));
+            }
+            // The daemon went away under us (a restart, a crash; a dying daemon's socket can
+            // even accept a last connection and close it): forget the connection; the next
+            // attempt connects again, starting a daemon if none answers.
+            attempt += 1;
+            tracing::debug!(attempt, "connection to cubad lost; connecting again");
+            self.client.lock().await.take();
+            tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+        }
+    }
+
+    /// The connection, made (and the daemon started) if needed.
+    pub async fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Client, ClientError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.is_alive()) {
+            return Ok(c.clone());
+        }
+        let name = ctx
+            .client_info()
+            .map(|i| i.name)
+            .filter(|n| !n.trim().is_empty())
+            .or_else(crate::platform::parent_name)
+            .unwrap_or_else(|| "mcp-client".to_string());
+        let client =
+            Client::connect_or_start(&self.socket, this_client(ClientKind::Mcp, name)).await?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use cuba_protocol::{ErrorKind, ProtocolError};
+
+    use super::*;
+
+    fn io_error() -> ClientError {
+        ClientError::Io(io::Error::new(io::ErrorKind::BrokenPipe, "broken pipe"))
+    }
+
+    fn refused() -> ClientError {
+        ClientError::Connect {
+            path: PathBuf::from("/nowhere"),
+            source: io::Error::new(io::ErrorKind::ConnectionRefused, "refused"),
+        }
+    }
+
+    fn remote() -> ClientError {
+        ClientError::Remote(ProtocolError {
+            kind: ErrorKind::NotFound,
+            message: "no process 7".into(),
+        })
+    }
+
+    #[test]
+    fn reads_are_retried_on_any_lost_connection() {
+        for e in [
+            ClientError::Closed,
+            ClientError::Gone,
+            io_error(),
+            refused(),
+        ] {
+            assert!(retry(Repeat::Safe, false, &e), "{e}");
+        }
+    }
+
+    #[test]
+    fn actions_are_retried_only_when_nothing_was_sent() {
+        assert!(retry(Repeat::IfUnsent, false, &ClientError::Gone));
+        // Closed or broken after the frame went out: the daemon may have acted on it.
+        assert!(!retry(Repeat::IfUnsent, false, &ClientError::Closed));
+        assert!(!retry(Repeat::IfUnsent, false, &io_error()));
+        // Lost while connecting: the request itself was never sent.
+        assert!(retry(Repeat::IfUnsent, true, &ClientError::Closed));
+        assert!(retry(Repeat::IfUnsent, true, &refused()));
+    }
+
+    #[test]
+    fn answers_and_failed_starts_are_not_retried() {
+        let start = ClientError::Start {
+            exe: PathBuf::from("cubad"),
+            reason: "not found".into(),
+        };
+        for repeat in [Repeat::Safe, Repeat::IfUnsent] {
+            assert!(!retry(repeat, false, &remote()));
+            assert!(!retry(repeat, true, &start));
+        }
+    }
+
+    #[test]
+    fn an_action_lost_after_sending_may_have_been_done() {
+        let maybe = |repeat, connecting, e| {
+            matches!(give_up(repeat, connecting, e), LinkError::MaybeDone(_))
+        };
+        assert!(maybe(Repeat::IfUnsent, false, ClientError::Closed));
+        assert!(maybe(Repeat::IfUnsent, false, io_error()));
+        assert!(!maybe(Repeat::IfUnsent, false, ClientError::Gone));
+        assert!(!maybe(Repeat::IfUnsent, false, remote()));
+        assert!(!maybe(Repeat::IfUnsent, true, ClientError::Closed));
+        assert!(!maybe(Repeat::Safe, false, ClientError::Closed));
+    }
+}

@@ -1,0 +1,80 @@
+//! One MCP resource per process, `cuba://process/<id>/output`: its output as the model sees
+//! it, for clients that attach output to a conversation instead of calling a tool.
+
+use cuba_protocol::{ListRequest, StreamFilter};
+use rmcp::model::{
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+
+use crate::fetch;
+use crate::link::Link;
+use crate::view::View;
+
+const PREFIX: &str = "cuba://process/";
+
+/// Every process of the table as a resource.
+pub async fn list(
+    link: &Link,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<ListResourcesResult, McpError> {
+    let client = link.client(ctx).await.map_err(internal)?;
+    let list = client
+        .list(ListRequest::default())
+        .await
+        .map_err(internal)?;
+    let resources = list
+        .iter()
+        .map(|p| {
+            let label = p.name.clone().unwrap_or_else(|| p.command.clone());
+            let label: String = label.chars().take(60).collect();
+            Resource::new(
+                format!("{PREFIX}{}/output", p.id),
+                format!("{}: {label}", p.id),
+            )
+            .with_mime_type("text/plain")
+            .with_description(format!("output of process {} ({})", p.id, p.state))
+            .with_size(p.total_bytes())
+        })
+        .collect();
+    Ok(ListResourcesResult::with_all_items(resources))
+}
+
+/// The output of the process `request` names, from the start, as much as one reply carries.
+pub async fn read(
+    link: &Link,
+    view: &View,
+    request: ReadResourceRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<ReadResourceResponse, McpError> {
+    let id = request
+        .uri
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.strip_suffix("/output"))
+        .and_then(|id| id.parse::<u64>().ok())
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                format!(
+                    "unknown resource {}: expected {PREFIX}<id>/output",
+                    request.uri
+                ),
+                None,
+            )
+        })?;
+    let client = link.client(ctx).await.map_err(internal)?;
+    let info = client
+        .info(id)
+        .await
+        .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+    let max = fetch::max_output(None);
+    let out = fetch::output(&client, view, &info, 0, max, StreamFilter::Both, None)
+        .await
+        .map_err(internal)?;
+    Ok(ReadResourceResult::new(vec![ResourceContents::text(out.text, request.uri)]).into())
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(e.to_string(), None)
+}

@@ -1,0 +1,132 @@
+//! The seven MCP tools, one file each, each with a router of its own; [`CubaExec::tool_router`]
+//! joins them. This file also holds what several tools share: asking cubad (with the retry rule
+//! of `link.rs`) and building a process reply from output or from a screen.
+
+mod list_processes;
+mod run;
+mod send_input;
+mod send_signal;
+mod start;
+mod status;
+mod wait;
+
+use std::future::Future;
+
+use cuba_protocol::client::{Client, ClientError};
+use cuba_protocol::{ErrorKind, OutputRead, ProcessInfo, StreamFilter};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+
+use crate::error::{self, remote, Failure, Sent};
+use crate::fetch;
+use crate::hints;
+use crate::link::{LinkError, Repeat};
+use crate::reply::{ProcessReply, ScreenReply};
+use crate::server::CubaExec;
+
+/// What a tool returns. `Err` is a reply too: a failure the model should see (rmcp marks it
+/// `isError`), so a tool body can stop at the first one with `?`.
+type Reply = Result<CallToolResult, CallToolResult>;
+
+impl CubaExec {
+    /// Every tool. tools/list is sorted by name, whatever the order here.
+    pub(crate) fn tool_router() -> ToolRouter<Self> {
+        Self::run_router()
+            + Self::start_router()
+            + Self::status_router()
+            + Self::wait_router()
+            + Self::send_input_router()
+            + Self::send_signal_router()
+            + Self::list_processes_router()
+    }
+
+    /// A read (`f` asks the daemon and changes nothing), on a new connection again if the
+    /// connection was lost. Returns the connection used, for the calls that follow.
+    async fn ask<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        f: F,
+    ) -> Result<(Client, T), Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        // A read is never in doubt: there is nothing it could have done.
+        self.link
+            .call(ctx, Repeat::Safe, f)
+            .await
+            .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| remote(e))
+    }
+
+    /// An action the daemon must not carry out twice (`sent` says which): repeated only if it
+    /// never left; if the connection was lost after it was sent, the failure says so.
+    async fn act<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        sent: Sent,
+        f: F,
+    ) -> Result<(Client, T), Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        self.link
+            .call(ctx, Repeat::IfUnsent, f)
+            .await
+            .map_err(|e| error::link(e, sent))
+    }
+
+    /// The reply for `info` with its output from `since` (`ready`: output the caller already
+    /// read, see [`fetch::output`]).
+    async fn process_reply(
+        &self,
+        client: &Client,
+        info: &ProcessInfo,
+        since: u64,
+        max: u64,
+        filter: StreamFilter,
+        ready: Option<OutputRead>,
+    ) -> Result<ProcessReply, Failure> {
+        let out = fetch::output(client, &self.view, info, since, max, filter, ready)
+            .await
+            .map_err(remote)?;
+        let mut reply = ProcessReply::from_info(info);
+        reply.output = out.text;
+        reply.truncated = out.truncated;
+        reply.dropped = reply.dropped.max(out.dropped);
+        reply.next = out.next;
+        reply.hint = hints::for_state(info, reply.next, || hints::prompt(&reply.output));
+        Ok(reply)
+    }
+
+    /// The reply for `info` with its terminal screen instead of its output (view="screen").
+    async fn screen_reply(
+        &self,
+        client: &Client,
+        info: &ProcessInfo,
+    ) -> Result<ProcessReply, Failure> {
+        if info.tty.is_none() {
+            return Err(no_screen(info.id));
+        }
+        let view = match client.screen(info.id).await {
+            Ok(v) => v,
+            Err(e) if e.kind() == Some(ErrorKind::InvalidState) => return Err(no_screen(info.id)),
+            Err(e) => return Err(remote(e)),
+        };
+        let screen = ScreenReply::new(view, |l| self.view.redact(l));
+        let mut reply = ProcessReply::from_info(info);
+        reply.hint = hints::for_state(info, reply.next, || screen.before_cursor());
+        reply.screen = Some(screen);
+        Ok(reply)
+    }
+}
+
+/// The refusal of view="screen" for a process that has no terminal.
+fn no_screen(id: u64) -> Failure {
+    Failure::bad_request(format!(
+        "process {id} has no terminal, so there is no screen to show: use view=\"text\", or \
+         start the command with tty: true"
+    ))
+}

@@ -1,0 +1,59 @@
+//! `send_input`: text, then keys, then optionally end of input, to a process's stdin (through
+//! its terminal when it has one).
+
+use cuba_protocol::client::Client;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+
+use super::Reply;
+use crate::args::SendInputArgs;
+use crate::error::{remote, Failure, Sent};
+use crate::hints;
+use crate::keys::keys_bytes;
+use crate::reply::ProcessReply;
+use crate::schema::{input_schema, output_schema};
+use crate::server::CubaExec;
+
+#[tool_router(router = send_input_router, vis = "pub(crate)")]
+impl CubaExec {
+    #[tool(
+        description = "Write to a process's stdin: `text` (include \"\\n\" for Enter), then \
+                       `keys` such as [\"Enter\"] or [\"C-c\"]; eof=true then closes stdin. \
+                       On a tty process keys go through the terminal: C-c interrupts like \
+                       Ctrl-C, C-d ends input.",
+        annotations(destructive_hint = false),
+        input_schema = input_schema::<SendInputArgs>(),
+        output_schema = output_schema::<ProcessReply>()
+    )]
+    async fn send_input(
+        &self,
+        Parameters(a): Parameters<SendInputArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Reply {
+        let id = a.id;
+        let mut data = a.text.unwrap_or_default().into_bytes();
+        let keys = a.keys.unwrap_or_default();
+        let eof = a.eof.unwrap_or(false);
+        if data.is_empty() && keys.is_empty() && !eof {
+            let refused =
+                Failure::bad_request("pass `text`, `keys` or eof=true (or several of them)");
+            return Err(refused.into());
+        }
+        if !keys.is_empty() {
+            // What a key sends depends on whether the process has a terminal.
+            let (_, info) = self.ask(&ctx, |c| async move { c.info(id).await }).await?;
+            data.extend(keys_bytes(&keys, info.tty.is_some())?);
+        }
+        let sent = data.len();
+        let write = |c: Client| {
+            let bytes = data.clone();
+            async move { c.stdin(id, bytes, eof).await }
+        };
+        let (client, ()) = self.act(&ctx, Sent::Input(id), write).await?;
+        let info = client.info(id).await.map_err(remote)?;
+        let mut reply = ProcessReply::from_info(&info);
+        reply.hint = Some(hints::sent(&info, sent, eof));
+        Ok(reply.into_result())
+    }
+}

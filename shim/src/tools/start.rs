@@ -1,0 +1,62 @@
+//! `start`: start a command in the background and return its id at once; with `ensure`, return
+//! the running process of that name and command instead of starting a duplicate.
+
+use cuba_protocol::client::Client;
+use cuba_protocol::SpawnRequest;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+
+use super::Reply;
+use crate::args::{StartArgs, Strict};
+use crate::error::Sent;
+use crate::hints;
+use crate::reply::ProcessReply;
+use crate::schema::{input_schema, output_schema};
+use crate::server::CubaExec;
+
+#[tool_router(router = start_router, vis = "pub(crate)")]
+impl CubaExec {
+    #[tool(
+        description = "Start a command in the background and return its id at once (dev servers, \
+                       watchers, long builds). Follow it with wait (e.g. until=\"listening\") or \
+                       status. With name and ensure=true, an already-running process of that \
+                       name and command is returned instead of starting a duplicate.",
+        annotations(destructive_hint = true, open_world_hint = true),
+        input_schema = input_schema::<StartArgs>(),
+        output_schema = output_schema::<ProcessReply>()
+    )]
+    async fn start(
+        &self,
+        Parameters(Strict(a)): Parameters<Strict<StartArgs>>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Reply {
+        let req = SpawnRequest {
+            shell: a.shell,
+            // Stays open: the model closes it with send_input eof.
+            stdin: a.stdin.map(String::into_bytes),
+            name: a.name,
+            session: a.session,
+            ..a.common.spawn_request(a.command)?
+        };
+        let ensure = a.ensure == Some(true);
+        let start = |c: Client| {
+            let req = req.clone();
+            async move {
+                match ensure {
+                    true => c.ensure(req).await,
+                    false => c.spawn(req).await.map(|p| (p, false)),
+                }
+            }
+        };
+        let (_, (info, existing)) = self.act(&ctx, Sent::Command, start).await?;
+        let mut reply = ProcessReply::from_info(&info);
+        if existing {
+            reply.existing = Some(true);
+            reply.hint = Some(hints::running(info.id, reply.next, info.tty.is_some()));
+        } else if !info.state.is_finished() {
+            reply.hint = Some(hints::started(&info));
+        }
+        Ok(reply.into_result())
+    }
+}

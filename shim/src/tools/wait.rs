@@ -1,0 +1,85 @@
+//! `wait`: until a process exits, prints a line matching `until`, goes quiet, waits for input,
+//! or the time is up; then its new output (or screen). Waiting never stops the process.
+
+use cuba_protocol::{WaitReason, WaitRequest, WaitSpec};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+
+use super::{no_screen, Reply};
+use crate::args::{ViewArg, WaitArgs};
+use crate::error::{remote, Failure};
+use crate::fetch;
+use crate::progress::{guarded, Guarded};
+use crate::reply::ViewReply;
+use crate::schema::{input_schema, output_schema};
+use crate::server::CubaExec;
+
+const DEFAULT_WAIT_MS: u64 = 30_000;
+/// Clients commonly time requests out at 60 s: a wait never blocks longer than this.
+const MAX_WAIT_MS: u64 = 55_000;
+
+#[tool_router(router = wait_router, vis = "pub(crate)")]
+impl CubaExec {
+    #[tool(
+        description = "Wait until a process exits, or its new output matches `until` (a regex), \
+                       or it has been quiet for quiet_ms, or timeout_ms passes (default 30 s, at \
+                       most 55 s). Returns the output after `since` and the next cursor, or \
+                       with view=\"screen\" a tty process's screen. Never stops the process.",
+        annotations(read_only_hint = true),
+        input_schema = input_schema::<WaitArgs>(),
+        output_schema = output_schema::<ViewReply>()
+    )]
+    async fn wait(
+        &self,
+        Parameters(a): Parameters<WaitArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Reply {
+        let id = a.id;
+        let screen = a.view == Some(ViewArg::Screen);
+        let (client, info) = self.ask(&ctx, |c| async move { c.info(id).await }).await?;
+        if screen && info.tty.is_none() {
+            // Refused before waiting: the wait would end in the same refusal.
+            return Err(no_screen(id).into());
+        }
+        let max = fetch::max_output(a.max_output);
+        let since = a.since.unwrap_or(0);
+        let filter = a.stream.unwrap_or_default().into();
+        let req = WaitRequest {
+            id,
+            since: Some(since),
+            spec: WaitSpec {
+                until: a.until,
+                quiet_ms: a.quiet_ms,
+                timeout_ms: a.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS),
+                // The screen replaces the output: no output bytes to carry.
+                max_bytes: if screen { 0 } else { max as u32 },
+                stream: filter,
+            },
+        };
+        let w = match guarded(&ctx, &client, id, client.wait(req)).await {
+            Guarded::Done(w) => w.map_err(remote)?,
+            Guarded::Cancelled => {
+                return Err(Failure::new("CANCELLED", "the wait was cancelled").into())
+            }
+        };
+        let mut reply = match screen {
+            true => self.screen_reply(&client, &w.process).await?,
+            false => {
+                self.process_reply(&client, &w.process, since, max, filter, Some(w.output))
+                    .await?
+            }
+        };
+        let (reason, matched) = match w.reason {
+            WaitReason::Exited => ("exited", None),
+            WaitReason::Matched(line) => ("matched", Some(line)),
+            WaitReason::Quiet => ("quiet", None),
+            WaitReason::Timeout => ("timeout", None),
+            WaitReason::WaitingInput => ("waiting_input", None),
+        };
+        reply.wait = Some(reason.to_string());
+        // The matched line is output too: the model sees it through the same view.
+        reply.matched = matched.map(|m| self.view.render(m.as_bytes()));
+        Ok(reply.into_result())
+    }
+}
