@@ -12,7 +12,7 @@ use crate::table::{Cell, Column, Table};
 use crate::units;
 use crate::usage::{self, Usage};
 
-/// One JSON row: the daemon's record plus what cubactl measured from /proc.
+/// One JSON row: the daemon's record plus what cubactl measured (`platform`).
 #[derive(Serialize)]
 pub struct Row<'a> {
     #[serde(flatten)]

@@ -1,5 +1,6 @@
 //! What each running process's tree uses right now: CPU %, resident memory, listening ports.
-//! Measured by cubactl from /proc (the daemon does not track it); CPU % needs two samples.
+//! Measured by cubactl from what the system reports (the daemon does not track it); CPU %
+//! needs two samples.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -9,7 +10,8 @@ use std::time::Duration;
 use cuba_protocol::ProcessInfo;
 use serde::Serialize;
 
-use crate::procfs::{self, Snapshot};
+use crate::platform::ports;
+use crate::platform::procs::{self, Snapshot};
 
 /// How long a one-shot `ps` or `info` measures CPU use.
 pub const SAMPLE: Duration = Duration::from_millis(100);
@@ -47,7 +49,7 @@ pub fn sample(list: &[ProcessInfo], instance: Option<&str>) -> Sample {
         .filter(|p| !p.state.is_finished() && p.pid > 0)
         .collect();
     let mut marked = match instance {
-        Some(i) if !running.is_empty() => procfs::marked(i),
+        Some(i) if !running.is_empty() => procs::marked(i),
         _ => HashMap::new(),
     };
     let trees = running
@@ -56,7 +58,7 @@ pub fn sample(list: &[ProcessInfo], instance: Option<&str>) -> Sample {
             let root = p.pid as i32;
             let mut pids = snapshot.tree(root);
             for pid in marked.remove(&p.id).unwrap_or_default() {
-                if !pids.contains(&pid) && snapshot.stats.get(&pid).is_some_and(|s| !s.zombie) {
+                if !pids.contains(&pid) && snapshot.get(pid).is_some_and(|s| !s.zombie) {
                     pids.push(pid);
                 }
             }
@@ -76,15 +78,13 @@ impl Sample {
 
     /// Usage per process id, CPU % measured since `before` when given.
     pub fn usage(&self, before: Option<&Sample>) -> HashMap<u64, Usage> {
-        let hz = procfs::clock_ticks() as f64;
-        let page = procfs::page_size();
         self.trees
             .iter()
             .map(|(&id, pids)| {
                 let stats = pids
                     .iter()
-                    .filter_map(|p| self.snapshot.stats.get(p).map(|s| (p, s)));
-                let rss_bytes = stats.clone().map(|(_, s)| s.rss_pages * page).sum();
+                    .filter_map(|&p| self.snapshot.get(p).map(|s| (p, s)));
+                let rss_bytes = stats.clone().map(|(_, s)| s.rss_bytes).sum();
                 let cpu_percent = before.and_then(|b| {
                     let secs = self
                         .snapshot
@@ -95,17 +95,16 @@ impl Sample {
                         return None;
                     }
                     // A pid absent from the first sample started in between: all its time is new.
-                    let ticks: u64 = stats
+                    let ns: u64 = stats
                         .clone()
                         .map(|(p, s)| {
-                            let old = b.snapshot.stats.get(p).map_or(0, |o| o.cpu_ticks);
-                            s.cpu_ticks.saturating_sub(old)
+                            let old = b.snapshot.get(p).map_or(0, |o| o.cpu_ns);
+                            s.cpu_ns.saturating_sub(old)
                         })
                         .sum();
-                    Some(ticks as f64 / hz / secs * 100.0)
+                    Some(ns as f64 / 1e9 / secs * 100.0)
                 });
-                let netns = pids.first().copied().unwrap_or(0);
-                let listening = procfs::listening(pids, netns);
+                let listening = ports::listening(pids);
                 let usage = Usage {
                     pids: pids.clone(),
                     cpu_percent,

@@ -15,8 +15,8 @@ use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
 use crate::forward::{self, DetachKey};
-use crate::output::{self, Mode, Sink};
 use crate::passthrough::{OnSignal, Outcome, Remote};
+use crate::print::{self, Mode, Sink};
 use crate::style::Paint;
 use crate::target::Target;
 use crate::term::{self, LineMode, RawMode};
@@ -56,7 +56,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let info = client.info(id).await?;
     let mut sink = Sink::new(Mode::Raw, false);
     if info.state.is_finished() {
-        let (chunks, _) = output::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
+        let (chunks, _) = print::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
         sink.chunks(&chunks)?;
         sink.finish_line()?;
         eprintln!("cubactl: cannot attach: {}", describe::sentence(&info));
@@ -76,7 +76,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     } else {
         None
     };
-    let (chunks, read) = output::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
+    let (chunks, read) = print::last_lines(&client, id, args.lines, StreamFilter::Both).await?;
     sink.chunks(&chunks)?;
     let mut frames = client
         .subscribe(Request::Follow(FollowRequest {

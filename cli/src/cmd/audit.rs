@@ -2,30 +2,30 @@
 //! line per spawn decision and per process end. `-f` follows new lines as they are appended,
 //! across rotations.
 //!
-//! Following reads to the end of the file, then sleeps in `poll(2)` on an inotify descriptor
-//! watching the file (growth, rename, removal) and its directory (a new `audit.jsonl` after a
-//! rotation). The poll has a 1 s timeout as a safety net for a missed event, so it never spins
-//! and never hangs on a stale file.
+//! Following reads to the end of the file, then sleeps until the system says the file changed
+//! (growth, rename, removal) or its directory did (a new `audit.jsonl` after a rotation): see
+//! `platform::watch`. The sleep ends after 1 s anyway, a safety net for a missed event, so it
+//! never spins and never hangs on a stale file.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use serde_json::Value;
 
 use crate::ctx::Ctx;
+use crate::platform::watch::{FileWatch, Watcher};
 use crate::style::{Paint, Style};
 use crate::table::sanitize;
 
 const FILE_NAME: &str = "audit.jsonl";
 /// Longest wait for an event before re-checking the file anyway.
-const POLL_MS: i32 = 1000;
+const RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -229,17 +229,15 @@ fn local_time(ms: u64) -> String {
 struct Followed {
     file: File,
     ino: u64,
-    watch: Option<WatchDescriptor>,
+    watch: Option<FileWatch>,
     partial: Vec<u8>,
 }
 
-fn watch_file(inotify: &Inotify, path: &Path, file: File) -> Result<Followed> {
+fn watch_file(watcher: &Watcher, path: &Path, file: File) -> Result<Followed> {
     let ino = file.metadata()?.ino();
-    let flags =
-        AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_DELETE_SELF;
     // The file may be renamed away between open and here: the directory watch and the
     // inode check below still catch up.
-    let watch = inotify.add_watch(path, flags).ok();
+    let watch = watcher.add_file(path);
     Ok(Followed {
         file,
         ino,
@@ -250,16 +248,9 @@ fn watch_file(inotify: &Inotify, path: &Path, file: File) -> Result<Followed> {
 
 fn follow(path: &Path, file: Option<File>, printer: &Printer) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("/"));
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-        .context("cannot start inotify")?;
-    inotify
-        .add_watch(
-            dir,
-            AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_MOVED_FROM,
-        )
-        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    let watcher = Watcher::new(dir)?;
     let mut current = match file {
-        Some(f) => Some(watch_file(&inotify, path, f)?),
+        Some(f) => Some(watch_file(&watcher, path, f)?),
         None => None,
     };
     let mut buf = vec![0u8; 64 * 1024];
@@ -275,17 +266,17 @@ fn follow(path: &Path, file: Option<File>, printer: &Printer) -> Result<()> {
             Ok(m) if current.as_ref().is_none_or(|c| c.ino != m.ino()) => {
                 if let Ok(f) = File::open(path) {
                     if let Some(old) = current.take() {
-                        if let Some(wd) = old.watch {
-                            let _ = inotify.rm_watch(wd);
+                        if let Some(w) = old.watch {
+                            watcher.remove(w);
                         }
                     }
-                    current = Some(watch_file(&inotify, path, f)?);
+                    current = Some(watch_file(&watcher, path, f)?);
                     continue;
                 }
             }
             _ => {}
         }
-        wait(&inotify)?;
+        watcher.wait(RECHECK)?;
     }
 }
 
@@ -307,32 +298,6 @@ fn drain(c: &mut Followed, buf: &mut [u8], printer: &Printer) -> Result<bool> {
             }
         }
     }
-}
-
-/// Sleeps until inotify has an event (then consumes them all) or `POLL_MS` passes.
-fn wait(inotify: &Inotify) -> Result<()> {
-    let mut pfd = libc::pollfd {
-        fd: inotify.as_fd().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll(2) on one valid pollfd we own.
-    let r = unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e).context("poll on inotify failed");
-        }
-    }
-    if r > 0 {
-        // Non-blocking: drain what is queued; the events only say "look again".
-        while let Ok(events) = inotify.read_events() {
-            if events.is_empty() {
-                break;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

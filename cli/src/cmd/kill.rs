@@ -11,7 +11,7 @@ use cuba_protocol::{ListRequest, ProcessInfo, Signal, SignalRequest};
 use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
-use crate::procfs::Snapshot;
+use crate::platform::procs::Snapshot;
 use crate::target::Target;
 use crate::units;
 

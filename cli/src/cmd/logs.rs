@@ -8,7 +8,7 @@ use cuba_protocol::ReadRequest;
 
 use crate::cmd::tail;
 use crate::ctx::Ctx;
-use crate::output::Sink;
+use crate::print::Sink;
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]

@@ -1,4 +1,5 @@
-//! `ps`: the shared table, with CPU, memory and ports measured from /proc; `-w` keeps it live.
+//! `ps`: the shared table, with CPU, memory and ports as the system reports them; `-w` keeps
+//! it live.
 
 use std::io::Write;
 use std::process::ExitCode;

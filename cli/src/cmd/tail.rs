@@ -7,7 +7,7 @@ use cuba_protocol::{FollowRequest, Request, StreamFilter};
 
 use crate::ctx::Ctx;
 use crate::describe;
-use crate::output::{self, Mode, Sink};
+use crate::print::{self, Mode, Sink};
 use crate::style::Paint;
 use crate::target::Target;
 
@@ -57,7 +57,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let id = args.process.resolve(&client).await?;
     let stream = filter(args.stdout, args.stderr);
     let mut sink = Sink::new(mode(args.json, args.plain), false);
-    let (chunks, read) = output::last_lines(&client, id, args.lines, stream).await?;
+    let (chunks, read) = print::last_lines(&client, id, args.lines, stream).await?;
     sink.chunks(&chunks)?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);

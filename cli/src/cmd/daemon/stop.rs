@@ -13,7 +13,8 @@ use super::absent;
 use crate::ctx::Ctx;
 use crate::daemon_proc;
 use crate::exit;
-use crate::procfs::Snapshot;
+use crate::platform;
+use crate::platform::procs::Snapshot;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -116,7 +117,7 @@ async fn by_signal(pid: i32, protocol: u32, force: bool) -> Result<Stopped> {
 }
 
 async fn wait_gone(pid: i32) -> Result<()> {
-    if !daemon_proc::wait_exit(pid, EXIT_LIMIT).await? {
+    if !platform::exit::wait_exit(pid, EXIT_LIMIT).await? {
         bail!(
             "cubad (pid {pid}) is still running after {}s; see its log, or `kill -9 {pid}`",
             EXIT_LIMIT.as_secs()

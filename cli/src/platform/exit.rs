@@ -1,0 +1,30 @@
+//! Waiting for a process to exit: an event where the system has one, else a check every 50 ms.
+//!
+//! The system provides (`os::exit`): `async wait(pid, limit) -> io::Result<Option<bool>>`:
+//! `Some(true)` once it has exited (or was already gone), `Some(false)` when `limit` passed,
+//! `None` when this system (or kernel) has no exit event to wait on.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::{os, procs};
+
+/// Waits until process `pid` has exited, at most `limit`. True when it has.
+pub async fn wait_exit(pid: i32, limit: Duration) -> Result<bool> {
+    match os::exit::wait(pid, limit).await? {
+        Some(exited) => Ok(exited),
+        None => Ok(poll_exit(pid, limit).await),
+    }
+}
+
+async fn poll_exit(pid: i32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while procs::alive(pid) {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
