@@ -157,13 +157,7 @@ async fn wait_exit(c: &Client, id: u64) -> ProcessInfo {
             .wait(WaitRequest {
                 id,
                 since: None,
-                spec: WaitSpec {
-                    until: None,
-                    quiet_ms: None,
-                    timeout_ms: 600_000,
-                    max_bytes: 1,
-                    stream: StreamFilter::Both,
-                },
+                spec: WaitSpec::exit(600_000, 1),
             })
             .await
             .unwrap();
@@ -188,13 +182,7 @@ async fn via_run(c: &Client, command: &str) -> Duration {
     let running = c
         .run(RunRequest {
             spawn: spawn_req(command),
-            wait: WaitSpec {
-                until: None,
-                quiet_ms: None,
-                timeout_ms: 600_000,
-                max_bytes: 1,
-                stream: StreamFilter::Both,
-            },
+            wait: WaitSpec::exit(600_000, 1),
         })
         .await
         .unwrap();

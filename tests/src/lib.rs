@@ -110,13 +110,7 @@ fn wait_req(id: u64) -> WaitRequest {
     WaitRequest {
         id,
         since: Some(0),
-        spec: WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms: STEP.as_millis() as u64,
-            max_bytes: 1 << 20,
-            stream: StreamFilter::Both,
-        },
+        spec: WaitSpec::exit(STEP.as_millis() as u64, 1 << 20),
     }
 }
 

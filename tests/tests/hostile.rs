@@ -130,13 +130,7 @@ async fn a_client_vanishing_mid_wait_harms_nothing() {
     let wait = WaitRequest {
         id: p.id,
         since: None,
-        spec: WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms: 60_000,
-            max_bytes: 1024,
-            stream: Default::default(),
-        },
+        spec: WaitSpec::exit(60_000, 1024),
     };
     raw::write_frame(&mut s, &raw::request(1, Request::Wait(wait))).await;
     // A reply to a later request proves the wait is being served.

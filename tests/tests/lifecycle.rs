@@ -260,13 +260,7 @@ async fn run_spawns_and_waits_in_one_request() {
     let c = d.client().await;
     let run = |command: &str, timeout_ms: u64| cuba_protocol::RunRequest {
         spawn: spawn_req(command),
-        wait: cuba_protocol::WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms,
-            max_bytes: 1 << 20,
-            stream: cuba_protocol::StreamFilter::Both,
-        },
+        wait: cuba_protocol::WaitSpec::exit(timeout_ms, 1 << 20),
     };
     // The record comes first, then the end of the wait.
     let running = c.run(run("echo hi; exit 3", 20_000)).step().await.unwrap();

@@ -184,13 +184,7 @@ async fn a_command_reading_stdin_waits_for_input_and_gets_it() {
     let req = WaitRequest {
         id: p.id,
         since: Some(0),
-        spec: WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms: 15_000,
-            max_bytes: 1 << 20,
-            stream: StreamFilter::Both,
-        },
+        spec: WaitSpec::exit(15_000, 1 << 20),
     };
     let w = bounded("wait", STEP, c.wait(req)).await.unwrap();
     assert_eq!(w.reason, WaitReason::WaitingInput, "{:?}", w.process);

@@ -88,13 +88,7 @@ async fn a_long_wait_does_not_block_other_calls_on_the_connection() {
             c.wait(WaitRequest {
                 id: p.id,
                 since: None,
-                spec: WaitSpec {
-                    until: None,
-                    quiet_ms: None,
-                    timeout_ms: 60_000,
-                    max_bytes: 1024,
-                    stream: Default::default(),
-                },
+                spec: WaitSpec::exit(60_000, 1024),
             })
             .step()
             .await

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::client::Client;
 use cuba_protocol::keys::key_bytes;
 use cuba_protocol::{
-    ErrorKind, ProcState, SpawnRequest, StreamFilter, TtySize, WaitReason, WaitRequest, WaitResult,
-    WaitSpec,
+    ErrorKind, ProcState, SpawnRequest, TtySize, WaitReason, WaitRequest, WaitResult, WaitSpec,
 };
 use cuba_tests::{bounded, spawn, spawn_with, text, wait_exit, wait_match, Step, TestDaemon, STEP};
 
@@ -25,13 +24,7 @@ async fn wait_input(c: &Client, id: u64, since: u64) -> WaitResult {
     let req = WaitRequest {
         id,
         since: Some(since),
-        spec: WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms: 15_000,
-            max_bytes: 1 << 20,
-            stream: StreamFilter::Both,
-        },
+        spec: WaitSpec::exit(15_000, 1 << 20),
     };
     bounded("wait", STEP, c.wait(req)).await.unwrap()
 }

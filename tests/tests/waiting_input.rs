@@ -6,20 +6,14 @@
 use std::time::{Duration, Instant};
 
 use cuba_protocol::client::Client;
-use cuba_protocol::{ProcState, StreamFilter, WaitReason, WaitRequest, WaitResult, WaitSpec};
+use cuba_protocol::{ProcState, WaitReason, WaitRequest, WaitResult, WaitSpec};
 use cuba_tests::{bounded, spawn, text, wait_exit, Step, TestDaemon, STEP};
 
 async fn wait_for(c: &Client, id: u64, timeout: Duration) -> WaitResult {
     let req = WaitRequest {
         id,
         since: Some(0),
-        spec: WaitSpec {
-            until: None,
-            quiet_ms: None,
-            timeout_ms: timeout.as_millis() as u64,
-            max_bytes: 1 << 20,
-            stream: StreamFilter::Both,
-        },
+        spec: WaitSpec::exit(timeout.as_millis() as u64, 1 << 20),
     };
     bounded("wait", STEP + timeout, c.wait(req)).await.unwrap()
 }
