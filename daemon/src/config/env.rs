@@ -10,7 +10,8 @@ use crate::policy::{dir_list, name_list};
 
 impl Config {
     /// Applies `CUBA_EXEC_MAX_PROCS`, `CUBA_EXEC_BUFFER_SIZE`, `CUBA_EXEC_SPOOL_SIZE`,
-    /// `CUBA_EXEC_TTL`, `CUBA_EXEC_SHUTDOWN_TIMEOUT` and the policy settings
+    /// `CUBA_EXEC_TTL`, `CUBA_EXEC_MAX_FINISHED`, `CUBA_EXEC_MAX_CONNECTIONS`,
+    /// `CUBA_EXEC_IDLE_TIMEOUT`, `CUBA_EXEC_SHUTDOWN_TIMEOUT` and the policy settings
     /// (`CUBA_EXEC_BLOCKED_COMMANDS`, `CUBA_EXEC_ALLOWED_COMMANDS`, `CUBA_EXEC_ALLOWED_DIRS`,
     /// `CUBA_EXEC_AUDIT`) and the sandbox (`CUBA_EXEC_SANDBOX`, `CUBA_EXEC_NETWORK`, and
     /// `TMPDIR` as a writable temp dir) from `lookup` (the environment).
@@ -28,6 +29,25 @@ impl Config {
             self.max_procs =
                 v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
                     format!("CUBA_EXEC_MAX_PROCS={v:?}: expected a number >= 1")
+                })?;
+        }
+        if let Some(v) = get("CUBA_EXEC_MAX_FINISHED") {
+            self.max_finished =
+                v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
+                    format!("CUBA_EXEC_MAX_FINISHED={v:?}: expected a number >= 1")
+                })?;
+        }
+        if let Some(v) = get("CUBA_EXEC_MAX_CONNECTIONS") {
+            self.max_connections = v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
+                format!("CUBA_EXEC_MAX_CONNECTIONS={v:?}: expected a number >= 1")
+            })?;
+        }
+        if let Some(v) = get("CUBA_EXEC_IDLE_TIMEOUT") {
+            self.idle_timeout = parse_duration(&v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .with_context(|| {
+                    format!("CUBA_EXEC_IDLE_TIMEOUT={v:?}: expected a duration > 0")
                 })?;
         }
         if let Some(v) = get("CUBA_EXEC_BUFFER_SIZE") {

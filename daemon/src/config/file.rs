@@ -24,6 +24,9 @@ struct File {
     buffer_size: Option<Scalar>,
     spool_size: Option<Scalar>,
     ttl: Option<Scalar>,
+    max_finished: Option<Scalar>,
+    max_connections: Option<Scalar>,
+    idle_timeout: Option<Scalar>,
     shutdown_timeout: Option<Scalar>,
     blocked_commands: Option<Vec<String>>,
     allowed_commands: Option<Vec<String>>,
@@ -65,6 +68,9 @@ impl File {
             ("CUBA_EXEC_BUFFER_SIZE", self.buffer_size),
             ("CUBA_EXEC_SPOOL_SIZE", self.spool_size),
             ("CUBA_EXEC_TTL", self.ttl),
+            ("CUBA_EXEC_MAX_FINISHED", self.max_finished),
+            ("CUBA_EXEC_MAX_CONNECTIONS", self.max_connections),
+            ("CUBA_EXEC_IDLE_TIMEOUT", self.idle_timeout),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
         ];
         for (name, value) in scalars {

@@ -31,6 +31,12 @@ pub struct Config {
     pub spool_cap: u64,
     /// How long finished records are kept.
     pub ttl: Duration,
+    /// Most finished records kept; beyond it the oldest are pruned before their `ttl`.
+    pub max_finished: usize,
+    /// Most client connections at once; the next is refused at the handshake.
+    pub max_connections: usize,
+    /// A connection with no request in flight for this long is closed (clients reconnect).
+    pub idle_timeout: Duration,
     /// TERM → KILL grace period when stopping a tree.
     pub grace: Duration,
     /// Shell that runs commands as `shell -c TEXT`.
@@ -59,6 +65,9 @@ impl Config {
             buffer_size: 64 * 1024,
             spool_cap: 64 * 1024 * 1024,
             ttl: Duration::from_secs(3600),
+            max_finished: 1000,
+            max_connections: 512,
+            idle_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),
             shell: "/bin/sh".to_string(),
             policy: Policy::default(),
