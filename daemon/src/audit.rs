@@ -38,6 +38,8 @@ struct Log {
     size: u64,
     /// Peers of processes still running, for their end lines.
     peers: HashMap<u64, Peer>,
+    /// The last write failed part-way: the file may end inside a line.
+    torn: bool,
 }
 
 pub struct Audit {
@@ -71,6 +73,7 @@ impl Audit {
                 file: None,
                 size: 0,
                 peers: HashMap::new(),
+                torn: false,
             }),
         }
     }
@@ -135,7 +138,7 @@ impl Audit {
         let mut text = line.to_string();
         text.push('\n');
         if self.stderr {
-            eprint!("cubad audit: {text}");
+            crate::health::to_stderr(&format!("cubad audit: {text}"));
         }
         let mut log = self.lock();
         if let Some((id, peer)) = remember {
@@ -155,17 +158,26 @@ impl Audit {
                     log.file = Some(f);
                 }
                 Err(e) => {
+                    crate::health::AUDIT.failed(&e);
                     tracing::warn!("cannot open the audit log {}: {e}", self.path.display());
                     return;
                 }
             }
         }
+        // After a line that was cut short (a full disk), start on a line of our own: the torn
+        // one is then a single unparsable line, not the start of the next.
+        if log.torn {
+            text.insert(0, '\n');
+        }
         if let Some(f) = log.file.as_mut() {
             if let Err(e) = f.write_all(text.as_bytes()) {
+                crate::health::AUDIT.failed(&e);
+                log.torn = true;
                 tracing::warn!("cannot write the audit log {}: {e}", self.path.display());
                 return;
             }
         }
+        log.torn = false;
         log.size += text.len() as u64;
         if log.size >= self.max {
             log.file = None;

@@ -5,7 +5,7 @@
 //! kernel already has); a torn last line is skipped on load. The journal is compacted at start-up
 //! and whenever it has grown well past the live records.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -46,7 +46,50 @@ enum Entry {
 pub struct Journal {
     path: PathBuf,
     /// std Mutex: held for one `write(2)`, never across an await.
-    file: Mutex<(File, u64)>,
+    file: Mutex<Writer>,
+}
+
+/// Entries held back while the file takes none (a full disk); past this the oldest are lost.
+const BACKLOG: usize = 4096;
+
+/// The open journal and what could not be written to it yet.
+struct Writer {
+    file: File,
+    /// Lines in the file, to decide when to compact.
+    lines: u64,
+    /// Lines not written yet, oldest first; written before any newer one.
+    backlog: VecDeque<Vec<u8>>,
+    /// The last write failed part-way: the file may end inside a line.
+    torn: bool,
+}
+
+impl Writer {
+    fn new(file: File, lines: u64) -> Writer {
+        Writer {
+            file,
+            lines,
+            backlog: VecDeque::new(),
+            torn: false,
+        }
+    }
+
+    /// Writes the backlog in order, stopping at the first failure (kept for the next try).
+    fn flush(&mut self) -> io::Result<()> {
+        while let Some(buf) = self.backlog.front() {
+            // A torn line is ended first, so it stays one unparsable line (skipped on load).
+            if self.torn {
+                self.file.write_all(b"\n")?;
+                self.torn = false;
+            }
+            if let Err(e) = self.file.write_all(buf) {
+                self.torn = true;
+                return Err(e);
+            }
+            self.backlog.pop_front();
+            self.lines += 1;
+        }
+        Ok(())
+    }
 }
 
 /// What a journal held: records by id, and the next id to hand out.
@@ -94,6 +137,10 @@ fn load(path: &Path) -> io::Result<Loaded> {
     };
     for (n, line) in BufReader::new(file).split(b'\n').enumerate() {
         let line = line?;
+        if line.is_empty() {
+            // Where a write torn by a full disk was ended.
+            continue;
+        }
         let entry: Entry = match serde_json::from_slice(&line) {
             Ok(e) => e,
             Err(e) => {
@@ -140,35 +187,73 @@ impl Journal {
         records: &BTreeMap<u64, Record>,
         next_id: u64,
     ) -> io::Result<Journal> {
-        let lines = Self::rewrite(&path, records, next_id)?;
-        let file = OpenOptions::new().append(true).open(&path)?;
+        let writer = match Self::rewrite(&path, records, next_id) {
+            Ok(lines) => Writer::new(OpenOptions::new().append(true).open(&path)?, lines),
+            Err(e) => {
+                // A full disk: the journal as it was still says what it said; go on appending
+                // to it (the restored states are in memory and written at the next compaction).
+                tracing::warn!(
+                    "journal {}: cannot compact ({e}); appending",
+                    path.display()
+                );
+                crate::health::JOURNAL.held_back(&e, 0);
+                let file = OpenOptions::new().create(true).append(true).open(&path)?;
+                Writer::new(file, u64::MAX / 2)
+            }
+        };
         Ok(Journal {
             path,
-            file: Mutex::new((file, lines)),
+            file: Mutex::new(writer),
         })
     }
 
     fn rewrite(path: &Path, records: &BTreeMap<u64, Record>, next_id: u64) -> io::Result<u64> {
         let tmp = path.with_extension("tmp");
-        let mut out = io::BufWriter::new(File::create(&tmp)?);
-        out.write_all(&line(&Entry::NextId(next_id))?)?;
-        for rec in records.values() {
-            out.write_all(&line(&Entry::Start(Box::new(rec.clone())))?)?;
+        let written = (|| {
+            let mut out = io::BufWriter::new(File::create(&tmp)?);
+            out.write_all(&line(&Entry::NextId(next_id))?)?;
+            for rec in records.values() {
+                out.write_all(&line(&Entry::Start(Box::new(rec.clone())))?)?;
+            }
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            fs::rename(&tmp, path)
+        })();
+        if let Err(e) = written {
+            // A half-written copy would only take the space that is missing.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
         }
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        fs::rename(&tmp, path)?;
         Ok(records.len() as u64 + 1)
     }
 
+    /// Appends `entry` after any held back; what the file does not take now is held back
+    /// (bounded) and written with the next entry or compaction.
     fn append(&self, entry: &Entry) {
-        let result = line(entry).and_then(|buf| {
-            let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-            guard.0.write_all(&buf)?;
-            guard.1 += 1;
-            Ok(())
-        });
-        if let Err(e) = result {
-            tracing::error!("journal {}: write failed: {e}", self.path.display());
+        let buf = match line(entry) {
+            Ok(buf) => buf,
+            Err(e) => {
+                crate::health::JOURNAL.failed(&e);
+                return;
+            }
+        };
+        let mut w = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let was_clean = w.backlog.is_empty();
+        w.backlog.push_back(buf);
+        if w.backlog.len() > BACKLOG {
+            w.backlog.pop_front();
+            crate::health::JOURNAL.failed(&io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        match w.flush() {
+            Ok(()) => crate::health::JOURNAL.set_pending(0),
+            Err(e) => {
+                crate::health::JOURNAL.held_back(&e, w.backlog.len() as u64);
+                if was_clean {
+                    tracing::error!(
+                        "journal {}: write failed, holding entries back: {e}",
+                        self.path.display()
+                    );
+                }
+            }
         }
     }
 
@@ -185,14 +270,56 @@ impl Journal {
         self.append(&Entry::Prune(ids));
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (records, next_id) = live();
-        if guard.1 < 1000 + 4 * records.len() as u64 {
+        if guard.lines < 1000 + 4 * records.len() as u64 && guard.backlog.is_empty() {
             return;
         }
-        let reopened = Self::rewrite(&self.path, &records, next_id)
-            .and_then(|n| Ok((OpenOptions::new().append(true).open(&self.path)?, n)));
+        // A rewrite holds every live record's state: it replaces whatever was held back.
+        let reopened = Self::rewrite(&self.path, &records, next_id).and_then(|n| {
+            Ok(Writer::new(
+                OpenOptions::new().append(true).open(&self.path)?,
+                n,
+            ))
+        });
         match reopened {
-            Ok(file) => *guard = file,
+            Ok(writer) => {
+                *guard = writer;
+                crate::health::JOURNAL.set_pending(0);
+            }
             Err(e) => tracing::error!("journal {}: compaction failed: {e}", self.path.display()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn entries_a_full_disk_refuses_are_held_back_and_written_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1).unwrap();
+        let real = {
+            let mut w = journal.file.lock().unwrap();
+            // /dev/full refuses every write with ENOSPC, as a full disk does.
+            let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+            std::mem::replace(&mut w.file, full)
+        };
+        journal.append(&Entry::Prune(vec![1]));
+        journal.append(&Entry::Prune(vec![2]));
+        assert_eq!(journal.file.lock().unwrap().backlog.len(), 2);
+        let notice = crate::health::JOURNAL.notice().unwrap_or_default();
+        assert!(notice.contains("waiting to be written"), "{notice}");
+        // Space again: the next entry writes the held-back ones first, in order.
+        journal.file.lock().unwrap().file = real;
+        journal.append(&Entry::Prune(vec![3]));
+        assert!(journal.file.lock().unwrap().backlog.is_empty());
+        let text = fs::read_to_string(&path).unwrap();
+        let pruned: Vec<&str> = text.lines().filter(|l| l.contains("Prune")).collect();
+        assert_eq!(
+            pruned,
+            [r#"{"Prune":[1]}"#, r#"{"Prune":[2]}"#, r#"{"Prune":[3]}"#]
+        );
     }
 }

@@ -18,6 +18,7 @@ mod conn;
 mod daemon;
 mod fd;
 mod handlers;
+pub mod health;
 mod journal;
 mod launch;
 pub mod output;

@@ -70,8 +70,9 @@ fn setup(args: Args) -> Result<ExitCode> {
         nix::unistd::daemon(false, true).context("cannot daemonize")?;
     }
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| cuba_daemon::health::LogWriter)
         .with_ansi(false)
+        .log_internal_errors(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -97,8 +98,9 @@ fn setup(args: Args) -> Result<ExitCode> {
 /// person's Ctrl-C or Ctrl-\\ through a terminal would vanish. Each becomes a handler that does
 /// nothing instead: the daemon still ignores it, and exec resets a handled signal to its
 /// default, so commands start with default dispositions as under any terminal. SIGPIPE is
-/// std's own (ignored here, reset for children); SIGCHLD is the reaper's. Before any thread
-/// exists.
+/// std's own (ignored here, reset for children); SIGCHLD is the reaper's. SIGXFSZ is handled
+/// whatever its disposition: a file-size limit must make a write fail (EFBIG, reported like a
+/// full disk), not kill the daemon. Before any thread exists.
 fn no_inherited_ignored_signals() {
     extern "C" fn ignore(_: libc::c_int) {}
     for sig in 1..32 {
@@ -114,7 +116,7 @@ fn no_inherited_ignored_signals() {
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
-                || old.sa_sigaction != libc::SIG_IGN
+                || (old.sa_sigaction != libc::SIG_IGN && sig != libc::SIGXFSZ)
             {
                 continue;
             }
