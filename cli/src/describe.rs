@@ -97,8 +97,12 @@ pub fn detached(id: u64) -> String {
     )
 }
 
-/// The daemon's notice about how a spawn was carried out (a session started, or started again
-/// with its state gone), as a note line for stderr.
+/// The daemon's notices about how a spawn was carried out (a session started, or started again
+/// with its state gone; its spool stopped on a full disk), as a note line for stderr.
 pub fn notice(p: &ProcessInfo) -> Option<String> {
-    p.notice.as_deref().map(|n| format!("[{n}]"))
+    let all: Vec<&str> = [p.notice.as_deref(), p.spool.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!all.is_empty()).then(|| format!("[{}]", all.join("; ")))
 }

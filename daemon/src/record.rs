@@ -151,11 +151,19 @@ impl ProcData {
         info.stdout_bytes = self.output.stdout_bytes;
         info.stderr_bytes = self.output.stderr_bytes;
         info.dropped_bytes = self.output.dropped();
+        info.spool = self.output.notice();
         info
     }
 
     pub fn finished(&self) -> bool {
         self.info.state.is_finished()
+    }
+
+    /// All its output is in: nothing is appended any more, so the spool closes its files (a
+    /// finished record holds no descriptor).
+    pub fn set_drained(&mut self) {
+        self.drained = true;
+        self.output.seal();
     }
 
     /// Running (or waiting for input) with its stdin open: someone could still answer it.
@@ -268,8 +276,8 @@ impl Outcome {
 pub fn spill(p: &Proc) {
     let job = p.lock().output.take_spill();
     if let Some((mut spool, chunks)) = job {
-        let failed = crate::output::write_all(&mut spool, &chunks).err();
-        p.lock().output.end_spill(spool, failed);
+        crate::output::write_all(&mut spool, &chunks);
+        p.lock().output.end_spill(spool);
     }
 }
 

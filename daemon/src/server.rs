@@ -103,6 +103,7 @@ fn start(config: Config) -> Result<Daemon> {
         max_procs: config.max_procs,
         buffer_size: config.buffer_size,
         spool_cap: config.spool_cap,
+        max_finished: config.max_finished,
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());

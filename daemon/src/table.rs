@@ -36,6 +36,8 @@ pub struct Settings {
     /// Memory buffer and spool cap per process.
     pub buffer_size: usize,
     pub spool_cap: u64,
+    /// Most finished records kept: beyond it the oldest are pruned before their TTL.
+    pub max_finished: usize,
 }
 
 /// The records and the next id, as restored from the journal (or empty).
@@ -202,6 +204,14 @@ impl Table {
         let output = Output::new(self.settings.buffer_size, Some(spool));
         let p = Arc::new(Proc::new(ProcData::new(info, output, false)));
         contents.procs.insert(id, p.clone());
+        // Past the cap on finished records (with some slack, so the pruning's file removals
+        // come in batches rather than on every spawn), the oldest go now.
+        let max = self.settings.max_finished;
+        let over = contents.procs.len() > max + running + max / 20 + 1;
+        drop(contents);
+        if over {
+            self.prune_where(None);
+        }
         Ok(Reserved::New(p))
     }
 
@@ -238,24 +248,33 @@ impl Table {
     }
 
     /// Removes finished records that ended more than `age` ago (all finished ones for zero),
-    /// with their spools. Returns how many.
+    /// and the oldest beyond `max_finished`, with their spools. Returns how many.
     pub fn prune(&self, age: Duration) -> u64 {
-        let cutoff = now_ms().saturating_sub(age.as_millis() as u64);
+        self.prune_where(Some(age))
+    }
+
+    /// [`Table::prune`]; with no `age`, only the records beyond `max_finished`.
+    fn prune_where(&self, age: Option<Duration>) -> u64 {
+        let cutoff =
+            age.map(|a| now_ms().saturating_sub(u64::try_from(a.as_millis()).unwrap_or(u64::MAX)));
         let removed: Vec<Arc<Proc>> = {
             let mut contents = self.lock();
-            let ids: Vec<u64> = contents
+            // Finished with all output in, oldest end first.
+            let mut done: Vec<(u64, u64)> = contents
                 .procs
                 .iter()
-                .filter(|(_, p)| {
+                .filter_map(|(id, p)| {
                     let rec = p.lock();
-                    rec.finished()
-                        && rec.drained
-                        && rec.info.ended_at_ms.is_none_or(|t| t <= cutoff)
+                    (rec.finished() && rec.drained)
+                        .then(|| (rec.info.ended_at_ms.unwrap_or(0), *id))
                 })
-                .map(|(id, _)| *id)
                 .collect();
-            ids.iter()
-                .filter_map(|id| contents.procs.remove(id))
+            done.sort_unstable();
+            let over = done.len().saturating_sub(self.settings.max_finished);
+            done.iter()
+                .enumerate()
+                .filter(|(i, (ended, _))| *i < over || cutoff.is_some_and(|c| *ended <= c))
+                .filter_map(|(_, (_, id))| contents.procs.remove(id))
                 .collect()
         };
         if removed.is_empty() {
@@ -340,6 +359,7 @@ fn row(id: u64, new: NewRecord) -> ProcessInfo {
         tty: new.tty,
         session: new.session,
         notice: None,
+        spool: None,
     }
 }
 
@@ -383,6 +403,7 @@ pub mod tests {
             max_procs,
             buffer_size: 4096,
             spool_cap: 1 << 20,
+            max_finished: 1000,
         };
         let contents = Contents {
             next_id: 1,
@@ -463,5 +484,27 @@ pub mod tests {
         assert!(t.get(a.id).is_err());
         assert_eq!(t.get(b.id).unwrap().id, b.id);
         assert_eq!(t.running().len(), 1);
+    }
+
+    #[test]
+    fn finished_records_beyond_the_cap_go_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(dir.path(), 5);
+        t.settings.max_finished = 5;
+        let running = new(reserve(&t, "stays", ProcKind::Command, false));
+        for i in 0..40 {
+            let p = new(reserve(&t, &format!("c{i}"), ProcKind::Command, false));
+            t.finish(&p, Outcome::of_exit(None, Exit::Code(0)));
+            p.lock().set_drained();
+            assert!(
+                t.all().len() <= 8,
+                "bounded while spawning: {}",
+                t.all().len()
+            );
+        }
+        // The periodic prune trims to the cap exactly, TTL or not; the running one is kept.
+        t.prune(Duration::from_secs(3600));
+        let ids: Vec<u64> = t.all().iter().map(|p| p.id).collect();
+        assert_eq!(ids, [running.id, 37, 38, 39, 40, 41]);
     }
 }

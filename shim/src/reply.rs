@@ -29,6 +29,9 @@ pub struct ProcessFacts {
     pub signal: Option<String>,
     pub time_ms: u64,
     pub bytes: u64,
+    /// The spool stopped (a full disk): why, and the bytes not kept on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool: Option<String>,
 }
 
 impl ProcessFacts {
@@ -44,6 +47,7 @@ impl ProcessFacts {
             signal: info.signal.map(|s| s.to_string()),
             time_ms: info.elapsed_ms(now),
             bytes: info.total_bytes(),
+            spool: info.spool.clone(),
         }
     }
 
@@ -278,6 +282,11 @@ impl ProcessReply {
             text.push_str("\nnotice: ");
             text.push_str(n);
         }
+        if let Some(n) = &self.facts.spool {
+            // Already a sentence: "spool stopped: no space left on device; …".
+            text.push('\n');
+            text.push_str(n);
+        }
         if let Some(e) = &self.error {
             text.push('\n');
             text.push_str(self.code.as_deref().unwrap_or("ERROR"));
@@ -367,6 +376,9 @@ impl ProcessRow {
         if let Some(n) = &f.name {
             l.push_str(&format!(" name:{n}"));
         }
+        if let Some(s) = &f.spool {
+            l.push_str(&format!(" [{s}]"));
+        }
         l.push_str(" $ ");
         l.push_str(&self.command);
         l
@@ -406,6 +418,7 @@ mod tests {
             tty: None,
             session: Some("dev".into()),
             notice: None,
+            spool: None,
         }
     }
 

@@ -126,6 +126,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if let Some(n) = &p.notice {
         lines.push(("notice", n.clone(), Some(Paint::Yellow)));
     }
+    if let Some(n) = &p.spool {
+        lines.push(("spool", n.clone(), Some(Paint::Yellow)));
+    }
     let mut out = String::new();
     for (key, value, paint) in lines {
         let key = ctx.out.paint(Some(Paint::Dim), &format!("{key:<10}"));

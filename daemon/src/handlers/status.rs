@@ -7,6 +7,31 @@ use crate::daemon::Daemon;
 pub fn status(d: &Daemon) -> DaemonStatus {
     let all = d.table().all();
     let running = all.iter().filter(|p| !p.lock().finished()).count();
+    let mut notices = Vec::new();
+    let stopped: Vec<(u64, String)> = all
+        .iter()
+        .filter_map(|p| {
+            let rec = p.lock();
+            let why = rec.output.spool_stopped().filter(|_| !rec.finished())?;
+            Some((p.id, why))
+        })
+        .collect();
+    if let Some((_, why)) = stopped.first() {
+        let ids: Vec<String> = stopped
+            .iter()
+            .take(10)
+            .map(|(id, _)| id.to_string())
+            .collect();
+        let more = if stopped.len() > 10 { " …" } else { "" };
+        notices.push(format!(
+            "spool stopped: {why}; {} running process(es) (ids {}{more}) keep their output in \
+             memory only until the state directory {} takes writes again",
+            stopped.len(),
+            ids.join(", "),
+            d.config().state_dir.display()
+        ));
+    }
+    notices.extend(crate::health::notices());
     DaemonStatus {
         daemon_version: VERSION.to_string(),
         protocol_version: PROTOCOL_VERSION,
@@ -18,5 +43,6 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         running: running as u32,
         total: all.len() as u32,
         max_procs: d.config().max_procs as u32,
+        notices,
     }
 }

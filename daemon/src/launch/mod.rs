@@ -112,7 +112,7 @@ impl Launcher {
             Ok(started) => started,
             Err(reason) => {
                 self.table.started(caller.who(), p, 0);
-                p.lock().drained = true;
+                p.lock().set_drained();
                 self.table
                     .finish(p, Outcome::failed_to_start(reason.clone()));
                 return Err(reason);

@@ -105,4 +105,10 @@ impl MemBuf {
     pub fn tail_start(&self, total: u64) -> u64 {
         total - self.tail.len() as u64
     }
+
+    /// How many bytes of `[start, end)` it holds, `total` having been written.
+    pub fn holds(&self, start: u64, end: u64, total: u64) -> u64 {
+        let overlap = |a: u64, b: u64| end.min(b).saturating_sub(start.max(a));
+        overlap(0, self.head.len() as u64) + overlap(self.tail_start(total), total)
+    }
 }

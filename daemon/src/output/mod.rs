@@ -6,8 +6,6 @@
 //! answers the rest. Stream tags are kept as *runs*: the cursor where each stretch of one stream
 //! begins, so memory per process stays bounded whatever the child writes.
 
-use std::io;
-
 use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
 mod memory;
@@ -17,12 +15,11 @@ mod spool;
 use memory::MemBuf;
 pub use spool::Spool;
 
-/// Writes `chunks` in order; the first failure ends it.
-pub fn write_all(spool: &mut Spool, chunks: &[Chunk]) -> io::Result<()> {
+/// Writes `chunks` in order (a spool that stops skips the rest and counts it).
+pub fn write_all(spool: &mut Spool, chunks: &[Chunk]) {
     for chunk in chunks {
-        spool.write(chunk.stream, &chunk.data)?;
+        spool.write(chunk.stream, &chunk.data);
     }
-    Ok(())
 }
 
 /// Everything a process wrote, bounded in memory, with the spool behind it.
@@ -67,8 +64,37 @@ impl Output {
         self.stdout_bytes + self.stderr_bytes
     }
 
+    /// Bytes that no read can return any more: deleted from the spool to keep its cap, or
+    /// skipped while it was stopped and gone from memory since.
     pub fn dropped(&self) -> u64 {
-        self.spool.as_ref().map_or(0, Spool::dropped)
+        let Some(spool) = &self.spool else { return 0 };
+        let total = self.total();
+        let missing: u64 = spool
+            .gaps()
+            .iter()
+            .map(|&(a, b)| (b - a) - self.mem.holds(a, b, total))
+            .sum();
+        spool.evicted() + missing
+    }
+
+    /// What the reader of this output should be told (its spool stopped), if anything.
+    pub fn notice(&self) -> Option<String> {
+        self.spool.as_ref().and_then(Spool::notice)
+    }
+
+    /// Why the spool takes no bytes now (a full disk), if it does not.
+    pub fn spool_stopped(&self) -> Option<String> {
+        self.spool
+            .as_ref()
+            .and_then(Spool::stopped_by)
+            .map(str::to_string)
+    }
+
+    /// All output is in: the spool closes its files.
+    pub fn seal(&mut self) {
+        if let Some(spool) = &mut self.spool {
+            spool.seal();
+        }
     }
 
     pub fn append(&mut self, stream: Stream, data: &[u8]) {
@@ -98,8 +124,8 @@ impl Output {
     /// Writes what only memory holds to the spool, and every later append as it comes.
     pub fn spill(&mut self) {
         if let Some((mut spool, chunks)) = self.take_spill() {
-            let failed = write_all(&mut spool, &chunks).err();
-            self.end_spill(spool, failed);
+            write_all(&mut spool, &chunks);
+            self.end_spill(spool);
         }
     }
 
@@ -133,25 +159,15 @@ impl Output {
         self.spool.take().map(|spool| (spool, chunks))
     }
 
-    /// The second half: the spool back, written (or, after `failed`, off).
-    pub fn end_spill(&mut self, spool: Spool, failed: Option<io::Error>) {
+    /// The second half: the spool back, written (or stopped, counting what it skipped).
+    pub fn end_spill(&mut self, spool: Spool) {
         self.spooling = true;
-        match failed {
-            None => self.spool = Some(spool),
-            Some(e) => {
-                // Memory keeps working; older bytes are then reported as dropped.
-                tracing::warn!(dir = %spool.dir().display(), "spool write failed, spool off: {e}");
-            }
-        }
+        self.spool = Some(spool);
     }
 
     fn spool_write(&mut self, stream: Stream, data: &[u8]) {
         if let Some(spool) = &mut self.spool {
-            if let Err(e) = spool.write(stream, data) {
-                // Memory keeps working; older bytes are then reported as dropped.
-                tracing::warn!(dir = %spool.dir().display(), "spool write failed, spool off: {e}");
-                self.spool = None;
-            }
+            spool.write(stream, data);
         }
     }
 
@@ -190,9 +206,11 @@ impl Output {
                     None
                 }
             });
+        let mem_start = self.mem.tail_start(total);
         let (start, next, chunks) = match from_spool {
-            Some(r) => r,
-            None => {
+            // The spool skips a stretch it never got; memory may hold part of it.
+            Some(r) if r.0 <= mem_start || r.0 == since => r,
+            _ => {
                 // Neither store has `since`: resume at the oldest byte memory still holds.
                 let start = self.mem.tail_start(total);
                 let end = total.min(start + max);

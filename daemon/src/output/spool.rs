@@ -6,25 +6,48 @@
 //! segments of an eighth of the cap each, and when there are too many the oldest is deleted and
 //! counted as dropped. So `logs` shows the beginning and the end of any run, and a reader that
 //! falls behind learns exactly how much it missed.
+//!
+//! A spool never fails its writer: when the disk is full it stops, counts the bytes it skips
+//! (memory still has the latest), says so in the record's notice, and resumes by itself in a
+//! new segment once the file system takes bytes again.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use cuba_protocol::{Chunk, Stream, StreamFilter};
 
 use super::runs::{split_runs, Run};
 
 const TAG_LEN: u64 = 9;
+/// How often a stopped spool tries its directory again (on the next output after that).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Gaps remembered one by one; past this the oldest two are counted as one.
+const MAX_GAPS: usize = 64;
+
+/// A segment's files. Only the segment being written keeps them open: a finished record, or
+/// an older segment of a running one, opens them for the read that needs them, so open
+/// descriptors never grow with the number of records.
+#[derive(Debug)]
+struct Files {
+    data: File,
+    tags: File,
+}
 
 #[derive(Debug)]
 struct Segment {
     start: u64,
     len: u64,
-    data: File,
-    tags: File,
     tag_count: u64,
+    files: Option<Files>,
+}
+
+/// Why the spool takes no bytes now, and when it tries again.
+#[derive(Debug)]
+struct Stopped {
+    retry_at: Instant,
 }
 
 #[derive(Debug)]
@@ -34,9 +57,18 @@ pub struct Spool {
     seg_size: u64,
     max_tail_segs: usize,
     segs: Vec<Segment>,
+    /// The cursor of the next byte (bytes skipped while stopped included).
     written: u64,
-    dropped: u64,
+    /// Bytes of middle segments deleted to keep the cap.
+    evicted: u64,
     last_stream: Option<Stream>,
+    stopped: Option<Stopped>,
+    /// How long a stopped spool waits before it tries again.
+    retry_after: Duration,
+    /// The last write error, as users read it (`no space left on device`).
+    error: Option<String>,
+    /// Stretches `[start, end)` never written because the spool was stopped.
+    gaps: Vec<(u64, u64)>,
 }
 
 fn stream_byte(s: Stream) -> u8 {
@@ -59,12 +91,17 @@ impl Spool {
             max_tail_segs: ((cap - head_cap.min(cap)) / seg_size).max(1) as usize,
             segs: Vec::new(),
             written: 0,
-            dropped: 0,
+            evicted: 0,
             last_stream: None,
+            stopped: None,
+            retry_after: RETRY_AFTER,
+            error: None,
+            gaps: Vec::new(),
         }
     }
 
     /// Reopens the spool of a finished process (after a daemon restart), read-only in practice.
+    /// No file stays open.
     pub fn open(dir: PathBuf) -> io::Result<Spool> {
         let mut segs = Vec::new();
         for entry in fs::read_dir(&dir)? {
@@ -79,16 +116,13 @@ impl Spool {
             else {
                 continue;
             };
-            let data = File::open(&path)?;
-            let tags = File::open(path.with_extension("tags"))?;
-            let len = data.metadata()?.len();
-            let tag_count = tags.metadata()?.len() / TAG_LEN;
+            let len = fs::metadata(&path)?.len();
+            let tag_count = fs::metadata(path.with_extension("tags"))?.len() / TAG_LEN;
             segs.push(Segment {
                 start,
                 len,
-                data,
-                tags,
                 tag_count,
+                files: None,
             });
         }
         segs.sort_by_key(|s| s.start);
@@ -101,16 +135,29 @@ impl Spool {
             max_tail_segs: 0,
             segs,
             written,
-            dropped: written - kept,
+            evicted: written - kept,
             last_stream: None,
+            stopped: None,
+            retry_after: RETRY_AFTER,
+            error: None,
+            gaps: Vec::new(),
         })
+    }
+
+    /// Closes every file: the process is done, reads open what they need.
+    pub fn seal(&mut self) {
+        for seg in &mut self.segs {
+            seg.files = None;
+        }
     }
 
     /// Bytes kept per stream `(stdout, stderr)`, from the tags; dropped bytes count as stdout.
     pub fn stream_bytes(&self) -> (u64, u64) {
-        let (mut out, mut err) = (self.dropped, 0);
+        let (mut out, mut err) = (self.dropped(), 0);
         for seg in &self.segs {
-            let Ok(runs) = read_runs(seg, seg.start, seg.start + seg.len) else {
+            let Ok(runs) = self.with_files(seg, |_, tags| {
+                read_runs(seg, tags, seg.start, seg.start + seg.len)
+            }) else {
                 continue;
             };
             for (i, run) in runs.iter().enumerate() {
@@ -129,15 +176,72 @@ impl Spool {
         &self.dir
     }
 
+    /// Bytes the spool does not have: deleted to keep the cap, or never written while stopped.
     pub fn dropped(&self) -> u64 {
-        self.dropped
+        self.evicted + self.gaps.iter().map(|(a, b)| b - a).sum::<u64>()
+    }
+
+    /// Bytes deleted to keep the cap.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Stretches never written because the spool was stopped.
+    pub fn gaps(&self) -> &[(u64, u64)] {
+        &self.gaps
+    }
+
+    /// What a user should know about this spool: stopped now, or bytes missing from a stop.
+    pub fn notice(&self) -> Option<String> {
+        let missing: u64 = self.gaps.iter().map(|(a, b)| b - a).sum();
+        let error = self.error.as_deref().unwrap_or("write failed");
+        match (&self.stopped, missing) {
+            (Some(_), n) => Some(format!(
+                "spool stopped: {error}; {n} bytes not kept on disk (memory has the latest)"
+            )),
+            (None, 0) => None,
+            (None, n) => Some(format!(
+                "spool was stopped ({error}): {n} bytes not kept on disk"
+            )),
+        }
+    }
+
+    /// Whether writing is stopped now.
+    pub fn stopped(&self) -> bool {
+        self.stopped.is_some()
+    }
+
+    /// Why writing stopped, while it is.
+    pub fn stopped_by(&self) -> Option<&str> {
+        self.stopped
+            .as_ref()
+            .map(|_| self.error.as_deref().unwrap_or("write failed"))
+    }
+
+    fn base(&self, start: u64) -> PathBuf {
+        self.dir.join(format!("{start:020}"))
+    }
+
+    /// Runs `f` with a segment's files: its open ones, or opened for this call.
+    fn with_files<T>(
+        &self,
+        seg: &Segment,
+        f: impl FnOnce(&File, &File) -> io::Result<T>,
+    ) -> io::Result<T> {
+        match &seg.files {
+            Some(files) => f(&files.data, &files.tags),
+            None => {
+                let base = self.base(seg.start);
+                let data = File::open(base.with_extension("out"))?;
+                let tags = File::open(base.with_extension("tags"))?;
+                f(&data, &tags)
+            }
+        }
     }
 
     fn open_segment(&mut self) -> io::Result<()> {
-        if self.segs.is_empty() {
-            fs::create_dir_all(&self.dir)?;
-        }
-        let base = self.dir.join(format!("{:020}", self.written));
+        fs::create_dir_all(&self.dir)?;
+        let base = self.base(self.written);
         let open = |ext: &str| {
             OpenOptions::new()
                 .create(true)
@@ -146,19 +250,30 @@ impl Spool {
                 .write(true)
                 .open(base.with_extension(ext))
         };
-        let seg = Segment {
+        let data = open("out")?;
+        let tags = match open("tags") {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = fs::remove_file(base.with_extension("out"));
+                return Err(e);
+            }
+        };
+        if let Some(last) = self.segs.last_mut() {
+            last.files = None;
+        }
+        self.segs.push(Segment {
             start: self.written,
             len: 0,
-            data: open("out")?,
-            tags: open("tags")?,
             tag_count: 0,
-        };
-        self.segs.push(seg);
+            files: Some(Files { data, tags }),
+        });
+        // A new segment starts a new run whatever the stream.
+        self.last_stream = None;
         // Keep the head segment; drop the oldest after it when there are too many.
         if self.segs.len() > self.max_tail_segs + 1 {
             let old = self.segs.remove(1);
-            self.dropped += old.len;
-            let base = self.dir.join(format!("{:020}", old.start));
+            self.evicted += old.len;
+            let base = self.base(old.start);
             // Already-deleted files are fine: the bytes are gone either way.
             let _ = fs::remove_file(base.with_extension("out"));
             let _ = fs::remove_file(base.with_extension("tags"));
@@ -174,10 +289,70 @@ impl Spool {
         }
     }
 
-    pub fn write(&mut self, stream: Stream, mut data: &[u8]) -> io::Result<()> {
+    /// Appends `data`. Never fails: when the file system refuses (a full disk, a file-size
+    /// limit), the spool stops, counts what it skips, and tries again on output after
+    /// [`RETRY_AFTER`], in a new segment: the bytes in between are a gap readers are told of.
+    pub fn write(&mut self, stream: Stream, data: &[u8]) {
+        if let Some(stopped) = &self.stopped {
+            if Instant::now() < stopped.retry_at {
+                self.skip(data.len() as u64);
+                return;
+            }
+            match self.open_segment() {
+                Ok(()) => {
+                    tracing::info!(dir = %self.dir.display(), "spool resumed");
+                    self.stopped = None;
+                }
+                Err(e) => {
+                    self.stop(&e);
+                    self.skip(data.len() as u64);
+                    return;
+                }
+            }
+        }
+        let mut rest = data;
+        if let Err(e) = self.write_some(stream, &mut rest) {
+            if self.stopped.is_none() {
+                tracing::warn!(dir = %self.dir.display(), "spool stopped: {e}");
+            }
+            self.stop(&e);
+            self.skip(rest.len() as u64);
+        }
+    }
+
+    fn stop(&mut self, e: &io::Error) {
+        self.error = Some(crate::health::reason(e));
+        self.stopped = Some(Stopped {
+            retry_at: Instant::now() + self.retry_after,
+        });
+        // The segment written last is never written again: its files may close.
+        if let Some(seg) = self.segs.last_mut() {
+            seg.files = None;
+        }
+    }
+
+    /// `n` bytes at the cursor are not kept.
+    fn skip(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let at = self.written;
+        match self.gaps.last_mut() {
+            Some(gap) if gap.1 == at => gap.1 += n,
+            _ => self.gaps.push((at, at + n)),
+        }
+        if self.gaps.len() > MAX_GAPS {
+            let second = self.gaps.remove(1);
+            self.gaps[0].1 = second.1;
+        }
+        self.written += n;
+    }
+
+    /// Writes from `data`, advancing it past what the files took.
+    fn write_some(&mut self, stream: Stream, data: &mut &[u8]) -> io::Result<()> {
         while !data.is_empty() {
             let full = match self.segs.last() {
-                Some(seg) => seg.len >= self.capacity_of(seg),
+                Some(seg) => seg.len >= self.capacity_of(seg) || seg.files.is_none(),
                 None => true,
             };
             if full {
@@ -189,19 +364,31 @@ impl Spool {
             let Some(seg) = self.segs.last_mut() else {
                 return Err(io::Error::other("spool has no segment"));
             };
-            let n = (cap - seg.len).min(data.len() as u64) as usize;
+            let Some(files) = seg.files.as_mut() else {
+                return Err(io::Error::other("spool segment is closed"));
+            };
+            let n = (cap.saturating_sub(seg.len)).min(data.len() as u64) as usize;
             if seg.len == 0 || new_run {
                 let mut tag = [0u8; TAG_LEN as usize];
                 tag[..8].copy_from_slice(&written.to_le_bytes());
                 tag[8] = stream_byte(stream);
-                seg.tags.write_all(&tag)?;
+                if let Err(e) = files.tags.write_all(&tag) {
+                    // A torn tag would misplace every later one.
+                    let _ = files.tags.set_len(seg.tag_count * TAG_LEN);
+                    return Err(e);
+                }
                 seg.tag_count += 1;
             }
-            seg.data.write_all(&data[..n])?;
+            if let Err(e) = files.data.write_all(&data[..n]) {
+                // The segment ends at its last whole write: what the file took of this one
+                // is cut off, so the file says exactly what `len` says.
+                let _ = files.data.set_len(seg.len);
+                return Err(e);
+            }
             seg.len += n as u64;
             self.written += n as u64;
             self.last_stream = Some(stream);
-            data = &data[n..];
+            *data = &data[n..];
         }
         Ok(())
     }
@@ -223,16 +410,18 @@ impl Spool {
         if start >= end {
             return Ok(None);
         }
-        let mut data = vec![0u8; (end - start) as usize];
-        seg.data.read_exact_at(&mut data, start - seg.start)?;
-        let runs = read_runs(seg, start, end)?;
-        Ok(Some((start, end, split_runs(runs, &data, start, filter))))
+        self.with_files(seg, |data_file, tags| {
+            let mut data = vec![0u8; (end - start) as usize];
+            data_file.read_exact_at(&mut data, start - seg.start)?;
+            let runs = read_runs(seg, tags, start, end)?;
+            Ok(Some((start, end, split_runs(runs, &data, start, filter))))
+        })
     }
 }
 
-fn read_tag(seg: &Segment, index: u64) -> io::Result<Run> {
+fn read_tag(tags: &File, index: u64) -> io::Result<Run> {
     let mut tag = [0u8; TAG_LEN as usize];
-    seg.tags.read_exact_at(&mut tag, index * TAG_LEN)?;
+    tags.read_exact_at(&mut tag, index * TAG_LEN)?;
     let mut cursor = [0u8; 8];
     cursor.copy_from_slice(&tag[..8]);
     Ok(Run {
@@ -247,11 +436,11 @@ fn read_tag(seg: &Segment, index: u64) -> io::Result<Run> {
 
 /// The runs covering `[start, end)`: binary search for the last run at or before `start`,
 /// then read forward until `end`.
-fn read_runs(seg: &Segment, start: u64, end: u64) -> io::Result<Vec<Run>> {
+fn read_runs(seg: &Segment, tags: &File, start: u64, end: u64) -> io::Result<Vec<Run>> {
     let (mut lo, mut hi) = (0, seg.tag_count);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if read_tag(seg, mid)?.start <= start {
+        if read_tag(tags, mid)?.start <= start {
             lo = mid;
         } else {
             hi = mid;
@@ -260,7 +449,7 @@ fn read_runs(seg: &Segment, start: u64, end: u64) -> io::Result<Vec<Run>> {
     let mut runs = Vec::new();
     let mut i = lo;
     while i < seg.tag_count {
-        let run = read_tag(seg, i)?;
+        let run = read_tag(tags, i)?;
         if run.start >= end {
             break;
         }
@@ -300,7 +489,7 @@ mod tests {
             } else {
                 Stream::Stdout
             };
-            s.write(stream, line.as_bytes()).unwrap();
+            s.write(stream, line.as_bytes());
             all.extend_from_slice(line.as_bytes());
             if stream == Stream::Stderr {
                 errs.extend_from_slice(line.as_bytes());
@@ -322,7 +511,7 @@ mod tests {
         let mut s = Spool::create(dir.path().join("2"), 800); // head 200, segs 100
         let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
         for piece in data.chunks(77) {
-            s.write(Stream::Stdout, piece).unwrap();
+            s.write(Stream::Stdout, piece);
         }
         let (kept, dropped) = read_all(&s, StreamFilter::Both);
         assert_eq!(kept.len() as u64 + dropped, 5000);
@@ -332,5 +521,41 @@ mod tests {
         assert_eq!(&kept[kept.len() - 100..], &data[4900..], "the tail is kept");
         let files = fs::read_dir(dir.path().join("2")).unwrap().count();
         assert!(files <= 2 * 8, "old segments are deleted ({files} files)");
+    }
+
+    #[test]
+    fn a_spool_that_cannot_write_stops_counts_the_gap_and_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        // The spool's directory would be inside a file: every open fails (ENOTDIR).
+        let blocker = dir.path().join("x");
+        fs::write(&blocker, b"").unwrap();
+        let mut s = Spool::create(blocker.join("3"), 8000);
+        s.retry_after = Duration::ZERO;
+        s.write(Stream::Stdout, b"lost ");
+        s.write(Stream::Stderr, b"also lost ");
+        assert!(s.stopped());
+        assert_eq!(s.gaps(), [(0, 15)]);
+        assert_eq!(s.dropped(), 15);
+        let n = s.notice().unwrap();
+        assert!(
+            n.starts_with("spool stopped: not a directory; 15 bytes"),
+            "{n}"
+        );
+        // The file system takes bytes again: the next write resumes in a new segment.
+        fs::remove_file(&blocker).unwrap();
+        s.write(Stream::Stdout, b"kept");
+        assert!(!s.stopped());
+        let (bytes, dropped) = read_all(&s, StreamFilter::Both);
+        assert_eq!((bytes.as_slice(), dropped), (&b"kept"[..], 15));
+        let n = s.notice().unwrap();
+        assert_eq!(
+            n,
+            "spool was stopped (not a directory): 15 bytes not kept on disk"
+        );
+        // Sealed, it holds no file yet reads the same; reopened, it finds the same bytes.
+        s.seal();
+        assert_eq!(read_all(&s, StreamFilter::Both).0, b"kept");
+        let re = Spool::open(blocker.join("3")).unwrap();
+        assert_eq!(read_all(&re, StreamFilter::Both), (b"kept".to_vec(), 15));
     }
 }

@@ -23,7 +23,7 @@ pub fn end_command(table: &Arc<Table>, cmd: &Arc<Proc>, outcome: Outcome) {
     let cmd = cmd.clone();
     tokio::spawn(async move {
         spill_off_thread(cmd.clone()).await;
-        cmd.lock().drained = true;
+        cmd.lock().set_drained();
         cmd.notify();
     });
 }

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use super::{Supervisor, ABANDON_AFTER};
 use crate::reaper::Exit;
-use crate::record::{Outcome, StopCause};
+use crate::record::{Outcome, Proc, StopCause};
+use crate::table::Table;
 use crate::tree;
 
 impl Supervisor {
@@ -97,7 +98,7 @@ impl Supervisor {
         }
         {
             let mut rec = self.p.lock();
-            rec.drained = true;
+            rec.set_drained();
             rec.control = None;
             if let Some(tty) = rec.tty.as_mut() {
                 tty.master = None;
@@ -106,4 +107,25 @@ impl Supervisor {
         self.p.notify();
         self.table.changed();
     }
+}
+
+/// What is left to do when supervision of `p` failed: kill its tree, end the record, let go of
+/// its handles.
+pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
+    let root = p.lock().root.clone();
+    if let Some(root) = root {
+        tree::kill_tree(&root, Some(&table.scope()));
+    }
+    let why = format!("its supervisor failed ({what}); the process tree was killed");
+    table.finish(p, Outcome::lost(why));
+    {
+        let mut rec = p.lock();
+        rec.set_drained();
+        rec.control = None;
+        if let Some(tty) = rec.tty.as_mut() {
+            tty.master = None;
+        }
+    }
+    p.notify();
+    table.changed();
 }

@@ -37,4 +37,7 @@ pub struct DaemonStatus {
     pub running: u32,
     pub total: u32,
     pub max_procs: u32,
+    /// What the daemon could not do as it should (a full disk: spools stopped, log lines or
+    /// journal entries not written), one line each; empty when all is well.
+    pub notices: Vec<String>,
 }

@@ -103,6 +103,10 @@ pub struct ProcessInfo {
     /// was started again because its shell had ended).
     #[serde(default)]
     pub notice: Option<String>,
+    /// The spool (the on-disk copy of the output) stopped, now or earlier: why, and how many
+    /// bytes it does not have (`spool stopped: no space left on device; 1 234 bytes …`).
+    #[serde(default)]
+    pub spool: Option<String>,
 }
 
 /// What a row of the table is.

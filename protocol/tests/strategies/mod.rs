@@ -287,12 +287,18 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         any::<u64>(),
         any::<u64>(),
     );
-    let third = (proc_kind(), opt(tty_size()), opt(text()), opt(text()));
+    let third = (
+        proc_kind(),
+        opt(tty_size()),
+        opt(text()),
+        opt(text()),
+        opt(text()),
+    );
     (first, second, third).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
-            (kind, tty, session, notice),
+            (kind, tty, session, notice, spool),
         )| ProcessInfo {
             id,
             pid,
@@ -314,6 +320,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             tty,
             session,
             notice,
+            spool,
         },
     )
 }
@@ -349,13 +356,13 @@ fn wait_reason() -> impl Strategy<Value = WaitReason> {
 fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
     let fields = (
         (text(), any::<u32>(), any::<u32>(), any::<u64>()),
-        (text(), text()),
+        (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
     );
     fields.prop_map(
         |(
             (daemon_version, protocol_version, pid, started_at_ms),
-            (socket, state_dir),
+            (socket, state_dir, notices),
             (clients, running, total, max_procs),
         )| DaemonStatus {
             daemon_version,
@@ -368,6 +375,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             running,
             total,
             max_procs,
+            notices,
         },
     )
 }

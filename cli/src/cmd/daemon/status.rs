@@ -76,6 +76,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ctx.out.paint(Some(Paint::Dim), &format!("{k:<10}"))
         ));
     }
+    for n in &s.notices {
+        out.push_str(&format!(
+            "{} {}\n",
+            ctx.out
+                .paint(Some(Paint::Dim), &format!("{:<10}", "notice")),
+            ctx.out.paint(Some(Paint::Yellow), n)
+        ));
+    }
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
