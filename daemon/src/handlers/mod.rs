@@ -21,9 +21,11 @@ mod validate;
 mod wait;
 mod watch;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use cuba_protocol::{ProtocolError, Request, Response, ResponseFrame};
+use cuba_protocol::{ErrorKind, ProtocolError, Request, Response, ResponseFrame};
+use futures_util::FutureExt;
 use tokio::sync::mpsc;
 
 use crate::caller::Caller;
@@ -49,8 +51,25 @@ impl Responder {
     }
 }
 
-/// Runs one request of `caller` to completion, sending its reply.
+/// Runs one request of `caller` to completion, sending its reply. A handler that fails (a
+/// panic: a bug) still gets its request an answer, and the daemon goes on serving.
 pub async fn dispatch(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Responder) {
+    let (id, tx) = (out.id, out.tx.clone());
+    let handled = AssertUnwindSafe(handle(d, caller, request, out)).catch_unwind();
+    if handled.await.is_err() {
+        tracing::error!(id, "a request handler failed");
+        let msg = "the request failed inside cubad (see its log); the daemon goes on".to_string();
+        let error = Response::Error(ProtocolError::new(ErrorKind::Internal, msg));
+        let _ = tx
+            .send(ResponseFrame {
+                id,
+                response: error,
+            })
+            .await;
+    }
+}
+
+async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Responder) {
     let result = match request {
         Request::Spawn(r) => spawn::spawn(&d, &caller, r).map(Response::Process),
         Request::Ensure(r) => spawn::ensure(&d, &caller, r).map(|(p, existing)| match existing {

@@ -43,10 +43,15 @@ pub fn ensure(
 fn start(
     d: &Daemon,
     caller: &Caller,
-    req: SpawnRequest,
+    mut req: SpawnRequest,
     reuse: bool,
 ) -> Result<(ProcessInfo, bool), ProtocolError> {
     validate::spawn_request(&req)?;
+    // `timeout_ms: 0` is no limit, as `timeout 0` is: not a limit already passed, which would
+    // stop a process before it could run and call even its successes `timed_out`.
+    if req.timeout_ms == Some(0) {
+        req.timeout_ms = None;
+    }
     let cwd = match &req.cwd {
         Some(c) => Path::new(&caller.client.cwd).join(c),
         None => PathBuf::from(&caller.client.cwd),

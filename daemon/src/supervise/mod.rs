@@ -14,10 +14,12 @@ mod input;
 mod route;
 
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::Stream;
+use futures_util::FutureExt;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
@@ -124,8 +126,25 @@ struct Supervisor {
     cleanup: Vec<Cleanup>,
 }
 
-/// Supervises process `p` until it has ended and all its output is in.
-pub async fn supervise(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Control>) {
+/// Supervises process `p` until it has ended and all its output is in. Should the supervision
+/// itself fail (a panic: a bug, never an I/O error, which every writer absorbs), the record
+/// still reaches a final state and its tree is killed: nothing is left `running` with no one
+/// watching it.
+pub async fn supervise(job: Job, p: Arc<Proc>, io: ChildIo, control: mpsc::Receiver<Control>) {
+    let table = job.table.clone();
+    let watched = AssertUnwindSafe(run(job, p.clone(), io, control));
+    if let Err(panic) = watched.catch_unwind().await {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string());
+        tracing::error!(id = p.id, "supervisor failed: {what}");
+        exit::abandoned(&table, &p, &what);
+    }
+}
+
+async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Control>) {
     let mut s = Supervisor {
         table: job.table,
         grace: job.grace,
