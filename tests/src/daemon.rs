@@ -23,6 +23,26 @@ pub const TEST_GRACE: &str = "300ms";
 pub struct Builder {
     env: Vec<(String, String)>,
     ignored: Vec<i32>,
+    limits: Limits,
+}
+
+/// What the daemon's process is started with besides its environment.
+#[derive(Debug, Default, Clone)]
+struct Limits {
+    /// A state directory (log included) of this many bytes: a tmpfs of its own when this user
+    /// may mount one, else a file-size limit on the daemon (`RLIMIT_FSIZE`).
+    small_state: Option<u64>,
+    /// `RLIMIT_NOFILE`, soft and hard.
+    open_files: Option<u64>,
+}
+
+/// How a test daemon's small state directory is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmallState {
+    /// A tmpfs of that size: it fills up as a disk does, and frees when a file is deleted.
+    Tmpfs,
+    /// No mount allowed: every file the daemon writes is limited to that size (EFBIG).
+    FileSizeLimit,
 }
 
 impl Builder {
@@ -36,6 +56,18 @@ impl Builder {
     /// Starts `cubad` with `signals` ignored, as a shell's background job or `nohup` would.
     pub fn ignoring(mut self, signals: &[i32]) -> Builder {
         self.ignored.extend_from_slice(signals);
+        self
+    }
+
+    /// A state directory of `bytes` (the daemon's log in it): see [`SmallState`].
+    pub fn small_state(mut self, bytes: u64) -> Builder {
+        self.limits.small_state = Some(bytes);
+        self
+    }
+
+    /// Starts `cubad` able to open at most `n` files (soft and hard limit).
+    pub fn open_files(mut self, n: u64) -> Builder {
+        self.limits.open_files = Some(n);
         self
     }
 
@@ -56,12 +88,25 @@ impl Builder {
             .expect("cannot create a temp dir in /tmp");
         let socket = dir.path().join("s");
         let state = dir.path().join("state");
+        let mut limits = self.limits;
+        let small = limits.small_state.map(|bytes| {
+            fs::create_dir_all(&state).expect("cannot create the state dir");
+            if mount_tmpfs(&state, bytes) {
+                // The tmpfs is the limit; no file-size limit on top.
+                limits.small_state = None;
+                SmallState::Tmpfs
+            } else {
+                SmallState::FileSizeLimit
+            }
+        });
         let mut d = TestDaemon {
             dir,
             socket,
             state,
             env: self.env,
             ignored: self.ignored,
+            limits,
+            small,
             child: None,
         };
         d.launch().await;
@@ -77,7 +122,36 @@ pub struct TestDaemon {
     state: PathBuf,
     env: Vec<(String, String)>,
     ignored: Vec<i32>,
+    limits: Limits,
+    /// How the small state directory was made, if the test asked for one.
+    small: Option<SmallState>,
     child: Option<Child>,
+}
+
+/// Mounts a tmpfs of `bytes` at `dir`; false when this user may not (or
+/// `CUBA_TESTS_NO_MOUNT` is set, to run the file-size-limit variant as root).
+fn mount_tmpfs(dir: &Path, bytes: u64) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    if std::env::var_os("CUBA_TESTS_NO_MOUNT").is_some() {
+        return false;
+    }
+    let (Ok(target), Ok(opts)) = (
+        std::ffi::CString::new(dir.as_os_str().as_bytes()),
+        std::ffi::CString::new(format!("size={bytes},mode=0700")),
+    ) else {
+        return false;
+    };
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            opts.as_ptr().cast(),
+        )
+    };
+    rc == 0
 }
 
 impl TestDaemon {
@@ -102,8 +176,18 @@ impl TestDaemon {
         &self.state
     }
 
+    /// How the small state directory was made (`None`: the test asked for none).
+    pub fn small_state(&self) -> Option<SmallState> {
+        self.small
+    }
+
+    /// Where the daemon's stderr goes: beside the state dir, or in a small one (so that it
+    /// fills with everything else).
     fn log_path(&self) -> PathBuf {
-        self.dir.path().join("cubad.log")
+        match self.small {
+            Some(_) => self.state.join("cubad.log"),
+            None => self.dir.path().join("cubad.log"),
+        }
     }
 
     /// Everything the daemon(s) of this test wrote to stderr.
@@ -136,17 +220,33 @@ impl TestDaemon {
         // Nor must the user's config file: an empty one (a test may pass its own).
         cmd.env("CUBA_EXEC_CONFIG", "/dev/null");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
-        if !self.ignored.is_empty() {
-            let ignored = self.ignored.clone();
-            // SAFETY: signal(2) is async-signal-safe; the list was copied before the fork.
-            unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                    for sig in &ignored {
-                        libc::signal(*sig, libc::SIG_IGN);
+        let ignored = self.ignored.clone();
+        let limits = self.limits.clone();
+        // SAFETY: signal(2) and setrlimit(2) are async-signal-safe; what they use was copied
+        // before the fork.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                for sig in &ignored {
+                    libc::signal(*sig, libc::SIG_IGN);
+                }
+                let set = |resource, n: u64| {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    match libc::setrlimit(resource, &lim) {
+                        0 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
                     }
-                    Ok(())
-                });
-            }
+                };
+                if let Some(n) = limits.small_state {
+                    set(libc::RLIMIT_FSIZE, n)?;
+                }
+                if let Some(n) = limits.open_files {
+                    set(libc::RLIMIT_NOFILE, n)?;
+                }
+                Ok(())
+            });
         }
         self.child = Some(cmd.spawn().expect("cannot start cubad"));
         let deadline = Instant::now() + START_TIMEOUT;
@@ -282,6 +382,15 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         self.kill9();
+        if self.small == Some(SmallState::Tmpfs) {
+            if let Ok(target) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(
+                self.state.as_os_str(),
+            )) {
+                // SAFETY: umount2(2) on a NUL-terminated path; lazily, as processes of the
+                // test may still hold files there for a moment.
+                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
         // Processes fork while they are killed: repeat until a scan finds none.
         for _ in 0..50 {
             let left = self.all_marked();
