@@ -92,3 +92,8 @@ pub fn dir_size(dir: &Path) -> u64 {
         .map(|m| m.len())
         .sum()
 }
+
+/// How many descriptors process `pid` has open (`/proc/PID/fd`); 0 if it is gone.
+pub fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}

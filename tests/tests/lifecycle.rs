@@ -151,6 +151,25 @@ async fn timeout_stops_the_process_quickly() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
+/// `timeout_ms: 0` is no limit (as `timeout 0` is), not a limit already passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_timeout_is_no_limit() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    for command in ["true", "sleep 0.2; echo slept"] {
+        let mut req = spawn_req(command);
+        req.timeout_ms = Some(0);
+        let p = spawn_with(&c, req).await;
+        assert_eq!(p.timeout_ms, None, "{p:?}");
+        let info = wait_exit(&c, p.id).await.process;
+        assert_eq!(
+            (info.state, info.exit_code),
+            (ProcState::Exited, Some(0)),
+            "{command}: {info:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tree_ignoring_term_is_killed_after_the_grace_period() {
     let d = TestDaemon::builder().grace("300ms").start().await;
