@@ -452,6 +452,24 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_spool_is_told_in_the_reply_and_the_row() {
+        let mut i = info();
+        let spool = "spool stopped: no space left on device; 9 bytes not kept on disk";
+        i.spool = Some(spool.into());
+        let reply = ProcessReply::from_info(&i).into_result();
+        let content = reply.structured_content.unwrap_or_default();
+        assert_eq!(content["spool"], spool);
+        let text = format!("{:?}", reply.content);
+        assert!(text.contains(spool), "{text}");
+        let row = ProcessRow::from_info(&i, 5_000);
+        assert!(
+            row.line().contains(&format!(" [{spool}] $ exit 3")),
+            "{}",
+            row.line()
+        );
+    }
+
+    #[test]
     fn a_failure_is_an_error_reply() {
         let r = CallToolResult::from(Failure::bad_request("no"));
         assert_eq!(r.is_error, Some(true));

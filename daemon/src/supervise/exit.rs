@@ -129,3 +129,41 @@ pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
     p.notify();
     table.changed();
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use cuba_protocol::{Owner, ProcKind, ProcState};
+
+    use super::*;
+    use crate::table::{NewRecord, Reserved};
+
+    #[test]
+    fn a_failed_supervision_still_ends_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = crate::table::tests::table(dir.path(), 2);
+        let new = NewRecord {
+            owner: Owner {
+                kind: cuba_protocol::ClientKind::Other,
+                name: "t".into(),
+                pid: 1,
+            },
+            name: None,
+            command: "sleep 9".into(),
+            cwd: "/".into(),
+            timeout_ms: None,
+            kind: ProcKind::Command,
+            tty: None,
+            session: None,
+        };
+        let Ok(Reserved::New(p)) = table.reserve(new, false) else {
+            panic!("no record");
+        };
+        abandoned(&table, &p, "boom");
+        let info = p.info();
+        assert_eq!(info.state, ProcState::Lost);
+        assert!(info.error.unwrap().contains("supervisor failed (boom)"));
+        assert!(p.done(), "waiters are released");
+        assert_eq!(table.count_running(), 0, "its place is free again");
+    }
+}
