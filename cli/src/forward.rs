@@ -5,8 +5,8 @@
 //! output must therefore never wait for another request's reply; writes to stdin (and signals)
 //! run beside it.
 
-use cuba_protocol::client::Client;
-use cuba_protocol::{Signal, SignalRequest};
+use cuba_protocol::client::{Client, ClientError};
+use cuba_protocol::{ErrorKind, Signal, SignalRequest};
 use tokio::sync::oneshot;
 
 use crate::term::{self, DETACH_KEY};
@@ -18,6 +18,8 @@ pub enum Stopped {
     DetachKey,
     /// Stdin ended (Ctrl-D on a terminal, or the end of piped input).
     Eof,
+    /// The process ended or closed its stdin: nothing more can reach it.
+    Closed,
 }
 
 /// What Ctrl-] in the input does.
@@ -33,7 +35,9 @@ pub enum DetachKey {
 }
 
 /// Starts forwarding stdin to process `id`, stopping at the detach key as `detach` says.
-/// `close_on_eof`: close the process's stdin when ours ends. Failed writes are reported once.
+/// `close_on_eof`: close the process's stdin when ours ends. Failed writes are reported once;
+/// a process that no longer takes input is not a failure: forwarding stops without a word
+/// (with a detach key, stdin is still read for it).
 pub fn stdin(
     client: Client,
     id: u64,
@@ -45,6 +49,8 @@ pub fn stdin(
     let raw = detach == DetachKey::SendBefore;
     tokio::spawn(async move {
         let mut warned = false;
+        // False once the process takes no more input.
+        let mut open = true;
         let why = loop {
             match input.recv().await.flatten() {
                 Some(mut data) => {
@@ -57,12 +63,23 @@ pub fn stdin(
                             true
                         }
                     };
-                    if !data.is_empty() {
-                        if let Err(e) = client.stdin(id, data, false).await {
-                            if !std::mem::replace(&mut warned, true) {
-                                // Raw mode (SendBefore) needs the carriage return spelled out.
-                                let end = if raw { "\r\n" } else { "\n" };
-                                eprint!("cubactl: input not delivered: {e}{end}");
+                    if open && !data.is_empty() {
+                        match client.stdin(id, data, false).await {
+                            Ok(()) => {}
+                            // `yes | cubactl run -- true`: the end of the process, not an error.
+                            Err(e) if takes_no_input(&e) => {
+                                if detach == DetachKey::Ignore {
+                                    break Stopped::Closed;
+                                }
+                                open = false;
+                            }
+                            Err(e) => {
+                                if !std::mem::replace(&mut warned, true) {
+                                    // Raw mode (SendBefore) needs the carriage return spelled
+                                    // out.
+                                    let end = if raw { "\r\n" } else { "\n" };
+                                    eprint!("cubactl: input not delivered: {e}{end}");
+                                }
                             }
                         }
                     }
@@ -71,7 +88,7 @@ pub fn stdin(
                     }
                 }
                 None => {
-                    if close_on_eof {
+                    if close_on_eof && open {
                         // A process that already closed its stdin or ended needs no EOF.
                         let _ = client.stdin(id, Vec::new(), true).await;
                     }
@@ -82,6 +99,14 @@ pub fn stdin(
         let _ = done.send(why);
     });
     stopped
+}
+
+/// The daemon's answer when the process has ended, closed its stdin, or is gone (pruned).
+fn takes_no_input(e: &ClientError) -> bool {
+    matches!(
+        e.kind(),
+        Some(ErrorKind::InvalidState | ErrorKind::NotFound)
+    )
 }
 
 /// Sends `signal` to process `id` on a task of its own, so the output loop keeps draining.

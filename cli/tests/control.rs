@@ -97,6 +97,55 @@ fn run_exits_with_the_command_code() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "SHOUT\n");
 }
 
+/// `yes`, feeding a pipe until it is killed (when dropped).
+struct Endless(std::process::Child);
+
+impl Endless {
+    fn start() -> Endless {
+        let yes = std::process::Command::new("yes")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start yes");
+        Endless(yes)
+    }
+}
+
+impl Drop for Endless {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn run_with_endless_input_exits_with_the_code_of_a_command_that_reads_none() {
+    // `yes | cubactl run -- …`: the command ends, or closes its stdin, while input still
+    // flows. That is the command's business, not a failed delivery.
+    let env = Env::new();
+    let commands: [&[&str]; 2] = [
+        &["sh", "-c", "exit 7"],
+        // Its stdin closed while it runs on (for long enough that forwarding meets it).
+        &["exec 0<&-; sleep 0.5; exit 7"],
+    ];
+    for command in commands {
+        let mut yes = Endless::start();
+        let feed = yes.0.stdout.take().expect("yes's stdout");
+        let mut child = env
+            .std_cmd()
+            .args(["run", "--"])
+            .args(command)
+            .stdin(feed)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run");
+        let mut err = Collector::new(child.stderr.take().expect("stderr"));
+        let status = wait_child(&mut child);
+        let stderr = err.finish();
+        assert_eq!(status.code(), Some(7), "{command:?}: {status}: {stderr}");
+        assert!(!stderr.contains("not delivered"), "{command:?}: {stderr}");
+    }
+}
+
 #[test]
 fn run_forwards_ctrl_c_and_exits_130() {
     let env = Env::new();

@@ -32,7 +32,9 @@ pub enum WireError {
     TooLarge(usize),
 }
 
-/// Encodes a message body (without the length prefix), appending to `out`.
+/// Encodes a message body (without the length prefix), appending to `out`. A body over
+/// [`MAX_FRAME`] is [`WireError::TooLarge`] with its size: bincode applies the limit only when
+/// decoding, so the size is checked here, and callers can tell "too large" from a failure.
 pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), WireError> {
     bincode::serde::encode_into_std_write(value, out, CONFIG)
         .map_err(|e| WireError::Encode(e.to_string()))?;
@@ -66,4 +68,20 @@ pub fn codec() -> LengthDelimitedCodec {
         .big_endian()
         .max_frame_length(MAX_FRAME)
         .new_codec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_over_the_frame_limit_is_too_large_with_its_size() {
+        let big = "x".repeat(MAX_FRAME);
+        match encode(&big) {
+            // The bytes plus their length field.
+            Err(WireError::TooLarge(n)) => assert!(n > MAX_FRAME && n < MAX_FRAME + 16, "{n}"),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert!(encode(&"x".repeat(MAX_FRAME - 16)).is_ok());
+    }
 }

@@ -1,9 +1,11 @@
 //! What went wrong, as an error code and what the model should do about it: a process that did
 //! not succeed ([`failure`]), a daemon that refused or could not be reached ([`remote`]), a call
-//! lost after it was sent ([`link`]), an argument that makes no sense ([`Failure::bad_request`]).
+//! lost after it was sent ([`link`]), an argument that makes no sense ([`Failure::bad_request`])
+//! or a request too large to send.
 //! `reply.rs` turns a [`Failure`] into the tool result.
 
 use cuba_protocol::client::ClientError;
+use cuba_protocol::wire::{WireError, MAX_FRAME};
 use cuba_protocol::{ProcState, ProcessInfo};
 
 use crate::link::LinkError;
@@ -30,6 +32,9 @@ impl Failure {
 
 /// A daemon error, with a hint the model can act on.
 pub fn remote(e: ClientError) -> Failure {
+    if let ClientError::Wire(WireError::TooLarge(bytes)) = e {
+        return too_large(bytes);
+    }
     let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
     let hint = match code {
         "NOT_FOUND" => " Call list_processes to see the ids there are.",
@@ -42,6 +47,41 @@ pub fn remote(e: ClientError) -> Failure {
         other => other.to_string(),
     };
     Failure::new(code, format!("{message}.{hint}"))
+}
+
+/// A request over the daemon's frame limit. The client checks the size before sending, so the
+/// daemon never saw it; the same request would fail again, so this is the caller's to fix.
+fn too_large(bytes: usize) -> Failure {
+    Failure::bad_request(format!(
+        "the request is {} bytes; the limit is {}: send large input through a file (write it \
+         to a file and pass its path, e.g. `cmd < FILE`)",
+        digits(bytes),
+        limit(MAX_FRAME)
+    ))
+}
+
+/// `n` in groups of three digits ("10 485 812"): sizes a person compares at a glance.
+pub fn digits(n: usize) -> String {
+    let mut groups = Vec::new();
+    let mut rest = n;
+    loop {
+        groups.push(rest % 1000);
+        rest /= 1000;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut groups = groups.into_iter().rev();
+    let mut out = groups.next().unwrap_or(0).to_string();
+    for group in groups {
+        out.push_str(&format!(" {group:03}"));
+    }
+    out
+}
+
+/// A size limit of whole MiB as "8 MiB (8 388 608 bytes)".
+pub fn limit(bytes: usize) -> String {
+    format!("{} MiB ({} bytes)", bytes >> 20, digits(bytes))
 }
 
 /// A request that must not be repeated, for the reply when the connection was lost after it
@@ -192,5 +232,23 @@ mod tests {
             "no process 7. Call list_processes to see the ids there are."
         );
         assert_eq!(remote(ClientError::Gone).code, "UNAVAILABLE");
+    }
+
+    #[test]
+    fn a_request_too_large_to_send_is_the_callers_to_fix() {
+        let f = remote(ClientError::Wire(WireError::TooLarge(10_485_812)));
+        assert_eq!(f.code, "BAD_REQUEST");
+        assert!(
+            f.message.starts_with(
+                "the request is 10 485 812 bytes; the limit is 8 MiB (8 388 608 bytes)"
+            ),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("retry"), "{}", f.message);
+        assert_eq!(digits(0), "0");
+        assert_eq!(digits(999), "999");
+        assert_eq!(digits(1000), "1 000");
+        assert_eq!(digits(1_000_001), "1 000 001");
     }
 }

@@ -1,6 +1,7 @@
 //! `cuba-exec`: the MCP stdio server an editor launches. It translates tool calls into `cubad`
 //! requests and holds no process state of its own.
 //!
+//! - [`transport`]: stdin/stdout as lines of JSON-RPC, every unusable line answered.
 //! - `server.rs`: the `CubaExec` handler; `tools/` one file per tool, `resources.rs` the
 //!   per-process output resources.
 //! - `link.rs`: the connection to cubad and which requests may be retried.
@@ -27,6 +28,7 @@ mod schema;
 mod server;
 mod spawn;
 mod tools;
+pub mod transport;
 pub mod view;
 
 pub use server::CubaExec;

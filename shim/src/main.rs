@@ -1,6 +1,7 @@
 //! `cuba-exec`: serve MCP on stdin/stdout. Logs go to stderr; stdout carries only the protocol.
 
 use anyhow::Result;
+use cuba_exec::transport::LineTransport;
 use cuba_exec::CubaExec;
 use rmcp::{transport::stdio, ServiceExt};
 
@@ -15,7 +16,9 @@ async fn main() -> Result<()> {
         )
         .init();
     let server = CubaExec::new(cuba_protocol::paths::socket_path());
-    let service = server.serve(stdio()).await?;
+    // Not rmcp's stdio transport: that one leaves a line it cannot parse unanswered.
+    let (stdin, stdout) = stdio();
+    let service = server.serve(LineTransport::new(stdin, stdout)).await?;
     service.waiting().await?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
-use crate::forward::{self, DetachKey};
+use crate::forward::{self, DetachKey, Stopped};
 use crate::passthrough::{OnSignal, Outcome, Remote};
 use crate::print::{self, Mode, Sink};
 use crate::style::Paint;
@@ -96,6 +96,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         },
         args.eof,
     );
+    let mut input_open = true;
     loop {
         tokio::select! {
             frame = frames.next() => {
@@ -110,7 +111,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                 }
             }
             _ = int.recv() => break,
-            _ = &mut input => break,
+            why = &mut input, if input_open => match why {
+                // The process takes no more input; its output is still worth showing.
+                Ok(Stopped::Closed) => input_open = false,
+                _ => break,
+            },
         }
     }
     sink.finish_line()?;

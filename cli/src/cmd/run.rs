@@ -77,8 +77,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         .await?;
     let mut sink = Sink::new(Mode::Raw, true);
     if forward_stdin {
-        // Ends by itself at EOF; a process that ends first leaves it blocked in a read,
-        // which is harmless: the process exits with us.
+        // Ends by itself at EOF, or silently once the process takes no more input (it
+        // ended, or closed its stdin); a process that ends first may leave it blocked in a
+        // read, which is harmless: the process exits with us.
         drop(forward::stdin(
             client.clone(),
             id,
