@@ -10,6 +10,8 @@ async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // An editor may close our stderr: the formatter's own report of that would panic.
+        .log_internal_errors(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -23,8 +23,9 @@ use crate::term::{self, RawMode};
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Ctrl-C sends SIGINT to the command's process group; a second Ctrl-C sends TERM (then KILL \
-after the grace period), a third KILL. Stdin is forwarded (Ctrl-D or the end of piped input \
-closes the command's stdin). The process stays in the shared table, so others can follow it.
+after the grace period), a third KILL, a fourth leaves without waiting for the end. Stdin is \
+forwarded (Ctrl-D or the end of piped input closes the command's stdin). The process stays in \
+the shared table, so others can follow it.
 
 With --tty on a terminal, the command gets a terminal of this one's size and takes it over, as \
 `attach` does: every key goes to it as typed (Ctrl-C included, through its terminal), its \
@@ -106,7 +107,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                 let sig = match interrupts {
                     1 => Signal::Int,
                     2 => Signal::Term,
-                    _ => Signal::Kill,
+                    3 => Signal::Kill,
+                    // Even a KILL brought no end: the daemon is not answering. Never hang.
+                    _ => {
+                        sink.finish_line()?;
+                        eprintln!(
+                            "cubactl: no end of process {id} reported after SIGKILL; leaving \
+                             (see `cubactl ps`, `cubactl daemon status`)"
+                        );
+                        return Ok(ExitCode::from(130));
+                    }
                 };
                 forward::signal(&client, id, sig, "\n");
             }
