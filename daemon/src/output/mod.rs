@@ -10,6 +10,7 @@ use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
 mod memory;
 mod runs;
+mod segment;
 mod spool;
 
 use memory::MemBuf;

@@ -19,30 +19,13 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::{Chunk, Stream, StreamFilter};
 
-use super::runs::{split_runs, Run};
+use super::runs::split_runs;
+use super::segment::{read_runs, Files, Segment, TAG_LEN};
 
-const TAG_LEN: u64 = 9;
 /// How often a stopped spool tries its directory again (on the next output after that).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Gaps remembered one by one; past this the oldest two are counted as one.
 const MAX_GAPS: usize = 64;
-
-/// A segment's files. Only the segment being written keeps them open: a finished record, or
-/// an older segment of a running one, opens them for the read that needs them, so open
-/// descriptors never grow with the number of records.
-#[derive(Debug)]
-struct Files {
-    data: File,
-    tags: File,
-}
-
-#[derive(Debug)]
-struct Segment {
-    start: u64,
-    len: u64,
-    tag_count: u64,
-    files: Option<Files>,
-}
 
 /// Why the spool takes no bytes now, and when it tries again.
 #[derive(Debug)]
@@ -417,46 +400,6 @@ impl Spool {
             Ok(Some((start, end, split_runs(runs, &data, start, filter))))
         })
     }
-}
-
-fn read_tag(tags: &File, index: u64) -> io::Result<Run> {
-    let mut tag = [0u8; TAG_LEN as usize];
-    tags.read_exact_at(&mut tag, index * TAG_LEN)?;
-    let mut cursor = [0u8; 8];
-    cursor.copy_from_slice(&tag[..8]);
-    Ok(Run {
-        start: u64::from_le_bytes(cursor),
-        stream: if tag[8] == 2 {
-            Stream::Stderr
-        } else {
-            Stream::Stdout
-        },
-    })
-}
-
-/// The runs covering `[start, end)`: binary search for the last run at or before `start`,
-/// then read forward until `end`.
-fn read_runs(seg: &Segment, tags: &File, start: u64, end: u64) -> io::Result<Vec<Run>> {
-    let (mut lo, mut hi) = (0, seg.tag_count);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if read_tag(tags, mid)?.start <= start {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let mut runs = Vec::new();
-    let mut i = lo;
-    while i < seg.tag_count {
-        let run = read_tag(tags, i)?;
-        if run.start >= end {
-            break;
-        }
-        runs.push(run);
-        i += 1;
-    }
-    Ok(runs)
 }
 
 #[cfg(test)]
