@@ -85,7 +85,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::List(r) => Ok(Response::List(list::list(&d, &r))),
         Request::WatchTable(r) => watch::watch(&d, r, &out).await,
         Request::Follow(r) => follow::follow(&d, r, &out).await,
-        Request::Prune => Ok(prune::prune(&d)),
+        Request::Prune => Ok(prune::prune(&d).await),
         Request::PolicyCheck(text) => Ok(policy_check::policy_check(&caller, &text)),
         Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(&d))),
         Request::Resize(r) => resize::resize(&d, r).await,
