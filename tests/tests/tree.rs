@@ -136,3 +136,20 @@ async fn a_grandchild_ignoring_term_does_not_delay_the_exit_past_the_grace() {
     let gc = number_after(&text(&w.output.bytes()), "gc");
     assert!(all_gone(&[gc]).await, "left behind: {:?}", describe(&[gc]));
 }
+
+/// What the process left behind closed its pipes and ignores TERM: the KILL after the grace
+/// period still comes, though no pipe keeps the supervisor waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_ignoring_term_without_the_pipes_is_killed() {
+    let d = TestDaemon::builder().grace("300ms").start().await;
+    let c = d.client().await;
+    let p = spawn(
+        &c,
+        "(trap '' TERM; exec sleep 30 >/dev/null 2>&1 </dev/null) & echo gc=$!",
+    )
+    .await;
+    let w = wait_exit(&c, p.id).await;
+    assert_eq!(w.process.exit_code, Some(0), "{:?}", w.process);
+    let gc = number_after(&text(&w.output.bytes()), "gc");
+    assert!(all_gone(&[gc]).await, "left behind: {:?}", describe(&[gc]));
+}

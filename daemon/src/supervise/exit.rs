@@ -43,6 +43,8 @@ impl Supervisor {
             self.kill_at = Some(Instant::now() + self.grace);
             self.abandon_at = Some(Instant::now() + self.grace + ABANDON_AFTER);
         } else {
+            // Nothing is left: a KILL a stop request armed has nothing to do.
+            self.kill_at = None;
             self.abandon_at = Some(Instant::now() + ABANDON_AFTER);
         }
     }

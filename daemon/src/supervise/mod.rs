@@ -167,7 +167,9 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
     let mut err_buf = vec![0u8; READ_BUF_MIN];
-    while !(s.exited && s.stdout.is_none() && s.stderr.is_none()) {
+    // A pending KILL keeps the loop too: what the process left behind may have closed its
+    // pipes and still be shrugging off the TERM.
+    while !(s.exited && s.stdout.is_none() && s.stderr.is_none() && s.kill_at.is_none()) {
         tokio::select! {
             r = read_some(&mut s.stdout, &mut out_buf) => {
                 s.took(Stream::Stdout, &r, &out_buf);
@@ -196,6 +198,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             }
             _ = at(s.abandon_at), if s.abandon_at.is_some() => {
                 s.abandon_at = None;
+                // A busy runtime can find both timers due at once, and `select!` may take this
+                // one first: the KILL still comes before the loop (and its timers) ends.
+                if s.kill_at.take().is_some() {
+                    s.kill_now();
+                }
                 s.stdout = None;
                 s.stderr = None;
             }
