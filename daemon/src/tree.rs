@@ -89,7 +89,9 @@ pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
     }
     for parent in &scope.parents {
         todo.extend(proc::children(*parent).into_iter().filter(|c| {
-            *c != root.pid && !scope.known.contains(c) && proc::has_env_entry(*c, &root.marker)
+            *c != root.pid
+                && !scope.known.contains(c)
+                && (in_group(root, *c) || proc::has_env_entry(*c, &root.marker))
         }));
     }
     let mut seen = HashSet::new();
@@ -105,6 +107,13 @@ pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
     }
     out.sort_unstable();
     out
+}
+
+/// Whether `pid` is in `root`'s process group: a member even while its environment cannot be
+/// read (mid-`execve`, `/proc/PID/environ` can read empty). Linux does not reuse a pid while a
+/// group of that id exists, so a group of the root's pid started after it is the root's.
+fn in_group(root: &TreeRoot, pid: i32) -> bool {
+    proc::stat(pid).is_some_and(|s| s.pgrp == root.pid && s.start_time >= root.start_time)
 }
 
 /// Signals every member of the tree once. Returns how many were signalled.

@@ -121,7 +121,11 @@ async fn a_grandchild_holding_the_pipe_does_not_delay_the_exit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grandchild_ignoring_term_does_not_delay_the_exit_past_the_grace() {
-    let d = TestDaemon::builder().grace("300ms").start().await;
+    let d = TestDaemon::builder()
+        .grace("300ms")
+        .env("CUBA_EXEC_LOG", "cuba_daemon=debug")
+        .start()
+        .await;
     let c = d.client().await;
     let started = Instant::now();
     // The grandchild keeps the pipe open and shrugs off TERM: only the KILL ends it.
@@ -134,7 +138,12 @@ async fn a_grandchild_ignoring_term_does_not_delay_the_exit_past_the_grace() {
         "the exit report took {took:?}"
     );
     let gc = number_after(&text(&w.output.bytes()), "gc");
-    assert!(all_gone(&[gc]).await, "left behind: {:?}", describe(&[gc]));
+    assert!(
+        all_gone(&[gc]).await,
+        "left behind: {:?}; log:\n{}",
+        describe(&[gc]),
+        d.log()
+    );
 }
 
 /// What the process left behind closed its pipes and ignores TERM: the KILL after the grace
