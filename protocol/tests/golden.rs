@@ -188,6 +188,24 @@ fn golden_error_response() {
 }
 
 #[test]
+fn golden_closing_notice() {
+    let frame = ResponseFrame {
+        id: 0,
+        response: Response::Closing {
+            reason: "idle".into(),
+        },
+    };
+    golden_response(
+        &frame,
+        &[
+            "00",          // id 0: the connection itself
+            "0c",          // Response::Closing
+            "04 69646c65", // reason "idle"
+        ],
+    );
+}
+
+#[test]
 fn golden_output_response() {
     golden_response(
         &output_frame(),
@@ -210,7 +228,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "00000007",             // protocol version 7, fixed u32 big-endian
+            "00000008",             // protocol version 8, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -230,7 +248,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000007",      // protocol version 7
+            "00000008",      // protocol version 8
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -240,7 +258,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000007 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000008 00000063", "01", "6e6f"]);
 }
 
 #[test]

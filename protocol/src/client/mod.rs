@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,7 +50,8 @@ pub enum ClientError {
     Io(#[from] io::Error),
     #[error("connection to cubad closed")]
     Closed,
-    /// The connection was found closed before the request was sent: the daemon never saw it.
+    /// The daemon never saw the request: the connection was found closed before it was sent,
+    /// or the daemon closed it (idle) saying it had read nothing it did not answer.
     #[error("connection to cubad closed (the request was not sent)")]
     Gone,
     #[error("cubad sent an unexpected reply: {0}")]
@@ -94,13 +95,30 @@ impl ClientError {
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Response>>>>;
 
+/// What the reader task knows about the connection.
+struct Health {
+    /// False once the reader has stopped (the daemon closed the connection or went away).
+    alive: AtomicBool,
+    /// The daemon said it closes the connection ([`Response::Closing`]): every request still
+    /// unanswered was never read, so it fails with [`ClientError::Gone`].
+    unseen: AtomicBool,
+}
+
+impl Default for Health {
+    fn default() -> Health {
+        Health {
+            alive: AtomicBool::new(true),
+            unseen: AtomicBool::new(false),
+        }
+    }
+}
+
 /// A connection to the daemon. Cheap to clone; requests from clones share the connection.
 #[derive(Clone)]
 pub struct Client {
     out: mpsc::Sender<Bytes>,
     pending: Pending,
-    /// False once the connection's reader has stopped (daemon gone).
-    alive: Arc<std::sync::atomic::AtomicBool>,
+    health: Arc<Health>,
     next_id: Arc<AtomicU64>,
     welcome: Arc<Welcome>,
 }
@@ -148,10 +166,16 @@ impl Client {
         let mut framed = Framed::new(stream, wire::codec());
         let hello = handshake::encode_hello(&Hello { client })?;
         let exchange = async {
-            framed.send(Bytes::from(hello)).await?;
-            match framed.next().await {
-                Some(frame) => Ok::<_, ClientError>(handshake::decode_welcome(&frame?)?),
-                None => Err(ClientError::Closed),
+            // A daemon that refuses at once (too many connections, no descriptors left) may
+            // close before the hello is written: its reason is still there to read.
+            let sent = framed.send(Bytes::from(hello)).await;
+            match (framed.next().await, sent) {
+                (Some(Ok(frame)), _) => {
+                    handshake::decode_welcome(&frame).map_err(ClientError::from)
+                }
+                (_, Err(e)) => Err(ClientError::Io(e)),
+                (Some(Err(e)), Ok(())) => Err(ClientError::Io(e)),
+                (None, Ok(())) => Err(ClientError::Closed),
             }
         };
         let welcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
@@ -174,23 +198,29 @@ impl Client {
         });
         let pending: Pending = Arc::default();
         let routes = pending.clone();
-        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let alive_flag = alive.clone();
+        let health = Arc::new(Health::default());
+        let flags = health.clone();
         tokio::spawn(async move {
             while let Some(Ok(frame)) = source.next().await {
                 let Ok(reply) = wire::decode::<ResponseFrame>(&frame) else {
                     break;
                 };
+                if let (0, Response::Closing { .. }) = (reply.id, &reply.response) {
+                    // Before the connection is marked dead: a waiter woken by the clear
+                    // below must already see that its request was never read.
+                    flags.unseen.store(true, Ordering::SeqCst);
+                    break;
+                }
                 route(&routes, reply);
             }
-            alive_flag.store(false, Ordering::SeqCst);
-            // Dropping every sender wakes every waiter with "closed".
+            flags.alive.store(false, Ordering::SeqCst);
+            // Dropping every sender wakes every waiter with "closed" (or "gone", see above).
             lock(&routes).clear();
         });
         Ok(Client {
             out,
             pending,
-            alive,
+            health,
             next_id: Arc::new(AtomicU64::new(1)),
             welcome: Arc::new(welcome),
         })
@@ -209,9 +239,15 @@ impl Client {
         }
     }
 
-    /// False once the daemon has closed the connection: connect again.
+    /// False once the daemon has closed the connection (also an idle one it closed with
+    /// [`Response::Closing`]): connect again.
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::SeqCst) && !self.out.is_closed()
+        self.health.alive.load(Ordering::SeqCst) && !self.out.is_closed()
+    }
+
+    /// The daemon closed the connection saying it had read nothing unanswered.
+    fn closed_unseen(&self) -> bool {
+        self.health.unseen.load(Ordering::SeqCst)
     }
 
     pub fn welcome(&self) -> &Welcome {
@@ -227,7 +263,7 @@ impl Client {
             // clears the routes, so a request is either refused here or woken by that clear —
             // never left waiting for a reply nobody will route.
             let mut pending = lock(&self.pending);
-            if !self.alive.load(Ordering::SeqCst) {
+            if !self.health.alive.load(Ordering::SeqCst) {
                 return Err(ClientError::Gone);
             }
             pending.insert(id, tx);
@@ -237,6 +273,7 @@ impl Client {
             rx,
             client: self.clone(),
             done: false,
+            answered: false,
         };
         // A closed queue means the writer stopped before taking the frame: never sent.
         self.out

@@ -69,6 +69,8 @@ pub(super) struct ReplyStream {
     pub(super) client: Client,
     /// The last frame arrived (or the request was answered): nothing to cancel.
     pub(super) done: bool,
+    /// A frame of the reply arrived: the daemon has seen the request.
+    pub(super) answered: bool,
 }
 
 impl ReplyStream {
@@ -76,7 +78,14 @@ impl ReplyStream {
         if self.done {
             return None;
         }
-        match self.rx.recv().await {
+        let frame = self.rx.recv().await;
+        self.answered |= frame.is_some();
+        match frame {
+            None if !self.answered && self.client.closed_unseen() => {
+                // Closed by the daemon's notice: it never read this request.
+                self.done = true;
+                Some(Err(ClientError::Gone))
+            }
             None => {
                 self.done = true;
                 Some(Err(ClientError::Closed))

@@ -112,4 +112,11 @@ pub enum Response {
     Policy(PolicyDecision),
     /// The screen of a PTY process ([`Request::Screen`]).
     Screen(ScreenView),
+    /// Connection level (request id 0): the daemon closes this connection now (it was idle).
+    /// It stopped reading before sending this and has answered every request it read, so a
+    /// request still unanswered was never seen: the client may send it again on a new
+    /// connection, whatever it was.
+    Closing {
+        reason: String,
+    },
 }

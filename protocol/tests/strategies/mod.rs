@@ -421,6 +421,9 @@ pub fn response() -> BoxedStrategy<Response> {
             .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
         policy_decision().prop_map(Response::Policy).boxed(),
         screen_view().prop_map(Response::Screen).boxed(),
+        text()
+            .prop_map(|reason| Response::Closing { reason })
+            .boxed(),
     ]
     .boxed()
 }
