@@ -17,7 +17,7 @@ mod signal;
 mod spawn;
 mod status;
 mod stdin;
-mod validate;
+pub mod validate;
 mod wait;
 mod watch;
 

@@ -1,17 +1,17 @@
-//! One client connection: the version handshake, then multiplexed requests. Each request runs
-//! in its own task, so a long `Wait` never blocks another call on the same connection; one
-//! writer task owns the socket's write half. A client that goes away takes its in-flight
-//! requests with it (their tasks are aborted); the processes it started keep running.
+//! One client connection: the version handshake (`hello.rs`), then multiplexed requests. Each
+//! request runs in its own task, so a long `Wait` never blocks another call on the same
+//! connection; one writer task owns the socket's write half. A client that goes away takes its
+//! in-flight requests with it (their tasks are aborted); the processes it started keep running.
+
+mod hello;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cuba_protocol::handshake::{self, HelloOutcome};
 use cuba_protocol::{
-    wire, ClientInfo, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
-    Welcome, PROTOCOL_VERSION, VERSION,
+    wire, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
 };
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -23,60 +23,13 @@ use crate::audit::Peer;
 use crate::caller::Caller;
 use crate::daemon::Daemon;
 use crate::handlers::{dispatch, Responder};
+pub use hello::refuse;
+use hello::Conn;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Requests one connection may have in flight; more get a `LIMIT` error.
 const MAX_IN_FLIGHT: usize = 256;
 /// Replies queued for the writer; a slow reader makes handlers wait, never grows memory.
 const OUT_QUEUE: usize = 64;
-
-type Conn = Framed<UnixStream, tokio_util::codec::LengthDelimitedCodec>;
-
-/// Refuses a peer before reading anything from it.
-pub async fn refuse(stream: UnixStream, pid: u32, reason: &str) {
-    let mut framed = Framed::new(stream, wire::codec());
-    let frame = handshake::encode_refusal(pid, reason);
-    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.send(Bytes::from(frame))).await;
-}
-
-async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
-    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.next()).await {
-        Ok(Some(Ok(frame))) => frame,
-        Ok(Some(Err(e))) => {
-            let reason = format!("bad handshake frame: {e}");
-            let _ = framed
-                .send(Bytes::from(handshake::encode_refusal(pid, &reason)))
-                .await;
-            return None;
-        }
-        _ => return None,
-    };
-    let reply = match handshake::decode_hello(&first) {
-        Ok(HelloOutcome::Ok(hello)) => {
-            let welcome = Welcome {
-                daemon_version: VERSION.to_string(),
-                daemon_pid: pid,
-            };
-            match handshake::encode_welcome(&welcome) {
-                Ok(frame) => {
-                    framed.send(Bytes::from(frame)).await.ok()?;
-                    return Some(hello.client);
-                }
-                Err(e) => handshake::encode_refusal(pid, &e.to_string()),
-            }
-        }
-        Ok(HelloOutcome::WrongVersion(v)) => handshake::encode_refusal(
-            pid,
-            &format!(
-                "client speaks protocol {v}, cubad {VERSION} speaks {PROTOCOL_VERSION}; restart \
-                 the daemon (`cubactl daemon restart`) so both are the same version"
-            ),
-        ),
-        Err(e) => handshake::encode_refusal(pid, &e.to_string()),
-    };
-    let _ = framed.send(Bytes::from(reply)).await;
-    None
-}
 
 fn error_frame(id: u64, kind: ErrorKind, message: String) -> ResponseFrame {
     ResponseFrame {
@@ -110,7 +63,7 @@ async fn write_replies(
 pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer) {
     let origin = Caller::origin(d.table(), peer);
     let mut framed = Framed::new(stream, wire::codec());
-    let Some(client) = handshake(d.pid(), &mut framed).await else {
+    let Some(client) = hello::handshake(d.pid(), &mut framed).await else {
         return;
     };
     tracing::debug!(name = %client.name, pid = client.pid, "client connected");
