@@ -11,6 +11,7 @@
 
 #![warn(clippy::unwrap_used)]
 
+mod admission;
 mod audit;
 mod caller;
 pub mod config;

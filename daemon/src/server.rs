@@ -1,5 +1,6 @@
-//! The daemon's main loop: restore state, accept connections (peer uid checked first), prune
-//! expired records, and on shutdown stop every process gracefully.
+//! The daemon's main loop: restore state, accept connections (peer uid checked first, at most
+//! `max_connections`: `admission.rs`), prune expired records, and on shutdown stop every
+//! process gracefully.
 
 use std::future::Future;
 use std::os::unix::fs::DirBuilderExt;
@@ -9,9 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use cuba_protocol::Signal;
 use tokio::net::UnixListener;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
+use crate::admission::Slots;
 use crate::audit::{Audit, Peer};
 use crate::config::Config;
 use crate::daemon::Daemon;
@@ -39,11 +42,14 @@ pub async fn run(
     );
     let pruner = tokio::spawn(prune_expired(d.clone()));
     let mut conns = JoinSet::new();
+    let slots = Slots::new(d.config().max_connections);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => accept(&d, stream, &mut conns),
+                Ok((stream, _)) => {
+                    accept(&d, stream, slots.take().ok_or_else(|| slots.refusal()), &mut conns);
+                }
                 Err(e) => {
                     // EMFILE and the like: keep serving the connections we have.
                     tracing::warn!("accept failed: {e}");
@@ -111,20 +117,31 @@ fn start(config: Config) -> Result<Daemon> {
     Ok(Daemon::new(config, launcher))
 }
 
-fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<()>) {
+/// `slot`: the connection's place under `max_connections`, taken at accept, or the refusal
+/// when there is none.
+fn accept(
+    d: &Arc<Daemon>,
+    stream: tokio::net::UnixStream,
+    slot: Result<OwnedSemaphorePermit, String>,
+    conns: &mut JoinSet<()>,
+) {
     let d = d.clone();
     conns.spawn(async move {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == me => {
+        match (stream.peer_cred(), slot) {
+            (Ok(cred), Ok(slot)) if cred.uid() == me => {
                 let peer = Peer {
                     uid: cred.uid(),
                     pid: cred.pid(),
                 };
-                conn::serve(d, stream, peer).await
+                conn::serve(d, stream, peer, slot).await
             }
-            Ok(cred) => {
+            (Ok(cred), Err(full)) if cred.uid() == me => {
+                tracing::debug!(pid = ?cred.pid(), "refused a connection over the limit");
+                conn::refuse(stream, d.pid(), &full).await;
+            }
+            (Ok(cred), _) => {
                 tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a peer of another uid");
                 let reason = format!(
                     "permission denied: this cubad serves uid {me} only, the peer is uid {}",
@@ -132,7 +149,9 @@ fn accept(d: &Arc<Daemon>, stream: tokio::net::UnixStream, conns: &mut JoinSet<(
                 );
                 conn::refuse(stream, d.pid(), &reason).await;
             }
-            Err(e) => tracing::warn!("cannot read peer credentials, connection dropped: {e}"),
+            (Err(e), _) => {
+                tracing::warn!("cannot read peer credentials, connection dropped: {e}")
+            }
         }
     });
 }

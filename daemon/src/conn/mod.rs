@@ -2,8 +2,10 @@
 //! request runs in its own task, so a long `Wait` never blocks another call on the same
 //! connection; one writer task owns the socket's write half. A client that goes away takes its
 //! in-flight requests with it (their tasks are aborted); the processes it started keep running.
+//! A connection with nothing in flight for `idle_timeout` is closed with a notice (`idle.rs`).
 
 mod hello;
+mod idle;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use cuba_protocol::{
 };
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::codec::Framed;
 
@@ -25,6 +27,7 @@ use crate::daemon::Daemon;
 use crate::handlers::{dispatch, Responder};
 pub use hello::refuse;
 use hello::Conn;
+use idle::Idle;
 
 /// Requests one connection may have in flight; more get a `LIMIT` error.
 const MAX_IN_FLIGHT: usize = 256;
@@ -59,8 +62,9 @@ async fn write_replies(
 
 /// `peer`: the connection's SO_PEERCRED, for the audit log; `peer.pid` also places the
 /// connection inside one of our process trees or not (`caller::ancestry`), before anything is
-/// read from it.
-pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer) {
+/// read from it. `slot`: the connection's place under `max_connections`, given back just before
+/// the socket closes, so a client that saw its connection close can connect again at once.
+pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSemaphorePermit) {
     let origin = Caller::origin(d.table(), peer);
     let mut framed = Framed::new(stream, wire::codec());
     let Some(client) = hello::handshake(d.pid(), &mut framed).await else {
@@ -73,36 +77,57 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer) {
         tracing::debug!(name = %caller.client.name, "policy narrowed by {by}");
     }
     let name = caller.client.name.clone();
-    d.serving(requests(&d, framed, Arc::new(caller))).await;
+    d.serving(requests(&d, framed, Arc::new(caller), slot))
+        .await;
     tracing::debug!(%name, "client disconnected");
 }
 
-/// Reads requests until the client goes away (or the daemon shuts down), each in its own task.
-async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>) {
+/// How the request loop ended.
+enum End {
+    /// The client closed, the stream broke, or the daemon shuts down.
+    Gone,
+    /// Nothing was in flight for the idle timeout: the client is told before the close.
+    Idle,
+}
+
+/// Reads requests until the client goes away, the daemon shuts down or the connection has been
+/// idle too long; each request runs in its own task.
+async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>, slot: OwnedSemaphorePermit) {
     let (sink, mut source) = framed.split();
     let (tx, rx) = mpsc::channel::<ResponseFrame>(OUT_QUEUE);
     let writer = tokio::spawn(write_replies(sink, rx));
     let mut tasks: JoinSet<u64> = JoinSet::new();
     let mut in_flight: HashMap<u64, AbortHandle> = HashMap::new();
-    loop {
+    let mut idle = Idle::new(d.config().idle_timeout);
+    let end = loop {
+        // Biased, in this order: a frame already readable is served before the idle timer is
+        // looked at, so a request the client sent in time is never dropped. Once the timer has
+        // won, nothing more is read.
         let frame = tokio::select! {
-            frame = source.next() => frame,
+            biased;
+            _ = d.shutdown().cancelled() => break End::Gone,
             Some(done) = tasks.join_next() => {
                 if let Ok(id) = done {
                     in_flight.remove(&id);
                 }
+                idle.touch();
                 continue;
             }
-            _ = d.shutdown().cancelled() => break,
+            frame = source.next() => frame,
+            expired = idle.expired(), if tasks.is_empty() => match expired {
+                true => break End::Idle,
+                false => continue,
+            },
         };
+        idle.touch();
         let bytes = match frame {
-            None => break,
+            None => break End::Gone,
             Some(Ok(bytes)) => bytes,
             Some(Err(e)) => {
                 // An oversized or broken frame: the stream cannot be resynchronised.
                 let msg = format!("unreadable frame, closing the connection: {e}");
                 let _ = tx.send(error_frame(0, ErrorKind::BadRequest, msg)).await;
-                break;
+                break End::Gone;
             }
         };
         let RequestFrame { id, request } = match wire::decode::<RequestFrame>(&bytes) {
@@ -133,11 +158,18 @@ async fn requests(d: &Arc<Daemon>, framed: Conn, caller: Arc<Caller>) {
             }
         });
         in_flight.insert(id, handle);
-    }
+    };
     tasks.shutdown().await;
+    if let End::Idle = end {
+        tracing::debug!(name = %caller.client.name, "closing an idle connection");
+        // After every reply (each task sent its own before it ended): the client knows that
+        // whatever it is still waiting for was never read.
+        let _ = tx.send(idle::notice(d.config().idle_timeout)).await;
+    }
     drop(tx);
     // Let queued replies (e.g. the answer to `Shutdown`) reach the client.
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    drop(slot);
 }
 
 /// Cancels request `target` of this connection: it ends with a `Cancelled` error; the cancel
