@@ -1,6 +1,6 @@
 //! The daemon's main loop: restore state, accept connections (peer uid checked first, at most
-//! `max_connections`: `admission.rs`), prune expired records, and on shutdown stop every
-//! process gracefully.
+//! `max_connections`, a refusal even when descriptors ran out: `admission.rs`), prune expired
+//! records, and on shutdown stop every process gracefully.
 
 use std::future::Future;
 use std::os::unix::fs::DirBuilderExt;
@@ -14,12 +14,13 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
-use crate::admission::Slots;
+use crate::admission::{Burst, Reserve, Slots};
 use crate::audit::{Audit, Peer};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::journal::Journal;
 use crate::launch::Launcher;
+use crate::platform::descriptors;
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
@@ -43,16 +44,22 @@ pub async fn run(
     let pruner = tokio::spawn(prune_expired(d.clone()));
     let mut conns = JoinSet::new();
     let slots = Slots::new(d.config().max_connections);
+    let mut reserve = Reserve::default();
+    let mut failures = Burst::new(Duration::from_secs(1));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    reserve.refill();
                     accept(&d, stream, slots.take().ok_or_else(|| slots.refusal()), &mut conns);
                 }
+                Err(e) if descriptors::exhausted(&e) => reserve.refuse_one(&listener, d.pid()).await,
                 Err(e) => {
-                    // EMFILE and the like: keep serving the connections we have.
-                    tracing::warn!("accept failed: {e}");
+                    // Keep serving the connections we have; say so once a second at most.
+                    if let Some(n) = failures.note(std::time::Instant::now()) {
+                        tracing::warn!("accept failed: {e} ({n} times since the last report)");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -12,8 +12,16 @@
 //! - [`terminal`]: what a child needs to take a terminal as its controlling one.
 //! - [`limits`]: per-process resource limits (rlimits, cgroups).
 //! - [`sandbox`]: write confinement and network isolation.
+//! - [`descriptors`]: the daemon's own descriptors (how many are open, the limit, exhaustion).
+//!
+//! `fallback/` has a portable version of the last one for any other OS.
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{input, limits, pipe, proc, process, sandbox, signal, terminal};
+pub use linux::{descriptors, input, limits, pipe, proc, process, sandbox, signal, terminal};
+
+#[cfg(not(target_os = "linux"))]
+mod fallback;
+#[cfg(not(target_os = "linux"))]
+pub use fallback::descriptors;

@@ -1,5 +1,6 @@
 //! Linux: `/proc`, pidfds, `prctl`, Landlock, namespaces, `prlimit` and cgroup v2.
 
+pub mod descriptors;
 pub mod input;
 pub mod limits;
 pub mod pipe;
