@@ -23,6 +23,9 @@ pub const MAX_ENV_BYTES: usize = 1024 * 1024;
 /// tags per variable) and room for the rest (cwd, name). Checked on the length prefix, so a
 /// hostile first frame makes the daemon reserve at most this much, not `wire::MAX_FRAME`.
 pub const MAX_HELLO_FRAME: usize = MAX_ENV_BYTES + 8 * MAX_ENV_VARS + 64 * 1024;
+/// A hello (or its environment) at least this large is worth returning memory for once it is
+/// freed (a usual environment is a few KiB).
+pub const LARGE_ENV: usize = 64 * 1024;
 /// A read buffer grown past this for the hello is given back once the hello is read.
 const KEPT_BUFFER: usize = 64 * 1024;
 
@@ -57,11 +60,15 @@ async fn linger(stream: &mut UnixStream) {
     .await;
 }
 
-async fn refuse_framed(framed: &mut Conn, pid: u32, reason: &str) {
+/// `large`: the hello took a large buffer, worth returning to the kernel once freed.
+async fn refuse_framed(framed: &mut Conn, pid: u32, reason: &str, large: bool) {
     let frame = handshake::encode_refusal(pid, reason);
     let sent = tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.send(Bytes::from(frame))).await;
     if let Ok(Ok(())) = sent {
         linger(framed.get_mut()).await;
+    }
+    if large {
+        super::trim::after_large_client();
     }
 }
 
@@ -79,13 +86,15 @@ pub async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
                 true => too_large(),
                 false => format!("bad handshake frame: {e}"),
             };
-            refuse_framed(framed, pid, &reason).await;
+            let large = framed.read_buffer().capacity() >= LARGE_ENV;
+            refuse_framed(framed, pid, &reason, large).await;
             return None;
         }
         _ => return None,
     };
     framed.codec_mut().set_max_frame_length(wire::MAX_FRAME);
     shrink(framed.read_buffer_mut());
+    let large = first.len() >= LARGE_ENV;
     let hello = handshake::decode_hello(&first);
     drop(first);
     let refusal = match hello {
@@ -111,7 +120,7 @@ pub async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
         ),
         Err(e) => e.to_string(),
     };
-    refuse_framed(framed, pid, &refusal).await;
+    refuse_framed(framed, pid, &refusal, large).await;
     None
 }
 

@@ -6,6 +6,7 @@
 
 mod hello;
 mod idle;
+mod trim;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -71,6 +72,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSe
         return;
     };
     tracing::debug!(name = %client.name, pid = client.pid, "client connected");
+    let large = hello::env_bytes(&client.env) >= hello::LARGE_ENV;
     // The policy this connection (and everything it starts) is held to, computed once.
     let caller = Caller::new(d.table(), &d.config().policy, &origin, peer, client);
     if let Some(by) = caller.policy.narrowed_by() {
@@ -80,6 +82,9 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSe
     d.serving(requests(&d, framed, Arc::new(caller), slot))
         .await;
     tracing::debug!(%name, "client disconnected");
+    if large {
+        trim::after_large_client();
+    }
 }
 
 /// How the request loop ended.

@@ -13,15 +13,18 @@
 //! - [`limits`]: per-process resource limits (rlimits, cgroups).
 //! - [`sandbox`]: write confinement and network isolation.
 //! - [`descriptors`]: the daemon's own descriptors (how many are open, the limit, exhaustion).
+//! - [`memory`]: giving freed heap memory back to the kernel.
 //!
-//! `fallback/` has a portable version of the last one for any other OS.
+//! `fallback/` has portable versions of the last two for any other OS.
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub use linux::{descriptors, input, limits, pipe, proc, process, sandbox, signal, terminal};
+pub use linux::{
+    descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
+};
 
 #[cfg(not(target_os = "linux"))]
 mod fallback;
 #[cfg(not(target_os = "linux"))]
-pub use fallback::descriptors;
+pub use fallback::{descriptors, memory};

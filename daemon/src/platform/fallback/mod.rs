@@ -1,5 +1,5 @@
 //! Portable stand-ins, for an OS without an implementation of its own, of the concerns that
-//! are correct without one: descriptor facts through POSIX calls.
+//! are correct without one: descriptor facts through POSIX calls, and no memory trimming.
 
 pub mod descriptors {
     use std::io;
@@ -26,4 +26,9 @@ pub mod descriptors {
     pub fn exhausted(e: &io::Error) -> bool {
         matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
     }
+}
+
+pub mod memory {
+    /// Nothing to do: the allocator keeps what it keeps.
+    pub fn release_free() {}
 }

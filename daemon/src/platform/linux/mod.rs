@@ -1,8 +1,10 @@
-//! Linux: `/proc`, pidfds, `prctl`, Landlock, namespaces, `prlimit` and cgroup v2.
+//! Linux: `/proc`, pidfds, `prctl`, Landlock, namespaces, `prlimit`, cgroup v2 and glibc's
+//! `malloc_trim`.
 
 pub mod descriptors;
 pub mod input;
 pub mod limits;
+pub mod memory;
 pub mod pipe;
 pub mod proc;
 pub mod process;
