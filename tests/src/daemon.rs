@@ -291,6 +291,10 @@ impl TestDaemon {
         if let Err(e) = cuba_protocol::handshake::decode_welcome(&reply) {
             panic!("cubad refused the test's hello: {e}");
         }
+        // Until the daemon has closed its end: a test that counts connections (or the
+        // daemon's descriptors) starts from none.
+        let _ = s.shutdown().await;
+        while let Ok(1..) = s.read(&mut len).await {}
         true
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cuba_protocol::client::this_client;
 use cuba_protocol::handshake::{self, encode_hello};
-use cuba_protocol::{wire, ClientKind, Hello, Request, RequestFrame, ResponseFrame};
+use cuba_protocol::{wire, ClientInfo, ClientKind, Hello, Request, RequestFrame, ResponseFrame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
@@ -61,6 +61,21 @@ pub fn hello(full_env: bool) -> Vec<u8> {
         client.env.clear();
     }
     encode_hello(&Hello { client }).expect("a hello encodes")
+}
+
+/// The hello of `client`.
+pub fn hello_of(client: ClientInfo) -> Vec<u8> {
+    encode_hello(&Hello { client }).expect("a hello encodes")
+}
+
+/// Writes `body` as one frame, ignoring a peer that closed meanwhile (a refusal may come
+/// before the whole frame is written); true if all of it was written.
+pub async fn write_frame_lenient(s: &mut UnixStream, body: &[u8]) -> bool {
+    let len = u32::try_from(body.len()).expect("frame fits a u32 length");
+    bounded("raw write", IO_LIMIT, async {
+        s.write_all(&len.to_be_bytes()).await.is_ok() && s.write_all(body).await.is_ok()
+    })
+    .await
 }
 
 /// Sends a valid hello and checks the daemon welcomes it.

@@ -108,8 +108,13 @@ impl TestDir {
     /// A dir with `cubad` already running on its socket (for in-process servers, which must not
     /// auto-start through process-global environment variables).
     pub async fn with_daemon() -> TestDir {
+        Self::with_daemon_env(&[]).await
+    }
+
+    /// Like [`TestDir::with_daemon`], with `env` set for `cubad` (e.g. its limits).
+    pub async fn with_daemon_env(env: &[(&str, &str)]) -> TestDir {
         let mut t = TestDir::new();
-        t.start_daemon().await;
+        t.start_daemon(env).await;
         t
     }
 
@@ -152,7 +157,7 @@ impl TestDir {
         self.extra.push(pid);
     }
 
-    async fn start_daemon(&mut self) {
+    async fn start_daemon(&mut self, env: &[(&str, &str)]) {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -172,6 +177,7 @@ impl TestDir {
             }
         }
         cmd.env("CUBA_EXEC_SHUTDOWN_TIMEOUT", GRACE);
+        cmd.envs(env.iter().copied());
         self.daemon = Some(cmd.spawn().expect("cannot start cubad"));
         let deadline = Instant::now() + Duration::from_secs(10);
         // No event says the socket is bound: try until a handshake succeeds.
