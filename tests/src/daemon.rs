@@ -130,6 +130,7 @@ pub struct TestDaemon {
 
 /// Mounts a tmpfs of `bytes` at `dir`; false when this user may not (or
 /// `CUBA_TESTS_NO_MOUNT` is set, to run the file-size-limit variant as root).
+#[cfg(target_os = "linux")]
 fn mount_tmpfs(dir: &Path, bytes: u64) -> bool {
     use std::os::unix::ffi::OsStrExt;
     if std::env::var_os("CUBA_TESTS_NO_MOUNT").is_some() {
@@ -153,6 +154,26 @@ fn mount_tmpfs(dir: &Path, bytes: u64) -> bool {
     };
     rc == 0
 }
+
+/// A tmpfs of our own is a Linux mount: elsewhere the file-size limit stands in.
+#[cfg(not(target_os = "linux"))]
+fn mount_tmpfs(_dir: &Path, _bytes: u64) -> bool {
+    false
+}
+
+/// Lazily, as processes of the test may still hold files there for a moment.
+#[cfg(target_os = "linux")]
+fn unmount(dir: &Path) {
+    if let Ok(target) =
+        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+    {
+        // SAFETY: umount2(2) on a NUL-terminated path that outlives the call.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unmount(_dir: &Path) {}
 
 impl TestDaemon {
     pub fn builder() -> Builder {
@@ -387,13 +408,7 @@ impl Drop for TestDaemon {
     fn drop(&mut self) {
         self.kill9();
         if self.small == Some(SmallState::Tmpfs) {
-            if let Ok(target) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(
-                self.state.as_os_str(),
-            )) {
-                // SAFETY: umount2(2) on a NUL-terminated path; lazily, as processes of the
-                // test may still hold files there for a moment.
-                unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-            }
+            unmount(&self.state);
         }
         // Processes fork while they are killed: repeat until a scan finds none.
         for _ in 0..50 {
