@@ -12,6 +12,24 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::conn;
 use crate::platform::descriptors;
 
+/// The soft `RLIMIT_NOFILE`: descriptors this process may have open at once (POSIX).
+pub fn fd_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    Some(lim.rlim_cur)
+}
+
+/// The process (EMFILE) or the whole system (ENFILE) has no descriptor left.
+pub fn out_of_fds(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Places for connections, one taken from accept to close.
 pub struct Slots {
     free: Arc<Semaphore>,
@@ -116,7 +134,7 @@ impl Reserve {
         // even when none is, and one that comes later may find descriptors free again.
         match listener.accept().now_or_never() {
             Some(Ok((stream, _))) => {
-                let reason = exhausted(open, descriptors::limit());
+                let reason = exhausted(open, fd_limit());
                 self.log(Some(&reason));
                 // Awaited here, not in a task: the reserve is this connection's descriptor
                 // until it closes. A client reads the reason and closes at once; the wait is

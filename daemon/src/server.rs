@@ -14,13 +14,12 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
-use crate::admission::{Burst, Reserve, Slots};
+use crate::admission::{out_of_fds, Burst, Reserve, Slots};
 use crate::audit::{Audit, Peer};
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::journal::Journal;
 use crate::launch::Launcher;
-use crate::platform::descriptors;
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
@@ -54,7 +53,7 @@ pub async fn run(
                     reserve.refill();
                     accept(&d, stream, slots.take().ok_or_else(|| slots.refusal()), &mut conns);
                 }
-                Err(e) if descriptors::exhausted(&e) => reserve.refuse_one(&listener, d.pid()).await,
+                Err(e) if out_of_fds(&e) => reserve.refuse_one(&listener, d.pid()).await,
                 Err(e) => {
                     // Keep serving the connections we have; say so once a second at most.
                     if let Some(n) = failures.note(std::time::Instant::now()) {

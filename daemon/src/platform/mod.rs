@@ -12,7 +12,7 @@
 //! - [`terminal`]: what a child needs to take a terminal as its controlling one.
 //! - [`limits`]: per-process resource limits (rlimits, cgroups).
 //! - [`sandbox`]: write confinement and network isolation.
-//! - [`descriptors`]: the daemon's own descriptors (how many are open, the limit, exhaustion).
+//! - [`descriptors`]: how many descriptors the daemon has open.
 //! - [`memory`]: giving freed heap memory back to the kernel.
 //!
 //! `fallback/` has portable versions of the last two for any other OS.
