@@ -88,11 +88,11 @@ pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
         todo.push(root.pid);
     }
     for parent in &scope.parents {
-        todo.extend(proc::children(*parent).into_iter().filter(|c| {
-            *c != root.pid
-                && !scope.known.contains(c)
-                && (in_group(root, *c) || proc::has_env_entry(*c, &root.marker))
-        }));
+        todo.extend(
+            proc::children(*parent)
+                .into_iter()
+                .filter(|c| *c != root.pid && !scope.known.contains(c) && escaped_from(root, *c)),
+        );
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -109,11 +109,15 @@ pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
     out
 }
 
-/// Whether `pid` is in `root`'s process group: a member even while its environment cannot be
-/// read (mid-`execve`, `/proc/PID/environ` can read empty). Linux does not reuse a pid while a
-/// group of that id exists, so a group of the root's pid started after it is the root's.
-fn in_group(root: &TreeRoot, pid: i32) -> bool {
-    proc::stat(pid).is_some_and(|s| s.pgrp == root.pid && s.start_time >= root.start_time)
+/// Whether `pid`, a child of the daemon it does not track, came from `root`'s tree: it is in
+/// the root's process group, or carries its marker. The group counts even while the
+/// environment cannot be read (mid-`execve`, `/proc/PID/environ` can read empty). Linux does
+/// not reuse a pid while a group of that id exists, so the group of the root's pid is the
+/// root's. `getpgid` first: one system call, where the marker costs reading a file.
+fn escaped_from(root: &TreeRoot, pid: i32) -> bool {
+    // SAFETY: getpgid has no memory arguments; a gone pid is an error (-1).
+    let group = unsafe { libc::getpgid(pid) };
+    group == root.pid || proc::has_env_entry(pid, &root.marker)
 }
 
 /// Signals every member of the tree once. Returns how many were signalled.
