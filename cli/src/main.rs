@@ -126,6 +126,9 @@ enum Command {
     /// The audit log: every spawn decision and process end (`-f` follows it, `--json` for
     /// the raw lines).
     Audit(cmd::audit::Args),
+    /// This machine's daemon on stdin/stdout, for a client elsewhere: `ssh HOST cubactl
+    /// bridge`.
+    Bridge(cmd::bridge::Args),
     /// Print a shell completion script: `cubactl completions bash > ~/.local/share/bash-completion/completions/cubactl`.
     Completions(cmd::completions::Args),
     /// Print the manual page (roff): `cubactl man | man -l -`.
@@ -153,6 +156,7 @@ async fn main() -> ExitCode {
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,
+        Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

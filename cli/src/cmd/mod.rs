@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod audit;
+pub mod bridge;
 pub mod completions;
 pub mod daemon;
 pub mod info;

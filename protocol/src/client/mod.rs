@@ -25,7 +25,7 @@ use tokio_util::codec::Framed;
 use crate::handshake::{self, HandshakeError};
 use crate::message::*;
 use crate::wire::{self, WireError};
-pub use start::start_daemon;
+pub use start::{daemon_absent, start_daemon};
 use stream::{lock, route, unexpected, ReplyStream};
 pub use stream::{Running, Subscription};
 

@@ -14,7 +14,9 @@ use crate::paths;
 /// How long an auto-started daemon may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) fn daemon_absent(e: &io::Error) -> bool {
+/// The connect error says no daemon listens on the socket (none started yet, or a stale
+/// socket file): starting one may help.
+pub fn daemon_absent(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused

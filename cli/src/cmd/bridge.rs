@@ -1,0 +1,75 @@
+//! `bridge`: this machine's daemon socket on stdin/stdout, byte for byte, so that a client on
+//! another machine reaches it through a command's stdio (`ssh HOST cubactl bridge`,
+//! `docker exec -i CONTAINER cubactl bridge`). Nothing is added to the bytes: the client does
+//! the same handshake as on a local socket.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use cuba_protocol::client::{daemon_absent, start_daemon};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
+
+use crate::ctx::Ctx;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Made for a client on another machine, as its bridge command: `ssh HOST cubactl bridge` carries \
+the cuba-exec protocol between that client and this machine's cubad (started if none runs). \
+Exits when either side closes. It refuses to run on a terminal: the protocol is binary.")]
+pub struct Args {}
+
+pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
+    if std::io::stdin().is_terminal() || std::io::stdout().is_terminal() {
+        eprintln!(
+            "cubactl bridge: stdin/stdout is a terminal; this command carries the binary \
+             protocol for a remote client (`ssh HOST cubactl bridge`), not for typing"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let stream = match UnixStream::connect(&ctx.socket).await {
+        Err(e) if daemon_absent(&e) => {
+            start_daemon(&ctx.socket).await?;
+            UnixStream::connect(&ctx.socket).await
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot reach cubad at {}", ctx.socket.display()))?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let upstream = async {
+        tokio::io::copy(&mut stdin, &mut to_daemon).await?;
+        // The client is done: the daemon sees the end and closes its side.
+        to_daemon.shutdown().await
+    };
+    let downstream = async {
+        // `copy` flushes whenever the daemon has nothing more for now: no reply waits.
+        tokio::io::copy(&mut from_daemon, &mut stdout).await?;
+        stdout.flush().await
+    };
+    tokio::pin!(upstream, downstream);
+    let result = tokio::select! {
+        // The daemon closed (it answered the end of input, or went away): nothing more can
+        // come from it.
+        r = &mut downstream => r,
+        r = &mut upstream => match r {
+            // The client's input ended: pass on what the daemon still sends, then go.
+            Ok(()) => downstream.await,
+            Err(e) => Err(e),
+        },
+    };
+    let code = match result {
+        Ok(()) => 0,
+        // A peer that went away mid-write is a close, not a failure of the bridge.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("cubactl bridge: {e}");
+            1
+        }
+    };
+    // Now, not through the runtime's shutdown: a read of stdin cannot be cancelled, and would
+    // keep a bridge whose daemon closed waiting for its client's next byte.
+    std::process::exit(code)
+}
