@@ -106,7 +106,8 @@ async fn a_full_disk_stops_the_spool_not_the_daemon() {
         // Two pipes: either may be read first.
         assert!(out == "hi\nerr\n" || out == "err\nhi\n", "{out:?}");
     }
-    say(&c, reader.id, "two").await;
+    // More than the page its spool file may still have room in: this write needs new space.
+    say(&c, reader.id, &format!("two{}", "x".repeat(12_000))).await;
     // A kill still ends a process, with its final state.
     let killed = bounded(
         "kill",
