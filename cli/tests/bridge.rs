@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::process::{ChildStdin, ChildStdout, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::mpsc;
 
 use common::{wait_child, Env, OnPty, LIMIT};
@@ -39,27 +39,36 @@ fn call(to: &mut ChildStdin, from: &mut ChildStdout, id: u64, request: Request) 
     reply.response
 }
 
-#[test]
-fn a_client_speaks_to_the_daemon_through_the_bridge() {
-    let env = Env::new();
-    let mut bridge = env
+/// `cubactl bridge` with its stdin and stdout in the test's hands.
+fn bridge(env: &Env) -> (Child, ChildStdin, ChildStdout) {
+    let mut child = env
         .std_cmd()
         .arg("bridge")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("cubactl bridge");
-    let (mut to, mut from) = (
-        bridge.stdin.take().expect("stdin"),
-        bridge.stdout.take().expect("stdout"),
-    );
+    let to = child.stdin.take().expect("stdin");
+    let from = child.stdout.take().expect("stdout");
+    (child, to, from)
+}
+
+/// The hello of a client named "bridged", through the bridge.
+fn send_hello(to: &mut ChildStdin) {
+    let hello = Hello {
+        client: this_client(ClientKind::Other, "bridged"),
+    };
+    send(to, &handshake::encode_hello(&hello).expect("hello"));
+}
+
+#[test]
+fn a_client_speaks_to_the_daemon_through_the_bridge() {
+    let env = Env::new();
+    let (mut bridge, mut to, mut from) = bridge(&env);
     // On a thread, so a bridge that hangs fails the test instead of blocking it.
     let (done, finished) = mpsc::channel();
     std::thread::spawn(move || {
-        let hello = Hello {
-            client: this_client(ClientKind::Other, "bridged"),
-        };
-        send(&mut to, &handshake::encode_hello(&hello).expect("hello"));
+        send_hello(&mut to);
         // The daemon was not running: the bridge started it, and it welcomes us.
         let welcome = handshake::decode_welcome(&receive(&mut from)).expect("a welcome");
         let spawn = SpawnRequest {
@@ -115,19 +124,8 @@ fn the_bridge_refuses_a_terminal() {
 #[test]
 fn the_bridge_ends_with_the_daemon() {
     let env = Env::new();
-    let mut bridge = env
-        .std_cmd()
-        .arg("bridge")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("cubactl bridge");
-    let mut to = bridge.stdin.take().expect("stdin");
-    let mut from = bridge.stdout.take().expect("stdout");
-    let hello = Hello {
-        client: this_client(ClientKind::Other, "bridged"),
-    };
-    send(&mut to, &handshake::encode_hello(&hello).expect("hello"));
+    let (mut bridge, mut to, mut from) = bridge(&env);
+    send_hello(&mut to);
     // Bounded by the daemon's own handshake timeout should the bridge pass nothing on.
     handshake::decode_welcome(&receive(&mut from)).expect("a welcome");
     env.ok(&["daemon", "stop"]);

@@ -25,22 +25,23 @@ impl Config {
                 .with_context(|| format!("CUBA_EXEC_BLOCKED_SIDE_EFFECTS={v:?}"))?;
         }
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        if let Some(v) = get("CUBA_EXEC_MAX_PROCS") {
-            self.max_procs =
-                v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
-                    format!("CUBA_EXEC_MAX_PROCS={v:?}: expected a number >= 1")
-                })?;
+        // A count of at least one: a setting of 0 would refuse everything.
+        let count = |name: &str| -> Result<Option<usize>> {
+            get(name)
+                .map(|v| {
+                    let n = v.trim().parse().ok().filter(|n| *n > 0);
+                    n.with_context(|| format!("{name}={v:?}: expected a number >= 1"))
+                })
+                .transpose()
+        };
+        if let Some(n) = count("CUBA_EXEC_MAX_PROCS")? {
+            self.max_procs = n;
         }
-        if let Some(v) = get("CUBA_EXEC_MAX_FINISHED") {
-            self.max_finished =
-                v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
-                    format!("CUBA_EXEC_MAX_FINISHED={v:?}: expected a number >= 1")
-                })?;
+        if let Some(n) = count("CUBA_EXEC_MAX_FINISHED")? {
+            self.max_finished = n;
         }
-        if let Some(v) = get("CUBA_EXEC_MAX_CONNECTIONS") {
-            self.max_connections = v.trim().parse().ok().filter(|n| *n > 0).with_context(|| {
-                format!("CUBA_EXEC_MAX_CONNECTIONS={v:?}: expected a number >= 1")
-            })?;
+        if let Some(n) = count("CUBA_EXEC_MAX_CONNECTIONS")? {
+            self.max_connections = n;
         }
         if let Some(v) = get("CUBA_EXEC_IDLE_TIMEOUT") {
             self.idle_timeout = parse_duration(&v)

@@ -27,12 +27,6 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Gaps remembered one by one; past this the oldest two are counted as one.
 const MAX_GAPS: usize = 64;
 
-/// Why the spool takes no bytes now, and when it tries again.
-#[derive(Debug)]
-struct Stopped {
-    retry_at: Instant,
-}
-
 #[derive(Debug)]
 pub struct Spool {
     dir: PathBuf,
@@ -45,7 +39,8 @@ pub struct Spool {
     /// Bytes of middle segments deleted to keep the cap.
     evicted: u64,
     last_stream: Option<Stream>,
-    stopped: Option<Stopped>,
+    /// Stopped (a write failed): when to try again.
+    stopped: Option<Instant>,
     /// How long a stopped spool waits before it tries again.
     retry_after: Duration,
     /// The last write error, as users read it (`no space left on device`).
@@ -189,11 +184,6 @@ impl Spool {
         }
     }
 
-    /// Whether writing is stopped now.
-    pub fn stopped(&self) -> bool {
-        self.stopped.is_some()
-    }
-
     /// Why writing stopped, while it is.
     pub fn stopped_by(&self) -> Option<&str> {
         self.stopped
@@ -223,7 +213,10 @@ impl Spool {
     }
 
     fn open_segment(&mut self) -> io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
+        // The first segment makes the directory (also after a stop that came before it).
+        if self.segs.is_empty() {
+            fs::create_dir_all(&self.dir)?;
+        }
         let base = self.base(self.written);
         let open = |ext: &str| {
             OpenOptions::new()
@@ -276,8 +269,8 @@ impl Spool {
     /// limit), the spool stops, counts what it skips, and tries again on output after
     /// [`RETRY_AFTER`], in a new segment: the bytes in between are a gap readers are told of.
     pub fn write(&mut self, stream: Stream, data: &[u8]) {
-        if let Some(stopped) = &self.stopped {
-            if Instant::now() < stopped.retry_at {
+        if let Some(retry_at) = self.stopped {
+            if Instant::now() < retry_at {
                 self.skip(data.len() as u64);
                 return;
             }
@@ -305,9 +298,7 @@ impl Spool {
 
     fn stop(&mut self, e: &io::Error) {
         self.error = Some(crate::health::reason(e));
-        self.stopped = Some(Stopped {
-            retry_at: Instant::now() + self.retry_after,
-        });
+        self.stopped = Some(Instant::now() + self.retry_after);
         // The segment written last is never written again: its files may close.
         if let Some(seg) = self.segs.last_mut() {
             seg.files = None;
@@ -476,7 +467,7 @@ mod tests {
         s.retry_after = Duration::ZERO;
         s.write(Stream::Stdout, b"lost ");
         s.write(Stream::Stderr, b"also lost ");
-        assert!(s.stopped());
+        assert!(s.stopped_by().is_some());
         assert_eq!(s.gaps(), [(0, 15)]);
         assert_eq!(s.dropped(), 15);
         let n = s.notice().unwrap();
@@ -487,7 +478,7 @@ mod tests {
         // The file system takes bytes again: the next write resumes in a new segment.
         fs::remove_file(&blocker).unwrap();
         s.write(Stream::Stdout, b"kept");
-        assert!(!s.stopped());
+        assert!(s.stopped_by().is_none());
         let (bytes, dropped) = read_all(&s, StreamFilter::Both);
         assert_eq!((bytes.as_slice(), dropped), (&b"kept"[..], 15));
         let n = s.notice().unwrap();
