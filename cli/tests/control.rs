@@ -146,12 +146,17 @@ fn run_with_endless_input_exits_with_the_code_of_a_command_that_reads_none() {
     }
 }
 
+const READY_THEN_SLEEP: &str = "exec python3 -c 'import signal, time; \
+    signal.signal(signal.SIGINT, signal.SIG_DFL); print(\"ready\", flush=True); time.sleep(300)'";
+
 #[test]
 fn run_forwards_ctrl_c_and_exits_130() {
     let env = Env::new();
     let mut child = env
         .std_cmd()
-        .args(["run", "--name", "fg", "--", "echo ready; sleep 300"])
+        // One process that is ready for the Ctrl-C once it says so: a shell between `echo` and
+        // the next command can lose a SIGINT (dash does), which made this test flaky under load.
+        .args(["run", "--name", "fg", "--", READY_THEN_SLEEP])
         .stdout(Stdio::piped())
         .spawn()
         .expect("run");
