@@ -57,6 +57,7 @@ fn bridge(env: &Env) -> (Child, ChildStdin, ChildStdout) {
 fn send_hello(to: &mut ChildStdin) {
     let hello = Hello {
         client: this_client(ClientKind::Other, "bridged"),
+        remote: false,
     };
     send(to, &handshake::encode_hello(&hello).expect("hello"));
 }

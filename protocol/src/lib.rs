@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod handshake;
+pub mod hosts;
 pub mod keys;
 pub mod message;
 pub mod paths;
@@ -22,7 +23,7 @@ pub use message::*;
 pub use time::now_ms;
 
 /// Bumped on any change to the wire format or the message types.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The version of this build of the cuba-exec binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -72,3 +72,17 @@ pub fn daemon_binary() -> PathBuf {
 
 /// Unix socket paths must fit `sun_path` (108 bytes including the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The settings file shared by the daemon and its clients: `$CUBA_EXEC_CONFIG` (then it must
+/// exist: `true`), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
+/// `~/.config/cuba-exec/config.toml` (may be absent). `lookup` reads a variable.
+pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
+    if let Some(p) = lookup("CUBA_EXEC_CONFIG").filter(|p| !p.is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let base = lookup("XDG_CONFIG_HOME")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some((base.join("cuba-exec").join("config.toml"), false))
+}

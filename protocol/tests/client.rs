@@ -38,6 +38,7 @@ async fn welcomed(
     let welcome = Welcome {
         daemon_version: "test".into(),
         daemon_pid: 1,
+        env: Vec::new(),
     };
     let frame = handshake::encode_welcome(&welcome).unwrap();
     framed.send(Bytes::from(frame)).await.unwrap();

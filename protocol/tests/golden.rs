@@ -84,6 +84,7 @@ fn hello() -> Hello {
             cwd: "/w".into(),
             env: vec![("K".into(), "v".into())],
         },
+        remote: true,
     }
 }
 
@@ -91,6 +92,7 @@ fn welcome() -> Welcome {
     Welcome {
         daemon_version: "0.1.0".into(),
         daemon_pid: 99,
+        env: Vec::new(),
     }
 }
 
@@ -228,12 +230,13 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "00000008",             // protocol version 8, fixed u32 big-endian
+            "00000009",             // protocol version 9, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
             "00 02 2f77",           // cwd "/w"
             "01 00 01 4b 00 01 76", // env [("K", "v")]
+            "01",                   // remote: true
         ],
     );
     assert!(
@@ -248,17 +251,18 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000008",      // protocol version 8
+            "00000009",      // protocol version 9
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
             "63",            // daemon_pid 99 again, varint
+            "00",            // env: none (a local client)
         ],
     );
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000008 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000009 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -22,6 +22,7 @@ fn hello() -> Hello {
             cwd: "/home/u/projekt".into(),
             env: vec![("PATH".into(), "/usr/bin".into())],
         },
+        remote: false,
     }
 }
 
@@ -29,6 +30,7 @@ fn welcome() -> Welcome {
     Welcome {
         daemon_version: VERSION.into(),
         daemon_pid: 4321,
+        env: Vec::new(),
     }
 }
 

@@ -50,7 +50,7 @@ proptest! {
     fn handshake_bodies_round_trip(hello in strategies::hello(), version in strategies::text(), pid in any::<u32>()) {
         let body = wire::encode(&hello).unwrap();
         prop_assert_eq!(wire::decode::<Hello>(&body).unwrap(), hello);
-        let welcome = Welcome { daemon_version: version, daemon_pid: pid };
+        let welcome = Welcome { daemon_version: version, daemon_pid: pid, env: vec![("K".into(), "v".into())] };
         let body = wire::encode(&welcome).unwrap();
         prop_assert_eq!(wire::decode::<Welcome>(&body).unwrap(), welcome);
     }

@@ -73,6 +73,7 @@ async fn serve(mut s: UnixStream, seen: Seen) -> Option<()> {
     let welcome = Welcome {
         daemon_version: cuba_protocol::VERSION.into(),
         daemon_pid: std::process::id(),
+        env: Vec::new(),
     };
     write_frame(&mut s, &encode_welcome(&welcome).ok()?).await?;
     loop {

@@ -60,12 +60,20 @@ pub fn hello(full_env: bool) -> Vec<u8> {
     if !full_env {
         client.env.clear();
     }
-    encode_hello(&Hello { client }).expect("a hello encodes")
+    encode_hello(&Hello {
+        client,
+        remote: false,
+    })
+    .expect("a hello encodes")
 }
 
 /// The hello of `client`.
 pub fn hello_of(client: ClientInfo) -> Vec<u8> {
-    encode_hello(&Hello { client }).expect("a hello encodes")
+    encode_hello(&Hello {
+        client,
+        remote: false,
+    })
+    .expect("a hello encodes")
 }
 
 /// Writes `body` as one frame, ignoring a peer that closed meanwhile (a refusal may come

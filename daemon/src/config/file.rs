@@ -37,6 +37,12 @@ struct File {
     network: Option<bool>,
     audit_max: Option<Scalar>,
     limits: Option<LimitsTable>,
+    /// `[hosts.NAME]` and `allowed_hosts` are the clients' part of the file (read by
+    /// `cuba_protocol::hosts`, which checks them): accepted here, not used.
+    #[allow(dead_code)]
+    hosts: Option<toml::Table>,
+    #[allow(dead_code)]
+    allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[limits]`: rlimits and cgroup limits for every command.
@@ -107,19 +113,6 @@ impl File {
     }
 }
 
-/// `$CUBA_EXEC_CONFIG` (must exist), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
-/// `~/.config/cuba-exec/config.toml` (may be absent).
-fn path(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
-    if let Some(p) = lookup("CUBA_EXEC_CONFIG").filter(|p| !p.is_empty()) {
-        return Some((PathBuf::from(p), true));
-    }
-    let base = lookup("XDG_CONFIG_HOME")
-        .filter(|p| p.starts_with('/'))
-        .map(PathBuf::from)
-        .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some((base.join("cuba-exec").join("config.toml"), false))
-}
-
 /// Parses settings text; errors name the line (toml's message carries it).
 fn parse(text: &str) -> Result<BTreeMap<&'static str, String>> {
     let file: File = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -130,7 +123,7 @@ fn parse(text: &str) -> Result<BTreeMap<&'static str, String>> {
 pub fn read(
     lookup: &impl Fn(&str) -> Option<String>,
 ) -> Result<Option<(PathBuf, BTreeMap<&'static str, String>)>> {
-    let Some((path, explicit)) = path(lookup) else {
+    let Some((path, explicit)) = cuba_protocol::paths::config_file(lookup) else {
         return Ok(None);
     };
     let text = match std::fs::read_to_string(&path) {

@@ -100,14 +100,23 @@ pub async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
     let refusal = match hello {
         Ok(HelloOutcome::Ok(hello)) => match check(&hello.client) {
             Ok(()) => {
+                let (client, env) = match hello.remote {
+                    true => {
+                        let client = remote(hello.client);
+                        let env = client.env.clone();
+                        (client, env)
+                    }
+                    false => (hello.client, Vec::new()),
+                };
                 let welcome = Welcome {
                     daemon_version: VERSION.to_string(),
                     daemon_pid: pid,
+                    env,
                 };
                 match handshake::encode_welcome(&welcome) {
                     Ok(frame) => {
                         framed.send(Bytes::from(frame)).await.ok()?;
-                        return Some(hello.client);
+                        return Some(client);
                     }
                     Err(e) => e.to_string(),
                 }
@@ -122,6 +131,21 @@ pub async fn handshake(pid: u32, framed: &mut Conn) -> Option<ClientInfo> {
     };
     refuse_framed(framed, pid, &refusal, large).await;
     None
+}
+
+/// A client on another machine, as what it starts sees it: this daemon's environment (the
+/// remote user's; the bridge carries none of the client machine's) with the client's policy
+/// narrowing on top, and the home directory when it names no working directory.
+fn remote(mut client: ClientInfo) -> ClientInfo {
+    let mut env: cuba_protocol::Env = std::env::vars_os().collect();
+    env.append(&mut client.env);
+    client.env = env;
+    if client.cwd.is_empty() {
+        client.cwd = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "/".into());
+    }
+    client
 }
 
 /// The buffer that held a large hello is not kept for the rest of the connection.
@@ -272,7 +296,27 @@ mod tests {
         c.cwd = OsString::from(format!("/{}", "d".repeat(4095)));
         c.name = "n".repeat(256);
         assert!(check(&c).is_ok());
-        let frame = handshake::encode_hello(&Hello { client: c }).unwrap();
+        let frame = handshake::encode_hello(&Hello {
+            client: c,
+            remote: false,
+        })
+        .unwrap();
         assert!(frame.len() <= MAX_HELLO_FRAME, "{}", frame.len());
+    }
+
+    #[test]
+    fn a_remote_client_starts_from_the_daemons_environment_and_home() {
+        let mut c = client(vec![(b"CUBA_EXEC_ALLOWED_COMMANDS", b"echo")]);
+        c.cwd = OsString::new();
+        let r = remote(c);
+        let path = std::env::var_os("PATH").unwrap();
+        assert!(r.env.iter().any(|(k, v)| k == "PATH" && *v == path));
+        // The client's narrowing comes last, so it is the value the policy reads.
+        assert_eq!(
+            r.env.last().unwrap(),
+            &("CUBA_EXEC_ALLOWED_COMMANDS".into(), "echo".into())
+        );
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+        assert_eq!(r.cwd, home.unwrap_or_else(|| "/".into()));
     }
 }

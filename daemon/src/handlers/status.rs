@@ -43,6 +43,10 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         running: running as u32,
         total: all.len() as u32,
         max_procs: d.config().max_procs as u32,
+        os: std::env::consts::OS.to_string(),
+        arch: std::env::consts::ARCH.to_string(),
+        hostname: cuba_protocol::hosts::hostname().unwrap_or_default(),
+        shell: d.config().shell.clone(),
         notices,
     }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
@@ -56,6 +57,12 @@ pub enum ClientError {
     Gone,
     #[error("cubad sent an unexpected reply: {0}")]
     Unexpected(String),
+    /// A host could not be reached, or its daemon could not be spoken to.
+    #[error("host {host}: {message}")]
+    Bridge { host: String, message: String },
+    /// A host that is unknown or not allowed.
+    #[error("{0}")]
+    Host(String),
 }
 
 impl ClientError {
@@ -77,6 +84,8 @@ impl ClientError {
                 | ClientError::Start { .. }
                 | ClientError::Handshake(_)
                 | ClientError::Gone
+                | ClientError::Bridge { .. }
+                | ClientError::Host(_)
         )
     }
 
@@ -121,6 +130,9 @@ pub struct Client {
     health: Arc<Health>,
     next_id: Arc<AtomicU64>,
     welcome: Arc<Welcome>,
+    /// What must live as long as the connection (a bridge process, killed when the last clone
+    /// of the connection is dropped).
+    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// This process as a client: its pid, cwd and environment.
@@ -145,7 +157,11 @@ impl Client {
                 path: socket.to_path_buf(),
                 source,
             })?;
-        Self::handshake(stream, client).await
+        let hello = Hello {
+            client,
+            remote: false,
+        };
+        Self::over(stream, hello, None, HANDSHAKE_TIMEOUT).await
     }
 
     /// Connects, starting the daemon first if none answers on `socket`.
@@ -162,9 +178,19 @@ impl Client {
         }
     }
 
-    async fn handshake(stream: UnixStream, client: ClientInfo) -> Result<Client, ClientError> {
+    /// The handshake (within `limit`) and the connection's tasks over any byte stream (a
+    /// socket, a bridge process's stdio). `keep` lives as long as the connection.
+    pub(crate) async fn over<S>(
+        stream: S,
+        hello: Hello,
+        keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+        limit: Duration,
+    ) -> Result<Client, ClientError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let mut framed = Framed::new(stream, wire::codec());
-        let hello = handshake::encode_hello(&Hello { client })?;
+        let hello = handshake::encode_hello(&hello)?;
         let exchange = async {
             // A daemon that refuses at once (too many connections, no descriptors left) may
             // close before the hello is written: its reason is still there to read.
@@ -178,14 +204,15 @@ impl Client {
                 (None, Ok(())) => Err(ClientError::Closed),
             }
         };
-        let welcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
-            .await
-            .map_err(|_| {
-                ClientError::Io(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "cubad did not answer the handshake within 10 s",
-                ))
-            })??;
+        let welcome = tokio::time::timeout(limit, exchange).await.map_err(|_| {
+            ClientError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "cubad did not answer the handshake within {} s",
+                    limit.as_secs()
+                ),
+            ))
+        })??;
 
         let (mut sink, mut source) = framed.split();
         let (out, mut out_rx) = mpsc::channel::<Bytes>(64);
@@ -223,6 +250,7 @@ impl Client {
             health,
             next_id: Arc::new(AtomicU64::new(1)),
             welcome: Arc::new(welcome),
+            _keep: keep,
         })
     }
 

@@ -37,6 +37,12 @@ pub struct DaemonStatus {
     pub running: u32,
     pub total: u32,
     pub max_procs: u32,
+    /// Where the daemon runs: `linux`, `macos`; `x86_64`, `aarch64`; its host name.
+    pub os: String,
+    pub arch: String,
+    pub hostname: String,
+    /// The shell that runs commands (`sh -c TEXT`).
+    pub shell: String,
     /// What the daemon could not do as it should (a full disk: spools stopped, log lines or
     /// journal entries not written), one line each; empty when all is well.
     pub notices: Vec<String>,

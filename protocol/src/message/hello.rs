@@ -35,6 +35,11 @@ pub struct ClientInfo {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Hello {
     pub client: ClientInfo,
+    /// The client runs on another machine and reaches this daemon through a bridge (`cubactl
+    /// bridge` over ssh, `docker exec -i`, …). Its `env` then holds only its policy narrowing
+    /// (`CUBA_EXEC_*`): what it starts gets this daemon's environment (the remote user's) with
+    /// those on top. An empty `cwd` means the daemon user's home directory.
+    pub remote: bool,
 }
 
 /// Handshake reply body.
@@ -42,4 +47,7 @@ pub struct Hello {
 pub struct Welcome {
     pub daemon_version: String,
     pub daemon_pid: u32,
+    /// For a remote client ([`Hello::remote`]): the environment what it starts begins with, so
+    /// the client can hide its secret values from output as it does its own. Empty otherwise.
+    pub env: Env,
 }

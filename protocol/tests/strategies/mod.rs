@@ -35,8 +35,15 @@ pub fn client_kind() -> impl Strategy<Value = ClientKind> {
 }
 
 pub fn hello() -> impl Strategy<Value = Hello> {
-    (client_kind(), text(), any::<u32>(), os_string(), env()).prop_map(
-        |(kind, name, pid, cwd, env)| Hello {
+    (
+        client_kind(),
+        text(),
+        any::<u32>(),
+        os_string(),
+        env(),
+        any::<bool>(),
+    )
+        .prop_map(|(kind, name, pid, cwd, env, remote)| Hello {
             client: ClientInfo {
                 kind,
                 name,
@@ -44,8 +51,8 @@ pub fn hello() -> impl Strategy<Value = Hello> {
                 cwd,
                 env,
             },
-        },
-    )
+            remote,
+        })
 }
 
 fn stream_filter() -> impl Strategy<Value = StreamFilter> {
@@ -358,12 +365,14 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
         (text(), any::<u32>(), any::<u32>(), any::<u64>()),
         (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        (text(), text(), text(), text()),
     );
     fields.prop_map(
         |(
             (daemon_version, protocol_version, pid, started_at_ms),
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
+            (os, arch, hostname, shell),
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -376,6 +385,10 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             total,
             max_procs,
             notices,
+            os,
+            arch,
+            hostname,
+            shell,
         },
     )
 }

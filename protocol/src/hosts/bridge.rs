@@ -1,0 +1,237 @@
+//! Reaching a host: its bridge command started with piped stdio, the protocol's handshake
+//! through it, and a failure turned into what the user should do (install ssh, fix the host,
+//! install `cubactl` there, upgrade one side).
+
+use std::ffi::OsString;
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStderr, Command};
+use tokio::sync::{oneshot, watch};
+
+use super::{Bridge, HostSpec};
+use crate::client::{Client, ClientError};
+use crate::handshake::HandshakeError;
+use crate::message::{ClientInfo, Hello};
+
+/// The whole first connection: an ssh handshake, and perhaps a daemon started there.
+const BRIDGE_HANDSHAKE: Duration = Duration::from_secs(30);
+/// How long a bridge that closed its stdout may take to exit, for its status in the error.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// The bridge's last stderr lines kept for error messages.
+const STDERR_LINES: usize = 8;
+const STDERR_LINE_BYTES: usize = 512;
+
+/// The variables of a client's environment that narrow a daemon's policy: the only ones sent
+/// to another machine (the rest of this machine's environment means nothing there).
+pub const NARROWING: &[&str] = &[
+    "CUBA_EXEC_BLOCKED_COMMANDS",
+    "CUBA_EXEC_ALLOWED_COMMANDS",
+    "CUBA_EXEC_ALLOWED_DIRS",
+    "CUBA_EXEC_SANDBOX",
+    "CUBA_EXEC_NETWORK",
+];
+
+/// `client` as a remote daemon should see it: named after this machine too, its policy
+/// narrowing as its only environment, the host's `cwd` (or none: the remote home).
+pub fn remote_hello(mut client: ClientInfo, spec: &HostSpec) -> Hello {
+    client.env.retain(|(k, _)| NARROWING.iter().any(|n| k == n));
+    client.cwd = spec.cwd.clone().map(OsString::from).unwrap_or_default();
+    if let Some(me) = hostname() {
+        client.name = format!("{}@{me}", client.name);
+    }
+    Hello {
+        client,
+        remote: true,
+    }
+}
+
+/// This machine's name (`gethostname`).
+pub fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // fails.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0)?;
+    (rc == 0 && end > 0).then(|| String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The bridge process, for as long as its connection lives: dropping this (with the last
+/// clone of the [`Client`]) kills it.
+struct Process {
+    _kill: oneshot::Sender<()>,
+}
+
+/// The bridge's last stderr lines.
+#[derive(Default)]
+struct Tail(Mutex<Vec<String>>);
+
+impl Tail {
+    fn push(&self, line: &str) {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_LINES {
+            lines.remove(0);
+        }
+        let mut line = line.trim_end().to_string();
+        if line.len() > STDERR_LINE_BYTES {
+            let mut cut = STDERR_LINE_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push('…');
+        }
+        lines.push(line);
+    }
+
+    /// The last line that says something (ssh's own reason, the remote shell's error).
+    fn last(&self) -> Option<String> {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().rev().find(|l| !l.trim().is_empty()).cloned()
+    }
+}
+
+/// Reads the bridge's stderr to its end, so it never blocks on a full pipe; keeps the last
+/// lines.
+async fn drain(stderr: ChildStderr, tail: Arc<Tail>, host: String) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(%host, "bridge: {line}");
+        tail.push(&line);
+    }
+}
+
+fn failed(spec: &HostSpec, message: String) -> ClientError {
+    ClientError::Bridge {
+        host: spec.name.clone(),
+        message,
+    }
+}
+
+/// Starts `spec`'s bridge and says hello through it.
+pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientError> {
+    let argv = spec.argv();
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| failed(spec, "no bridge command".into()))?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C meant for a command run through it (`cubactl run`)
+        // must not end the link.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed(spec, spawn_error(spec, program, &e)))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(failed(spec, "the bridge's stdio is missing".into()));
+    };
+    let tail = Arc::new(Tail::default());
+    tokio::spawn(drain(stderr, tail.clone(), spec.name.clone()));
+    let (kill, killed) = oneshot::channel::<()>();
+    let (exit_tx, mut exit) = watch::channel::<Option<ExitStatus>>(None);
+    tokio::spawn(async move {
+        let status = tokio::select! {
+            status = child.wait() => status,
+            _ = killed => {
+                let _ = child.start_kill();
+                child.wait().await
+            }
+        };
+        let _ = exit_tx.send(status.ok());
+    });
+    let keep = Arc::new(Process { _kill: kill });
+    let stream = tokio::io::join(stdout, stdin);
+    match Client::over(stream, hello, Some(keep), BRIDGE_HANDSHAKE).await {
+        Ok(client) => Ok(client),
+        Err(e) => {
+            let status = tokio::time::timeout(EXIT_WAIT, exit.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|s| s.ok().and_then(|s| *s));
+            Err(failed(spec, explain(spec, e, status, tail.last())))
+        }
+    }
+}
+
+fn spawn_error(spec: &HostSpec, program: &str, e: &io::Error) -> String {
+    match (&spec.bridge, e.kind()) {
+        (Bridge::Ssh { .. }, io::ErrorKind::NotFound) => {
+            "`ssh` is not installed here (not found on PATH): install OpenSSH's client \
+             (e.g. `apt install openssh-client`)"
+                .into()
+        }
+        (_, io::ErrorKind::NotFound) => {
+            format!("the bridge command `{program}` was not found on PATH: install it or give its full path in `command`")
+        }
+        _ => format!("cannot start the bridge `{program}`: {e}"),
+    }
+}
+
+/// What a failed first connection means, and what to do about it.
+fn explain(
+    spec: &HostSpec,
+    e: ClientError,
+    status: Option<ExitStatus>,
+    stderr: Option<String>,
+) -> String {
+    let remote_bin = spec.remote_bin.as_deref().unwrap_or("cubactl");
+    let said = stderr
+        .as_deref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    match e {
+        ClientError::Handshake(HandshakeError::VersionMismatch { daemon, client, .. }) => {
+            let fix = match daemon < client {
+                true => format!(
+                    "upgrade cuba-exec on {} (then `cubactl daemon restart` there)",
+                    spec.name
+                ),
+                false => "upgrade cuba-exec on this machine".to_string(),
+            };
+            format!(
+                "its cubad speaks protocol version {daemon}, this client speaks {client}: {fix}"
+            )
+        }
+        ClientError::Handshake(HandshakeError::Refused(reason)) => {
+            format!("its cubad refused the connection: {reason}")
+        }
+        ClientError::Handshake(HandshakeError::BadMagic | HandshakeError::Truncated) => format!(
+            "`{}` answered with something other than cuba-exec's protocol{said}; make sure it \
+             runs `cubactl bridge` and that nothing (a login banner, a shell startup file) \
+             writes to its stdout",
+            spec.via()
+        ),
+        other => {
+            let code = status.and_then(|s| s.code());
+            let not_found = code == Some(127)
+                || stderr.as_deref().is_some_and(|s| {
+                    s.contains("not found") || s.contains("No such file or directory")
+                });
+            match (&spec.bridge, code) {
+                (Bridge::Ssh { .. }, _) if not_found => format!(
+                    "`{remote_bin}` is not installed there{said}: install cuba-exec on {} or set \
+                     remote_bin in [hosts.{}] to the path of its cubactl",
+                    spec.name, spec.name
+                ),
+                (Bridge::Ssh { dest, .. }, Some(255)) => format!(
+                    "cannot reach it through ssh {dest}: {}",
+                    stderr.unwrap_or_else(|| "ssh failed without a message".into())
+                ),
+                _ if status.is_some() => format!(
+                    "the bridge `{}` exited ({}){said}",
+                    spec.via(),
+                    status.map(|s| s.to_string()).unwrap_or_default()
+                ),
+                _ => format!("no answer through `{}`: {other}{said}", spec.via()),
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! A client's connections: this machine's daemon and one per host, each made on first use and
+//! kept (no ssh handshake per call), remade once it has dropped. Each has its own lock, so a
+//! host that is slow to connect holds up only the calls to that host.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::{bridge, Hosts, LOCAL};
+use crate::client::{Client, ClientError};
+use crate::message::ClientInfo;
+
+type Slot = Arc<AsyncMutex<Option<Client>>>;
+
+pub struct Pool {
+    socket: PathBuf,
+    hosts: Hosts,
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+/// `None`, `""` and `local` all name this machine.
+pub fn is_local(host: Option<&str>) -> bool {
+    host.is_none_or(|h| h.is_empty() || h == LOCAL)
+}
+
+impl Pool {
+    /// Connections to the daemon on `socket` and to `hosts`.
+    pub fn new(socket: PathBuf, hosts: Hosts) -> Pool {
+        Pool {
+            socket,
+            hosts,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    fn slot(&self, name: &str) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(name.to_string()).or_default().clone()
+    }
+
+    /// The connection to `host` (this machine when `None` or `local`), made if there is none
+    /// or it has dropped: for this machine by starting a daemon if none runs, for a host
+    /// through its bridge. `who` is this client, asked only when a connection is made.
+    pub async fn client(
+        &self,
+        host: Option<&str>,
+        who: impl FnOnce() -> ClientInfo,
+    ) -> Result<Client, ClientError> {
+        let name = match host {
+            Some(h) if !is_local(host) => h,
+            _ => LOCAL,
+        };
+        let spec = match name {
+            LOCAL => None,
+            _ => Some(self.hosts.get(name).map_err(ClientError::Host)?),
+        };
+        let slot = self.slot(name);
+        let mut slot = slot.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.is_alive()) {
+            return Ok(c.clone());
+        }
+        let client = match spec {
+            None => Client::connect_or_start(&self.socket, who()).await?,
+            Some(spec) => bridge::connect(spec, bridge::remote_hello(who(), spec)).await?,
+        };
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets `host`'s connection (it was found dead): the next call makes a new one.
+    pub async fn forget(&self, host: Option<&str>) {
+        let name = match host {
+            Some(h) if !is_local(host) => h,
+            _ => LOCAL,
+        };
+        self.slot(name).lock().await.take();
+    }
+}
