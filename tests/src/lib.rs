@@ -7,10 +7,13 @@
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
 //! - [`raw`]: hand-made frames on a bare socket, for hostile-client tests.
+//! - [`sshd`]: a real OpenSSH server on 127.0.0.1 and a client config naming it, for the tests
+//!   of remote hosts.
 
 pub mod daemon;
 pub mod procfs;
 pub mod raw;
+pub mod sshd;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ use cuba_protocol::{
 
 pub use daemon::TestDaemon;
 pub use procfs::pid_alive;
+pub use sshd::SshServer;
 
 /// How long one ordinary step (a request, a short process) may take before the test fails.
 pub const STEP: Duration = Duration::from_secs(20);

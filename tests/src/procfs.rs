@@ -28,22 +28,34 @@ pub fn all_pids() -> Vec<i32> {
 /// `CUBA_EXEC_PROCESS=<instance>.` for all of a daemon's processes, or with the id appended and
 /// `exact` for one process's tree).
 pub fn with_env(prefix: &str, exact: bool) -> Vec<i32> {
+    with_env_entry(|kv| {
+        if exact {
+            kv == prefix.as_bytes()
+        } else {
+            kv.starts_with(prefix.as_bytes())
+        }
+    })
+}
+
+/// Live processes with an environment entry (`NAME=value`) for which `matches` holds.
+pub fn with_env_entry(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     all_pids()
         .into_iter()
         .filter(|pid| {
             let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
                 return false;
             };
-            env.split(|b| *b == 0).any(|kv| {
-                if exact {
-                    kv == prefix.as_bytes()
-                } else {
-                    kv.starts_with(prefix.as_bytes())
-                }
-            })
+            env.split(|b| *b == 0).any(&matches)
         })
         .filter(|pid| pid_alive(*pid))
         .collect()
+}
+
+/// The parent of `pid` (`PPid` of `/proc/<pid>/status`), if it still exists.
+pub fn parent(pid: i32) -> Option<i32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("PPid:"))?;
+    line.trim().parse().ok()
 }
 
 /// The command line of `pid`, arguments joined with spaces (empty if it is gone).
