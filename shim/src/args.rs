@@ -82,7 +82,10 @@ pub enum ViewArg {
 /// offered its own fields.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CommandArgs {
-    /// Working directory. Relative paths start at the server's directory (the project).
+    /// Machine to run on, from list_hosts (default: this one).
+    pub host: Option<String>,
+    /// Working directory. Relative paths start at the server's directory (the project; on
+    /// another host, its home or configured cwd).
     pub cwd: Option<String>,
     /// Environment variables to set on top of the server's environment.
     pub env: Option<BTreeMap<String, String>>,
@@ -159,6 +162,8 @@ pub struct StartArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {
+    /// Host it runs on (ids are per host; default: this machine).
+    pub host: Option<String>,
     /// Process id (from run, start or list_processes).
     pub id: u64,
     /// Cursor from a previous reply's `next`: return only output after it. Without it, the
@@ -177,6 +182,8 @@ pub struct StatusArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitArgs {
+    /// Host it runs on (ids are per host; default: this machine).
+    pub host: Option<String>,
     /// Process id.
     pub id: u64,
     /// Cursor from a previous reply's `next`: output (and `until` matching) starts after it.
@@ -199,6 +206,8 @@ pub struct WaitArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendInputArgs {
+    /// Host it runs on (ids are per host; default: this machine).
+    pub host: Option<String>,
     /// Process id.
     pub id: u64,
     /// Text to write to stdin. Include "\n" to press Enter.
@@ -214,6 +223,8 @@ pub struct SendInputArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendSignalArgs {
+    /// Host it runs on (ids are per host; default: this machine).
+    pub host: Option<String>,
     /// Process id.
     pub id: u64,
     /// SIGTERM (default; graceful: SIGKILL follows after the grace period if needed), SIGKILL,
@@ -224,6 +235,8 @@ pub struct SendSignalArgs {
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
+    /// Host to list (default: this machine); "*": every host.
+    pub host: Option<String>,
     /// Only processes in this state: running, waiting_input, exited, signaled, timed_out,
     /// killed, failed_to_start, lost.
     pub state: Option<String>,
@@ -250,7 +263,7 @@ mod tests {
             let e = serde_json::from_value::<Strict<RunArgs>>(bad.clone()).expect_err("refused");
             assert!(
                 e.to_string()
-                    .contains(", expected one of `cols`, `command`"),
+                    .contains(", expected one of `cols`, `command`, `cwd`"),
                 "{e}"
             );
         }
@@ -285,6 +298,7 @@ mod tests {
             "cols",
             "cwd",
             "env",
+            "host",
             "rows",
             "side_effects",
             "timeout_ms",

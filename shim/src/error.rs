@@ -35,6 +35,14 @@ pub fn remote(e: ClientError) -> Failure {
     if let ClientError::Wire(WireError::TooLarge(bytes)) = e {
         return too_large(bytes);
     }
+    match &e {
+        // Their messages already say what to do.
+        ClientError::Host(m) => {
+            return Failure::bad_request(format!("{m}. list_hosts shows the hosts there are."))
+        }
+        ClientError::Bridge { .. } => return Failure::new("UNAVAILABLE", format!("{e}.")),
+        _ => {}
+    }
     let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
     let hint = match code {
         "NOT_FOUND" => " Call list_processes to see the ids there are.",

@@ -1,16 +1,17 @@
-//! The shim's connection to `cubad`: made on the first tool call (so the owner name can come
-//! from the MCP client), shared by all calls, remade if the daemon went away. A lost connection
-//! is retried only for requests that are safe to repeat.
+//! The shim's connections: to this machine's `cubad` and to each host's, made on the first
+//! call that needs it (so the owner name can come from the MCP client), shared by all calls,
+//! remade if the daemon went away or the bridge dropped. A lost connection is retried only for
+//! requests that are safe to repeat.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::hosts::{self, Hosts, Pool};
 use cuba_protocol::ClientKind;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
-use tokio::sync::Mutex;
 
 /// Attempts after a lost connection before the error reaches the model; with the doubling
 /// pause that is about 2.5 s, long enough for a killed daemon to finish dying and another start.
@@ -54,25 +55,40 @@ fn give_up(repeat: Repeat, connecting: bool, e: ClientError) -> LinkError {
 }
 
 pub struct Link {
-    socket: PathBuf,
-    client: Mutex<Option<Client>>,
+    pool: Pool,
+    /// Why the hosts configuration could not be read: reported when a host is asked for
+    /// (this machine keeps working).
+    hosts_error: Option<String>,
 }
 
 impl Link {
+    /// This machine's daemon on `socket`, and the hosts of config.toml and `CUBA_EXEC_HOSTS`.
     pub fn new(socket: PathBuf) -> Link {
+        let (hosts, hosts_error) = match hosts::load_env() {
+            Ok(h) => (h, None),
+            Err(e) => {
+                tracing::warn!("hosts not configured: {e}");
+                (Hosts::default(), Some(e))
+            }
+        };
         Link {
-            socket,
-            client: Mutex::new(None),
+            pool: Pool::new(socket, hosts),
+            hosts_error,
         }
     }
 
-    /// Runs `f` with the connection. If the connection turns out to be dead (the daemon was
-    /// restarted or killed since the last call), connects again (starting a daemon) and runs
-    /// `f` again, as far as `repeat` allows. Returns the connection used, for the calls that
-    /// follow.
+    pub fn hosts(&self) -> &Hosts {
+        self.pool.hosts()
+    }
+
+    /// Runs `f` with the connection to `host` (`None`: this machine). If the connection turns
+    /// out to be dead (the daemon was restarted or killed since the last call, a bridge
+    /// dropped), connects again (starting a local daemon) and runs `f` again, as far as
+    /// `repeat` allows. Returns the connection used, for the calls that follow.
     pub async fn call<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
         repeat: Repeat,
         f: F,
     ) -> Result<(Client, T), LinkError>
@@ -82,7 +98,7 @@ impl Link {
     {
         let mut attempt = 0;
         loop {
-            let (connecting, e) = match self.client(ctx).await {
+            let (connecting, e) = match self.client(ctx, host).await {
                 Ok(client) => match f(client.clone()).await {
                     Ok(value) => return Ok((client, value)),
                     Err(e) => (false, e),
@@ -93,20 +109,23 @@ impl Link {
                 return Err(give_up(repeat, connecting, e));
             }
             // The daemon went away under us (a restart, a crash; a dying daemon's socket can
-            // even accept a last connection and close it): forget the connection; the next
-            // attempt connects again, starting a daemon if none answers.
+            // even accept a last connection and close it), or the bridge to it dropped:
+            // forget the connection; the next attempt connects again.
             attempt += 1;
-            tracing::debug!(attempt, "connection to cubad lost; connecting again");
-            self.client.lock().await.take();
+            tracing::debug!(attempt, ?host, "connection to cubad lost; connecting again");
+            self.pool.forget(host).await;
             tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
         }
     }
 
-    /// The connection, made (and the daemon started) if needed.
-    pub async fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Client, ClientError> {
-        let mut slot = self.client.lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| c.is_alive()) {
-            return Ok(c.clone());
+    /// The connection to `host`, made (and a local daemon started) if needed.
+    pub async fn client(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
+    ) -> Result<Client, ClientError> {
+        if let (Some(e), false) = (&self.hosts_error, hosts::is_local(host)) {
+            return Err(ClientError::Host(format!("hosts are not configured: {e}")));
         }
         let name = ctx
             .client_info()
@@ -114,10 +133,9 @@ impl Link {
             .filter(|n| !n.trim().is_empty())
             .or_else(crate::platform::parent_name)
             .unwrap_or_else(|| "mcp-client".to_string());
-        let client =
-            Client::connect_or_start(&self.socket, this_client(ClientKind::Mcp, name)).await?;
-        *slot = Some(client.clone());
-        Ok(client)
+        self.pool
+            .client(host, || this_client(ClientKind::Mcp, name))
+            .await
     }
 }
 

@@ -13,6 +13,9 @@ use crate::error::{failure, Failure};
 // for its own tool.)
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct ProcessFacts {
+    /// The host it runs on; absent for this machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// "session" (a session's shell) or "in_session" (a command in one).
@@ -38,6 +41,7 @@ impl ProcessFacts {
     /// `info`'s facts, its time measured up to `now`.
     fn of(info: &ProcessInfo, now: u64) -> ProcessFacts {
         ProcessFacts {
+            host: None,
             name: info.name.clone(),
             kind: kind(info),
             session: info.session.clone(),
@@ -55,6 +59,9 @@ impl ProcessFacts {
     /// line says about where a process runs (nothing for a plain command on pipes).
     fn where_tokens(&self) -> String {
         let mut t = String::new();
+        if let Some(h) = &self.host {
+            t.push_str(&format!(" host:{h}"));
+        }
         if self.kind.as_deref() == Some(ProcKind::Session.as_str()) {
             t.push_str(" kind:session");
         }
@@ -209,9 +216,31 @@ pub struct ProcessRow {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListReply {
     pub processes: Vec<ProcessRow>,
+    /// With host="*": the hosts that could not be listed, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<HostError>,
+}
+
+/// A host that did not answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HostError {
+    pub host: String,
+    pub error: String,
+}
+
+/// `host` as replies name it: `None` for this machine.
+pub fn host_name(host: Option<&str>) -> Option<String> {
+    host.filter(|h| !cuba_protocol::hosts::is_local(Some(h)))
+        .map(String::from)
 }
 
 impl ProcessReply {
+    /// The reply names `host` (when it is not this machine).
+    pub fn on(mut self, host: Option<&str>) -> ProcessReply {
+        self.facts.host = host_name(host);
+        self
+    }
+
     /// The row's facts; output fields are filled in by the caller.
     pub fn from_info(info: &ProcessInfo) -> ProcessReply {
         let (code, error) = match failure(info) {
@@ -276,7 +305,11 @@ impl ProcessReply {
     }
 
     /// Text block + structured content. `is_error` for failures (nonzero exit, timeout, …).
-    pub fn into_result(self) -> CallToolResult {
+    pub fn into_result(mut self) -> CallToolResult {
+        if let (Some(h), Some(hint)) = (&self.facts.host, &self.hint) {
+            // The calls a hint suggests must reach the same host.
+            self.hint = Some(hint.replace("(id=", &format!("(host={h:?}, id=")));
+        }
         let mut text = self.header();
         if let Some(n) = &self.notice {
             text.push_str("\nnotice: ");
@@ -343,6 +376,18 @@ impl From<Failure> for CallToolResult {
 }
 
 impl ProcessRow {
+    /// The row names `host` (when it is not this machine).
+    pub fn on(mut self, host: Option<&str>) -> ProcessRow {
+        self.facts.host = host_name(host);
+        self
+    }
+
+    /// The row names `host`, this machine included.
+    pub fn named(mut self, host: &str) -> ProcessRow {
+        self.facts.host = Some(host.to_string());
+        self
+    }
+
     pub fn from_info(info: &ProcessInfo, now: u64) -> ProcessRow {
         let mut command: String = info.command.replace('\n', " ").chars().take(80).collect();
         if info.command.chars().count() > 80 {

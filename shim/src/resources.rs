@@ -20,7 +20,7 @@ pub async fn list(
     link: &Link,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<ListResourcesResult, McpError> {
-    let client = link.client(ctx).await.map_err(internal)?;
+    let client = link.client(ctx, None).await.map_err(internal)?;
     let list = client
         .list(ListRequest::default())
         .await
@@ -63,7 +63,7 @@ pub async fn read(
                 None,
             )
         })?;
-    let client = link.client(ctx).await.map_err(internal)?;
+    let client = link.client(ctx, None).await.map_err(internal)?;
     let info = client
         .info(id)
         .await

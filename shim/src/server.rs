@@ -1,9 +1,13 @@
-//! The MCP server: seven tools (`tools/`) and one resource per process (`resources.rs`), each a
+//! The MCP server: eight tools (`tools/`) and one resource per process (`resources.rs`), each a
 //! thin translation to a `cubad` request. No process state lives here: restarting the editor
 //! loses nothing.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use cuba_protocol::client::Client;
 
 use regex::Regex;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -25,21 +29,82 @@ pub struct CubaExec {
     pub(crate) link: Arc<Link>,
     /// How output is shown to the model (escapes, redraws, secrets).
     pub(crate) view: Arc<View>,
+    /// The views of other hosts: this machine's secrets and theirs.
+    views: Arc<Views>,
 }
+
+/// What a view is made of, to make one for another host's environment too.
+struct Views {
+    strip: bool,
+    names: Option<Regex>,
+    /// By a hash of the remote environment they were made for (a few hosts).
+    made: Mutex<HashMap<u64, Arc<View>>>,
+}
+
+/// Views kept at most; more (many daemon restarts with new secrets) start the cache again.
+const MAX_VIEWS: usize = 32;
 
 impl CubaExec {
     pub fn new(socket: PathBuf) -> CubaExec {
+        let (strip, names) = view_settings();
+        let local: Vec<(String, String)> = std::env::vars().collect();
+        let pairs = local.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         CubaExec {
             tool_router: Self::tool_router(),
             link: Arc::new(Link::new(socket)),
-            view: Arc::new(view_from_env()),
+            view: Arc::new(View::new(strip, names.as_ref(), pairs)),
+            views: Arc::new(Views {
+                strip,
+                names,
+                made: Mutex::new(HashMap::new()),
+            }),
         }
+    }
+
+    /// The view for output read through `client`: on another host, that host's secret values
+    /// (its daemon's environment, from the welcome) are hidden too.
+    pub(crate) fn view_for(&self, client: &Client) -> Arc<View> {
+        let remote = &client.welcome().env;
+        if remote.is_empty() {
+            return self.view.clone();
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        remote.hash(&mut hasher);
+        let key = hasher.finish();
+        let mut made = self.views.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = made.get(&key) {
+            return v.clone();
+        }
+        if made.len() >= MAX_VIEWS {
+            made.clear();
+        }
+        let local: Vec<(String, String)> = std::env::vars().collect();
+        let theirs: Vec<(String, String)> = remote
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let pairs = local
+            .iter()
+            .chain(&theirs)
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let view = Arc::new(View::new(
+            self.views.strip,
+            self.views.names.as_ref(),
+            pairs,
+        ));
+        made.insert(key, view.clone());
+        view
     }
 }
 
-/// The model view the server's environment asks for: `CUBA_EXEC_REDACT` names the variables
-/// whose values are hidden, `CUBA_EXEC_RAW_OUTPUT=1` keeps escapes.
-fn view_from_env() -> View {
+/// What the server's environment asks of the model view: `CUBA_EXEC_RAW_OUTPUT=1` keeps
+/// escapes, `CUBA_EXEC_REDACT` names the variables whose values are hidden.
+fn view_settings() -> (bool, Option<Regex>) {
     let names = match std::env::var("CUBA_EXEC_REDACT") {
         Ok(p) => Regex::new(&p)
             .map_err(|e| {
@@ -49,10 +114,8 @@ fn view_from_env() -> View {
             .or_else(|| Regex::new(SECRET_NAMES).ok()),
         Err(_) => Regex::new(SECRET_NAMES).ok(),
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
     let strip = std::env::var("CUBA_EXEC_RAW_OUTPUT").map_or(true, |v| v != "1");
-    let pairs = env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    View::new(strip, names.as_ref(), pairs)
+    (strip, names)
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -71,7 +134,8 @@ impl ServerHandler for CubaExec {
              cursors; `send_input`, `send_signal`; `list_processes` shows every process, \
              including those of other agents and people. `tty: true` gives a program a \
              terminal (answer it with send_input keys, see it with view=\"screen\"); \
-             `session: \"name\"` runs commands in one persistent shell.",
+             `session: \"name\"` runs commands in one persistent shell. `host` aims any tool \
+             at another machine (list_hosts shows them).",
         )
     }
 

@@ -19,7 +19,7 @@ from mcp_types import CallToolResult
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"run", "start", "status", "wait", "send_input", "send_signal", "list_processes"}
+TOOLS = {"run", "start", "status", "wait", "send_input", "send_signal", "list_processes", "list_hosts"}
 
 
 def limited(seconds: float = 60.0):
@@ -81,14 +81,14 @@ async def wait_for(cond, seconds: float = 20.0) -> bool:
 
 
 @limited()
-async def test_tools_list_has_seven_tools_with_schemas(world: World) -> None:
+async def test_tools_list_has_eight_tools_with_schemas(world: World) -> None:
     async with world.client() as c:
         tools = (await c.list_tools()).tools
         assert {t.name for t in tools} == TOOLS
         for t in tools:
             assert t.output_schema and t.output_schema["type"] == "object", t.name
             assert t.annotations is not None, t.name
-            read_only = t.name in {"status", "wait", "list_processes"}
+            read_only = t.name in {"status", "wait", "list_processes", "list_hosts"}
             assert bool(t.annotations.read_only_hint) == read_only, t.name
         if world.mode == "legacy":
             assert c.server_info is not None and c.server_info.name == "cuba-exec"

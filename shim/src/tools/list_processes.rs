@@ -1,6 +1,7 @@
 //! `list_processes`: the shared table, every process of every agent and person, one line each.
 
 use cuba_protocol::client::Client;
+use cuba_protocol::hosts;
 use cuba_protocol::{ListRequest, ProcState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::service::RequestContext;
@@ -9,7 +10,7 @@ use rmcp::{tool, tool_router, RoleServer};
 use super::Reply;
 use crate::args::ListArgs;
 use crate::error::Failure;
-use crate::reply::{structured, ListReply, ProcessRow};
+use crate::reply::{structured, HostError, ListReply, ProcessRow};
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
 
@@ -18,7 +19,7 @@ impl CubaExec {
     #[tool(
         description = "The shared process table: every process started by any agent or by a \
                        person (cubactl), with id, state, owner, name, time, output bytes and \
-                       command. Filter by state or owner.",
+                       command. Filter by state or owner; host=\"*\" lists every host.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<ListArgs>(),
         output_schema = output_schema::<ListReply>()
@@ -33,21 +34,77 @@ impl CubaExec {
             state,
             owner: a.owner,
         };
-        let list = |c: Client| {
-            let req = req.clone();
-            async move { c.list(req).await }
+        let every = a.host.as_deref() == Some(hosts::ALL);
+        let names: Vec<Option<String>> = match every {
+            true => std::iter::once(Some(hosts::LOCAL.to_string()))
+                .chain(
+                    self.link
+                        .hosts()
+                        .all()
+                        .filter(|h| self.link.hosts().allowed(&h.name))
+                        .map(|h| Some(h.name.clone())),
+                )
+                .collect(),
+            false => vec![a.host.clone()],
         };
-        let (_, list) = self.ask(&ctx, list).await?;
+        // Every host at once, each within its own bound: a dead one delays nobody.
+        let ctx = &ctx;
+        let asks = names.iter().map(|host| {
+            let req = req.clone();
+            async move {
+                let list = |c: Client| {
+                    let req = req.clone();
+                    async move { c.list(req).await }
+                };
+                let asked = self.ask(ctx, host.as_deref(), list);
+                match tokio::time::timeout(HOST_LIMIT, asked).await {
+                    Ok(r) => r.map(|(_, l)| l),
+                    Err(_) => Err(Failure::new(
+                        "UNAVAILABLE",
+                        format!("no answer within {} s", HOST_LIMIT.as_secs()),
+                    )),
+                }
+            }
+        });
+        let answers = futures_util::future::join_all(asks).await;
         let now = cuba_protocol::now_ms();
-        let rows: Vec<ProcessRow> = list.iter().map(|p| ProcessRow::from_info(p, now)).collect();
+        let mut rows = Vec::new();
+        let mut unreachable = Vec::new();
+        for (host, answer) in names.iter().zip(answers) {
+            match (answer, every) {
+                (Ok(list), _) => rows.extend(list.iter().map(|p| {
+                    let row = ProcessRow::from_info(p, now);
+                    match every {
+                        // In the listing of every host, this machine's rows name it too.
+                        true => row.named(host.as_deref().unwrap_or(hosts::LOCAL)),
+                        false => row.on(host.as_deref()),
+                    }
+                })),
+                (Err(f), false) => return Err(f.into()),
+                (Err(f), true) => unreachable.push(HostError {
+                    host: host.clone().unwrap_or_default(),
+                    error: f.message,
+                }),
+            }
+        }
         let mut text = format!("[processes:{}]", rows.len());
         for r in &rows {
             text.push('\n');
             text.push_str(&r.line());
         }
-        Ok(structured(text, &ListReply { processes: rows }, false))
+        for u in &unreachable {
+            text.push_str(&format!("\n[host:{} unreachable: {}]", u.host, u.error));
+        }
+        let reply = ListReply {
+            processes: rows,
+            unreachable,
+        };
+        Ok(structured(text, &reply, false))
     }
 }
+
+/// How long one host may take to list its processes in a listing of every host.
+const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// A state as the model names it (`running`, `waiting_input`, …).
 fn parse_state(s: &str) -> Result<ProcState, Failure> {

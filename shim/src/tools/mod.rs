@@ -1,7 +1,8 @@
-//! The seven MCP tools, one file each, each with a router of its own; [`CubaExec::tool_router`]
+//! The eight MCP tools, one file each, each with a router of its own; [`CubaExec::tool_router`]
 //! joins them. This file also holds what several tools share: asking cubad (with the retry rule
 //! of `link.rs`) and building a process reply from output or from a screen.
 
+mod list_hosts;
 mod list_processes;
 mod run;
 mod send_input;
@@ -40,6 +41,7 @@ impl CubaExec {
             + Self::send_input_router()
             + Self::send_signal_router()
             + Self::list_processes_router()
+            + Self::list_hosts_router()
     }
 
     /// A read (`f` asks the daemon and changes nothing), on a new connection again if the
@@ -47,6 +49,7 @@ impl CubaExec {
     async fn ask<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
         f: F,
     ) -> Result<(Client, T), Failure>
     where
@@ -55,7 +58,7 @@ impl CubaExec {
     {
         // A read is never in doubt: there is nothing it could have done.
         self.link
-            .call(ctx, Repeat::Safe, f)
+            .call(ctx, host, Repeat::Safe, f)
             .await
             .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| remote(e))
     }
@@ -65,6 +68,7 @@ impl CubaExec {
     async fn act<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
         sent: Sent,
         f: F,
     ) -> Result<(Client, T), Failure>
@@ -73,7 +77,7 @@ impl CubaExec {
         Fut: Future<Output = Result<T, ClientError>>,
     {
         self.link
-            .call(ctx, Repeat::IfUnsent, f)
+            .call(ctx, host, Repeat::IfUnsent, f)
             .await
             .map_err(|e| error::link(e, sent))
     }
@@ -83,16 +87,18 @@ impl CubaExec {
     async fn process_reply(
         &self,
         client: &Client,
+        host: Option<&str>,
         info: &ProcessInfo,
         since: u64,
         max: u64,
         filter: StreamFilter,
         ready: Option<OutputRead>,
     ) -> Result<ProcessReply, Failure> {
-        let out = fetch::output(client, &self.view, info, since, max, filter, ready)
+        let view = self.view_for(client);
+        let out = fetch::output(client, &view, info, since, max, filter, ready)
             .await
             .map_err(remote)?;
-        let mut reply = ProcessReply::from_info(info);
+        let mut reply = ProcessReply::from_info(info).on(host);
         reply.output = out.text;
         reply.truncated = out.truncated;
         reply.dropped = reply.dropped.max(out.dropped);
@@ -105,6 +111,7 @@ impl CubaExec {
     async fn screen_reply(
         &self,
         client: &Client,
+        host: Option<&str>,
         info: &ProcessInfo,
     ) -> Result<ProcessReply, Failure> {
         if info.tty.is_none() {
@@ -115,8 +122,9 @@ impl CubaExec {
             Err(e) if e.kind() == Some(ErrorKind::InvalidState) => return Err(no_screen(info.id)),
             Err(e) => return Err(remote(e)),
         };
-        let screen = ScreenReply::new(view, |l| self.view.redact(l));
-        let mut reply = ProcessReply::from_info(info);
+        let redact = self.view_for(client);
+        let screen = ScreenReply::new(view, |l| redact.redact(l));
+        let mut reply = ProcessReply::from_info(info).on(host);
         reply.hint = hints::for_state(info, reply.next, || screen.before_cursor());
         reply.screen = Some(screen);
         Ok(reply)

@@ -37,6 +37,9 @@ impl CubaExec {
         Parameters(Strict(a)): Parameters<Strict<RunArgs>>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
+        let mut a = a;
+        let host = a.common.host.take();
+        let host = host.as_deref();
         let max = fetch::max_output(a.max_output);
         // In a session stdin stays open: later commands read it too.
         let close_stdin = a.stdin.is_some() && a.session.is_none();
@@ -63,7 +66,7 @@ impl CubaExec {
             let req = req.clone();
             async move { c.run(req).await }
         };
-        let (client, running) = self.act(&ctx, Sent::Command, run).await?;
+        let (client, running) = self.act(&ctx, host, Sent::Command, run).await?;
         let info = running.info.clone();
         let w = match guarded(&ctx, &client, info.id, running.result()).await {
             Guarded::Done(w) => w.map_err(|e| lost_while_running(&info, e))?,
@@ -78,6 +81,7 @@ impl CubaExec {
         let reply = self
             .process_reply(
                 &client,
+                host,
                 &process,
                 0,
                 max,

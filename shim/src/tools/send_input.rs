@@ -32,6 +32,7 @@ impl CubaExec {
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
         let id = a.id;
+        let host = a.host.as_deref();
         let mut data = a.text.unwrap_or_default().into_bytes();
         let keys = a.keys.unwrap_or_default();
         let eof = a.eof.unwrap_or(false);
@@ -42,7 +43,9 @@ impl CubaExec {
         }
         if !keys.is_empty() {
             // What a key sends depends on whether the process has a terminal.
-            let (_, info) = self.ask(&ctx, |c| async move { c.info(id).await }).await?;
+            let (_, info) = self
+                .ask(&ctx, host, |c| async move { c.info(id).await })
+                .await?;
             data.extend(keys_bytes(&keys, info.tty.is_some())?);
         }
         let sent = data.len();
@@ -50,9 +53,9 @@ impl CubaExec {
             let bytes = data.clone();
             async move { c.stdin(id, bytes, eof).await }
         };
-        let (client, ()) = self.act(&ctx, Sent::Input(id), write).await?;
+        let (client, ()) = self.act(&ctx, host, Sent::Input(id), write).await?;
         let info = client.info(id).await.map_err(remote)?;
-        let mut reply = ProcessReply::from_info(&info);
+        let mut reply = ProcessReply::from_info(&info).on(host);
         reply.hint = Some(hints::sent(&info, sent, eof));
         Ok(reply.into_result())
     }

@@ -48,11 +48,12 @@ impl CubaExec {
         let (_, info) = self
             .act(
                 &ctx,
+                a.host.as_deref(),
                 Sent::Signal(a.id),
                 |c| async move { c.signal(req).await },
             )
             .await?;
-        let mut reply = ProcessReply::from_info(&info);
+        let mut reply = ProcessReply::from_info(&info).on(a.host.as_deref());
         // Stopping on request is what was asked for: not a failure.
         if info.state == ProcState::Killed {
             reply.code = None;

@@ -31,6 +31,9 @@ impl CubaExec {
         Parameters(Strict(a)): Parameters<Strict<StartArgs>>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
+        let mut a = a;
+        let host = a.common.host.take();
+        let host = host.as_deref();
         let req = SpawnRequest {
             shell: a.shell,
             // Stays open: the model closes it with send_input eof.
@@ -49,8 +52,8 @@ impl CubaExec {
                 }
             }
         };
-        let (_, (info, existing)) = self.act(&ctx, Sent::Command, start).await?;
-        let mut reply = ProcessReply::from_info(&info);
+        let (_, (info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
+        let mut reply = ProcessReply::from_info(&info).on(host);
         if existing {
             reply.existing = Some(true);
             reply.hint = Some(hints::running(info.id, reply.next, info.tty.is_some()));

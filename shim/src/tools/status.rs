@@ -31,9 +31,12 @@ impl CubaExec {
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
         let id = a.id;
-        let (client, info) = self.ask(&ctx, |c| async move { c.info(id).await }).await?;
+        let host = a.host.as_deref();
+        let (client, info) = self
+            .ask(&ctx, host, |c| async move { c.info(id).await })
+            .await?;
         if a.view == Some(ViewArg::Screen) {
-            return Ok(self.screen_reply(&client, &info).await?.into_result());
+            return Ok(self.screen_reply(&client, host, &info).await?.into_result());
         }
         let max = fetch::max_output(a.max_output);
         let since = a.since.unwrap_or_else(|| {
@@ -42,7 +45,7 @@ impl CubaExec {
         });
         let filter = a.stream.unwrap_or_default().into();
         let reply = self
-            .process_reply(&client, &info, since, max, filter, None)
+            .process_reply(&client, host, &info, since, max, filter, None)
             .await?;
         Ok(reply.into_result())
     }

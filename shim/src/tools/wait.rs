@@ -37,7 +37,10 @@ impl CubaExec {
     ) -> Reply {
         let id = a.id;
         let screen = a.view == Some(ViewArg::Screen);
-        let (client, info) = self.ask(&ctx, |c| async move { c.info(id).await }).await?;
+        let host = a.host.as_deref();
+        let (client, info) = self
+            .ask(&ctx, host, |c| async move { c.info(id).await })
+            .await?;
         if screen && info.tty.is_none() {
             // Refused before waiting: the wait would end in the same refusal.
             return Err(no_screen(id).into());
@@ -64,9 +67,10 @@ impl CubaExec {
             }
         };
         let mut reply = match screen {
-            true => self.screen_reply(&client, &w.process).await?,
+            true => self.screen_reply(&client, host, &w.process).await?,
             false => {
-                self.process_reply(&client, &w.process, since, max, filter, Some(w.output))
+                let out = Some(w.output);
+                self.process_reply(&client, host, &w.process, since, max, filter, out)
                     .await?
             }
         };
@@ -79,7 +83,7 @@ impl CubaExec {
         };
         reply.wait = Some(reason.to_string());
         // The matched line is output too: the model sees it through the same view.
-        reply.matched = matched.map(|m| self.view.render(m.as_bytes()));
+        reply.matched = matched.map(|m| self.view_for(&client).render(m.as_bytes()));
         Ok(reply.into_result())
     }
 }

@@ -1,0 +1,133 @@
+//! `list_hosts`: this machine and every configured host, each asked at once: reachable or why
+//! not, its daemon's version, OS and architecture, shell and running count.
+
+use cuba_protocol::client::Client;
+use cuba_protocol::hosts::{self, HostSpec};
+use cuba_protocol::DaemonStatus;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_router, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Reply;
+use crate::reply::structured;
+use crate::schema::{input_schema, output_schema};
+use crate::server::CubaExec;
+
+/// How long one host may take to answer (an ssh handshake, perhaps a daemon start there).
+const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+#[derive(Debug, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListHostsArgs {}
+
+/// One host.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HostRow {
+    /// The `host` argument of the other tools ("local" is this machine).
+    pub host: String,
+    /// How it is reached (`ssh me@build`, a bridge command).
+    pub via: String,
+    pub reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `linux/x86_64`, `macos/aarch64`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HostsReply {
+    pub hosts: Vec<HostRow>,
+}
+
+impl HostRow {
+    fn new(host: &str, via: String, status: Result<DaemonStatus, String>) -> HostRow {
+        let mut row = HostRow {
+            host: host.to_string(),
+            via,
+            reachable: status.is_ok(),
+            error: None,
+            version: None,
+            os: None,
+            shell: None,
+            running: None,
+        };
+        match status {
+            Ok(s) => {
+                row.version = Some(s.daemon_version);
+                row.os = Some(format!("{}/{}", s.os, s.arch));
+                row.shell = Some(s.shell);
+                row.running = Some(s.running);
+            }
+            Err(e) => row.error = Some(e),
+        }
+        row
+    }
+
+    fn line(&self) -> String {
+        let head = format!("host:{} via:{}", self.host, self.via);
+        match (&self.error, &self.os) {
+            (Some(e), _) => format!("{head} unreachable: {e}"),
+            (None, os) => format!(
+                "{head} ok version:{} os:{} shell:{} running:{}",
+                self.version.as_deref().unwrap_or("?"),
+                os.as_deref().unwrap_or("?"),
+                self.shell.as_deref().unwrap_or("?"),
+                self.running.unwrap_or(0)
+            ),
+        }
+    }
+}
+
+#[tool_router(router = list_hosts_router, vis = "pub(crate)")]
+impl CubaExec {
+    #[tool(
+        description = "The machines the other tools can aim at with `host`: this one (\"local\") \
+                       and each configured host, with whether it is reachable (or the error), \
+                       daemon version, OS/arch, shell and running processes.",
+        annotations(read_only_hint = true),
+        input_schema = input_schema::<ListHostsArgs>(),
+        output_schema = output_schema::<HostsReply>()
+    )]
+    async fn list_hosts(
+        &self,
+        Parameters(_): Parameters<ListHostsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Reply {
+        let configured: Vec<&HostSpec> = self.link.hosts().all().collect();
+        let targets: Vec<(String, String)> =
+            std::iter::once((hosts::LOCAL.to_string(), "this machine".to_string()))
+                .chain(configured.iter().map(|h| (h.name.clone(), h.via())))
+                .collect();
+        let ctx = &ctx;
+        let asks = targets.iter().map(|(name, _)| async move {
+            let status = |c: Client| async move { c.status().await };
+            let asked = self.ask(ctx, Some(name.as_str()), status);
+            match tokio::time::timeout(HOST_LIMIT, asked).await {
+                Ok(Ok((_, s))) => Ok(s),
+                Ok(Err(f)) => Err(f.message),
+                Err(_) => Err(format!("no answer within {} s", HOST_LIMIT.as_secs())),
+            }
+        });
+        let answers = futures_util::future::join_all(asks).await;
+        let rows: Vec<HostRow> = targets
+            .into_iter()
+            .zip(answers)
+            .map(|((name, via), status)| HostRow::new(&name, via, status))
+            .collect();
+        let mut text = format!("[hosts:{}]", rows.len());
+        for r in &rows {
+            text.push('\n');
+            text.push_str(&r.line());
+        }
+        Ok(structured(text, &HostsReply { hosts: rows }, false))
+    }
+}
