@@ -168,9 +168,13 @@ fn spawn_error(spec: &HostSpec, program: &str, e: &io::Error) -> String {
              (e.g. `apt install openssh-client`)"
                 .into()
         }
-        (_, io::ErrorKind::NotFound) => {
-            format!("the bridge command `{program}` was not found on PATH: install it or give its full path in `command`")
+        (_, io::ErrorKind::NotFound) if program.contains('/') => {
+            format!("the bridge command `{program}` was not found: check the path in `command`")
         }
+        (_, io::ErrorKind::NotFound) => format!(
+            "the bridge command `{program}` was not found on PATH: install it or give its \
+             full path in `command`"
+        ),
         _ => format!("cannot start the bridge `{program}`: {e}"),
     }
 }

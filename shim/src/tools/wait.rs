@@ -8,7 +8,7 @@ use rmcp::{tool, tool_router, RoleServer};
 
 use super::{no_screen, Reply};
 use crate::args::{ViewArg, WaitArgs};
-use crate::error::{remote, Failure};
+use crate::error::Failure;
 use crate::fetch;
 use crate::progress::{guarded, Guarded};
 use crate::reply::ViewReply;
@@ -60,8 +60,14 @@ impl CubaExec {
                 stream: filter,
             },
         };
-        let w = match guarded(&ctx, &client, id, client.wait(req)).await {
-            Guarded::Done(w) => w.map_err(remote)?,
+        // A wait changes nothing: one whose connection dropped (a restarted daemon, a killed
+        // ssh) is asked again on a new one, from the same cursor.
+        let waiting = self.ask(&ctx, host, |c| {
+            let req = req.clone();
+            async move { c.wait(req).await }
+        });
+        let (client, w) = match guarded(&ctx, &client, id, waiting).await {
+            Guarded::Done(w) => w?,
             Guarded::Cancelled => {
                 return Err(Failure::new("CANCELLED", "the wait was cancelled").into())
             }

@@ -7,6 +7,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a subset of the helpers")]
 
+pub mod hosts;
 pub mod mcp;
 
 use std::fs::{self, OpenOptions};
