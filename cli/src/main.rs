@@ -30,7 +30,8 @@ mod usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::ctx::Ctx;
 use crate::style::ColorChoice;
@@ -47,9 +48,12 @@ Examples:
   cubactl run -- make test          run in the foreground; exits with make's code
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
+  cubactl --host build ps           the same on host `build`, through its bridge (ssh)
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
-(cubad) starts on first use; `cubactl daemon status` shows it.
+(cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own
+daemon; `--host NAME` aims any command at another one's, configured as [hosts.NAME] in
+config.toml or in CUBA_EXEC_HOSTS (`build=ssh:me@build`). Ids are per host.
 
 Exit status: 0 ok, 1 the operation failed, 2 bad usage; `run` exits with its command's code
 (128 + N when killed by signal N).";
@@ -71,6 +75,16 @@ struct Cli {
         help_heading = "Global options"
     )]
     socket: Option<PathBuf>,
+    /// Aim the command at host NAME's daemon (`[hosts.NAME]` in config.toml, or
+    /// CUBA_EXEC_HOSTS), reached through its bridge; `local` is this machine.
+    #[arg(
+        long,
+        global = true,
+        env = "CUBA_EXEC_HOST",
+        value_name = "NAME",
+        help_heading = "Global options"
+    )]
+    host: Option<String>,
     /// When to colour output: auto means on a terminal and NO_COLOR unset.
     #[arg(
         long,
@@ -137,8 +151,30 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let ctx = Ctx::new(cli.socket, cli.color);
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let mut host = cli.host;
+    let from_cli = matches.value_source("host") == Some(ValueSource::CommandLine);
+    match cli.command {
+        Command::Bridge(_) if from_cli && !cuba_protocol::hosts::is_local(host.as_deref()) => {
+            eprintln!(
+                "cubactl bridge: --host makes no sense here: a bridge serves this machine's \
+                 daemon (run it on the other host, as that host's bridge command)"
+            );
+            return ExitCode::from(2);
+        }
+        // CUBA_EXEC_HOST is inherited by a bridge command run here (`sh -c … cubactl bridge`);
+        // a bridge always serves this machine.
+        Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
+        _ => {}
+    }
+    let ctx = match Ctx::new(cli.socket, host, cli.color, false) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("cubactl: {e}");
+            return exit::failed();
+        }
+    };
     let result = match cli.command {
         Command::Ps(a) => cmd::ps::run(&ctx, a).await,
         Command::Info(a) => cmd::info::run(&ctx, a).await,
@@ -160,12 +196,12 @@ async fn main() -> ExitCode {
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };
-    result.unwrap_or_else(|e| exit::report(&e))
+    result.unwrap_or_else(|e| exit::report(&e, ctx.host.as_deref()))
 }
 
 /// The clap definition, for completions and the man page.
 pub fn cli_command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
+    Cli::command()
 }
 
 #[cfg(test)]
