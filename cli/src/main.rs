@@ -14,6 +14,7 @@ mod ctx;
 mod daemon_proc;
 mod describe;
 mod exit;
+mod fanout;
 mod forward;
 mod passthrough;
 mod platform;
@@ -49,6 +50,7 @@ Examples:
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
   cubactl --host build ps           the same on host `build`, through its bridge (ssh)
+  cubactl hosts                     every configured host: reachable, version, OS, shell
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
 (cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own
@@ -140,6 +142,9 @@ enum Command {
     /// The audit log: every spawn decision and process end (`-f` follows it, `--json` for
     /// the raw lines).
     Audit(cmd::audit::Args),
+    /// The configured hosts: how each is reached, whether its daemon answers, its version,
+    /// OS, shell and running processes.
+    Hosts(cmd::hosts::Args),
     /// This machine's daemon on stdin/stdout, for a client elsewhere: `ssh HOST cubactl
     /// bridge`.
     Bridge(cmd::bridge::Args),
@@ -168,7 +173,8 @@ async fn main() -> ExitCode {
         Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
         _ => {}
     }
-    let ctx = match Ctx::new(cli.socket, host, cli.color, false) {
+    let needs_hosts = matches!(&cli.command, Command::Hosts(_));
+    let ctx = match Ctx::new(cli.socket, host, cli.color, needs_hosts) {
         Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("cubactl: {e}");
@@ -192,6 +198,7 @@ async fn main() -> ExitCode {
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,
+        Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),

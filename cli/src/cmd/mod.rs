@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bridge;
 pub mod completions;
 pub mod daemon;
+pub mod hosts;
 pub mod info;
 pub mod kill;
 pub mod logs;
