@@ -51,6 +51,7 @@ Examples:
   cubactl kill --owner claude-code  stop everything one agent started
   cubactl --host build ps           the same on host `build`, through its bridge (ssh)
   cubactl hosts                     every configured host: reachable, version, OS, shell
+  cubactl ps --all-hosts            one table across this machine and every host
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
 (cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own
@@ -173,7 +174,11 @@ async fn main() -> ExitCode {
         Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
         _ => {}
     }
-    let needs_hosts = matches!(&cli.command, Command::Hosts(_));
+    let needs_hosts = match &cli.command {
+        Command::Hosts(_) => true,
+        Command::Ps(a) => a.all_hosts,
+        _ => false,
+    };
     let ctx = match Ctx::new(cli.socket, host, cli.color, needs_hosts) {
         Ok(ctx) => ctx,
         Err(e) => {
@@ -182,6 +187,7 @@ async fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Ps(a) if a.all_hosts => cmd::ps_all::run(&ctx, &a).await,
         Command::Ps(a) => cmd::ps::run(&ctx, a).await,
         Command::Info(a) => cmd::info::run(&ctx, a).await,
         Command::Tail(a) => cmd::tail::run(&ctx, a).await,

@@ -13,6 +13,7 @@ pub mod man;
 pub mod policy;
 pub mod prune;
 pub mod ps;
+pub mod ps_all;
 pub mod resize;
 pub mod run;
 pub mod screen;

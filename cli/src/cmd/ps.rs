@@ -1,5 +1,6 @@
 //! `ps`: the shared table, with CPU, memory and ports as the system reports them; `-w` keeps
-//! it live. On another host (`--host`) the columns this machine's system measures are `-`.
+//! it live. On another host (`--host`) the columns this machine's system measures are `-`;
+//! `--all-hosts` is `ps_all` (main sends it there).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -27,6 +28,11 @@ pub struct Args {
     /// Keep watching: redraw on every change (and every 2 s for CPU and age); Ctrl-C quits.
     #[arg(long, short = 'w')]
     watch: bool,
+    /// One table across this machine and every configured host, with a HOST column; a host
+    /// that cannot be reached is one line on stderr. Not with -w (watch one host with
+    /// `--host NAME ps -w`).
+    #[arg(long, conflicts_with = "watch")]
+    pub all_hosts: bool,
     /// Print JSON (with -w: one array per line, per change; rows of another host have a
     /// "host" field).
     #[arg(long)]
