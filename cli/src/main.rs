@@ -49,7 +49,7 @@ Examples:
   cubactl run -- make test          run in the foreground; exits with make's code
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
-  cubactl --host build ps           the same on host `build`, through its bridge (ssh)
+  cubactl --host build ps           the processes of host `build`, through its bridge (ssh)
   cubactl hosts                     every configured host: reachable, version, OS, shell
   cubactl ps --all-hosts            one table across this machine and every host
 
@@ -104,7 +104,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List processes: id, name, owner, state, exit, age, CPU, memory, ports, command.
+    /// List processes: id, name, owner, state, exit, age, CPU, memory, ports, command (of
+    /// one host; --all-hosts: of every host).
     #[command(visible_alias = "ls")]
     Ps(cmd::ps::Args),
     /// Everything known about one process.

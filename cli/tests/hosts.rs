@@ -371,3 +371,36 @@ fn daemon_commands_on_another_host() {
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     assert!(stderr(&out).contains("on other itself"), "{}", show(&out));
 }
+
+#[test]
+fn attach_on_a_terminal_answers_a_prompt_on_another_host() {
+    let w = World::new(&[]);
+    let id = w
+        .start_there(&["--", "printf 'Name: '; read -r n; echo \"hello $n\""])
+        .to_string();
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let tty = std::fs::File::from(pty.slave);
+    let mut child = std::process::Command::new(common::cubactl_bin())
+        .envs(w.local.vars())
+        .env("CUBA_EXEC_HOSTS", &w.hosts)
+        .env("CUBA_EXEC_CONFIG", &w.config)
+        .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
+        .args(["--host", "other", "attach", &id])
+        .stdin(Stdio::from(tty.try_clone().expect("dup")))
+        .stdout(Stdio::from(tty.try_clone().expect("dup")))
+        .stderr(Stdio::from(tty))
+        .spawn()
+        .expect("attach");
+    let mut keyboard = std::fs::File::from(pty.master);
+    let mut screen = Collector::new(keyboard.try_clone().expect("dup"));
+    screen.wait_for("Ctrl-] detaches");
+    screen.wait_for("Name: ");
+    std::io::Write::write_all(&mut keyboard, b"there\r").expect("type");
+    screen.wait_for("hello there");
+    let status = wait_child(&mut child);
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        w.ok(&["--host", "other", "logs", &id]),
+        "Name: hello there\n"
+    );
+}
