@@ -173,6 +173,9 @@ async fn main() -> ExitCode {
         // CUBA_EXEC_HOST is inherited by a bridge command run here (`sh -c … cubactl bridge`);
         // a bridge always serves this machine.
         Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
+        // Every host: an exported CUBA_EXEC_HOST does not narrow it (a typed --host is
+        // refused there, as a contradiction).
+        Command::Ps(ref a) if a.all_hosts && !from_cli => host = None,
         _ => {}
     }
     let needs_hosts = match &cli.command {

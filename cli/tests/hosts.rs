@@ -287,6 +287,17 @@ fn ps_all_hosts_shows_both_daemons() {
         None,
         "--running leaves the killed one out"
     );
+    // An exported CUBA_EXEC_HOST does not narrow it; a typed --host contradicts it.
+    let out = w
+        .cmd()
+        .env("CUBA_EXEC_HOST", "other")
+        .args(["ps", "--all-hosts"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sleep 301"));
+    let out = w.output(&["--host", "other", "ps", "--all-hosts"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     // A plain table is one host's: no HOST column there.
     assert!(!w.ok(&["ps"]).contains("HOST"));
 }

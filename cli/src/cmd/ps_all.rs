@@ -19,9 +19,7 @@ use crate::usage;
 
 pub async fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode> {
     if let Some(host) = &ctx.host {
-        eprintln!(
-            "cubactl ps: --all-hosts lists every host; drop --host {host} (or CUBA_EXEC_HOST)"
-        );
+        eprintln!("cubactl ps: --all-hosts lists every host; drop --host {host}");
         return Ok(ExitCode::from(2));
     }
     let names = fanout::names(ctx, true);
