@@ -1,9 +1,11 @@
-//! What every subcommand gets: where the daemon is, how to style output, and a connection.
+//! What every subcommand gets: where the daemon is, which host it is aimed at, how to style
+//! output, and connections (one per host, kept for the whole command).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use cuba_protocol::client::{this_client, Client};
+use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::hosts::{self, Hosts, Pool};
 use cuba_protocol::ClientKind;
 
 use crate::style::{ColorChoice, Style};
@@ -11,6 +13,9 @@ use crate::term;
 
 pub struct Ctx {
     pub socket: PathBuf,
+    /// The host every command is aimed at (`--host`); `None` is this machine.
+    pub host: Option<String>,
+    pool: Pool,
     /// Colour for stdout and for stderr (each decided for its own stream).
     pub out: Style,
     pub err: Style,
@@ -19,27 +24,89 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(socket: Option<PathBuf>, color: ColorChoice) -> Ctx {
-        Ctx {
-            socket: socket
-                .filter(|s| !s.as_os_str().is_empty())
-                .unwrap_or_else(cuba_protocol::paths::socket_path),
+    /// `load_hosts`: read the hosts' configuration (a host is needed). Otherwise none is read,
+    /// so a broken `[hosts]` table never stops a command on this machine.
+    pub fn new(
+        socket: Option<PathBuf>,
+        host: Option<String>,
+        color: ColorChoice,
+        load_hosts: bool,
+    ) -> Result<Ctx, String> {
+        let socket = socket
+            .filter(|s| !s.as_os_str().is_empty())
+            .unwrap_or_else(cuba_protocol::paths::socket_path);
+        let host = host.filter(|h| !hosts::is_local(Some(h)));
+        let configured = match load_hosts || host.is_some() {
+            true => hosts::load_env()?,
+            false => Hosts::default(),
+        };
+        Ok(Ctx {
+            pool: Pool::new(socket.clone(), configured),
+            socket,
+            host,
             out: Style::stdout(color),
             err: Style::stderr(color),
             width: term::width(),
+        })
+    }
+
+    /// True when commands go to another machine's daemon.
+    pub fn is_remote(&self) -> bool {
+        self.host.is_some()
+    }
+
+    /// The host's name as listings show it (`local` for this machine).
+    pub fn host_name(&self) -> &str {
+        self.host.as_deref().unwrap_or(hosts::LOCAL)
+    }
+
+    /// The configured hosts (empty unless they were loaded).
+    pub fn hosts(&self) -> &Hosts {
+        self.pool.hosts()
+    }
+
+    /// How to type a cubactl command aimed at the same host, for hints.
+    pub fn cubactl(&self) -> String {
+        invocation(self.host.as_deref())
+    }
+
+    /// A connection to the daemon of the host the command is aimed at: on this machine
+    /// starting it when none runs; on another through its bridge (which starts one there).
+    pub async fn connect(&self) -> Result<Client> {
+        let host = self.host.as_deref();
+        match self.connect_to(host).await {
+            Ok(c) => Ok(c),
+            // These already name the host and say what to do.
+            Err(e @ (ClientError::Bridge { .. } | ClientError::Host(_))) => Err(e.into()),
+            Err(e) => Err(e).with_context(|| match host {
+                Some(h) => format!("cannot talk to cubad on host {h}"),
+                None => "cannot talk to cubad".to_string(),
+            }),
         }
     }
 
-    /// A connection to the daemon, starting it when none runs.
-    pub async fn connect(&self) -> Result<Client> {
-        Client::connect_or_start(&self.socket, me())
-            .await
-            .context("cannot talk to cubad")
+    /// A connection to `host`'s daemon (`None`: this machine), kept for the next call.
+    pub async fn connect_to(&self, host: Option<&str>) -> Result<Client, ClientError> {
+        self.pool.client(host, me).await
     }
 
-    /// A connection to a daemon that already runs (for `daemon status`, `stop`).
-    pub async fn connect_existing(&self) -> Result<Client, cuba_protocol::client::ClientError> {
+    /// Forgets the connection to the host the command is aimed at (its daemon went away).
+    pub async fn forget(&self) {
+        self.pool.forget(self.host.as_deref()).await;
+    }
+
+    /// A connection to this machine's daemon if one already runs (for `daemon status`,
+    /// `stop`).
+    pub async fn connect_existing(&self) -> Result<Client, ClientError> {
         Client::connect(&self.socket, me()).await
+    }
+}
+
+/// `cubactl`, or `cubactl --host NAME` for another host.
+pub fn invocation(host: Option<&str>) -> String {
+    match host.filter(|h| !hosts::is_local(Some(h))) {
+        Some(h) => format!("cubactl --host {h}"),
+        None => "cubactl".to_string(),
     }
 }
 

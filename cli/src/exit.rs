@@ -8,6 +8,8 @@ use cuba_protocol::client::ClientError;
 use cuba_protocol::handshake::HandshakeError;
 use cuba_protocol::{paths, ErrorKind};
 
+use crate::ctx::invocation;
+
 /// The operation failed (a message was printed). `2` (usage) comes from clap; `run` exits with
 /// its command's own code.
 pub const FAILED: u8 = 1;
@@ -26,8 +28,8 @@ pub fn of_process(exit_code: Option<i32>, signal_number: Option<i32>) -> ExitCod
 }
 
 /// Prints `err` (and a hint when one helps) to stderr and gives the exit code. A closed stdout
-/// (`cubactl logs 3 | head`) is not an error.
-pub fn report(err: &anyhow::Error) -> ExitCode {
+/// (`cubactl logs 3 | head`) is not an error. `host`: the host the command was aimed at.
+pub fn report(err: &anyhow::Error, host: Option<&str>) -> ExitCode {
     if err
         .chain()
         .filter_map(|e| e.downcast_ref::<io::Error>())
@@ -36,18 +38,23 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("cubactl: {err:#}");
-    if let Some(hint) = hint(err) {
+    if let Some(hint) = hint(err, host) {
         eprintln!("hint: {hint}");
     }
     failed()
 }
 
-fn hint(err: &anyhow::Error) -> Option<String> {
-    client_hint(err.chain().find_map(|e| e.downcast_ref::<ClientError>())?)
+fn hint(err: &anyhow::Error, host: Option<&str>) -> Option<String> {
+    client_hint(
+        err.chain().find_map(|e| e.downcast_ref::<ClientError>())?,
+        host,
+    )
 }
 
-/// What to do about a failed request or connection, when there is something to say.
-pub fn client_hint(client: &ClientError) -> Option<String> {
+/// What to do about a failed request or connection to `host`'s daemon (`None`: this
+/// machine's), when there is something to say.
+pub fn client_hint(client: &ClientError, host: Option<&str>) -> Option<String> {
+    let cubactl = invocation(host);
     let socket_hint = || {
         "the socket belongs to another user: set CUBA_EXEC_SOCKET (or --socket) to a path of \
          your own, or unset it for the default"
@@ -67,27 +74,32 @@ pub fn client_hint(client: &ClientError) -> Option<String> {
             Some(socket_hint())
         }
         ClientError::Remote(e) => match e.kind {
-            ErrorKind::NotFound => Some("`cubactl ps` lists the ids there are".into()),
-            ErrorKind::Limit => Some(
-                "wait for a process to end, or stop one with `cubactl kill ID` \
+            ErrorKind::NotFound => Some(format!("`{cubactl} ps` lists the ids there are")),
+            ErrorKind::Limit => Some(format!(
+                "wait for a process to end, or stop one with `{cubactl} kill ID` \
                  (CUBA_EXEC_MAX_PROCS raises the limit when the daemon starts)"
-                    .into(),
-            ),
+            )),
             ErrorKind::Blocked if e.message.contains("side_effects rule") => Some(
                 "the daemon blocks that declared side effect (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); \
                  run something else, or ask whoever runs cubad to change the setting"
                     .into(),
             ),
-            ErrorKind::Blocked => Some(
-                "`cubactl policy check 'COMMAND'` shows the rule and every sub-command the \
+            ErrorKind::Blocked => Some(format!(
+                "`{cubactl} policy check 'COMMAND'` shows the rule and every sub-command the \
                  policy saw"
-                    .into(),
-            ),
+            )),
             ErrorKind::ShuttingDown => {
                 Some("cubad is stopping; run the command again to start a new one".into())
             }
             _ => None,
         },
+        // The log is on that host, in its state dir.
+        ClientError::Closed | ClientError::Gone | ClientError::Io(_) if host.is_some() => {
+            Some(format!(
+                "the link to the host dropped, or its cubad stopped; `{cubactl} daemon status` \
+                 tells which"
+            ))
+        }
         ClientError::Closed | ClientError::Gone | ClientError::Io(_) => Some(format!(
             "cubad may have stopped; its log is {}",
             log_path().display()

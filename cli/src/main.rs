@@ -14,6 +14,7 @@ mod ctx;
 mod daemon_proc;
 mod describe;
 mod exit;
+mod fanout;
 mod forward;
 mod passthrough;
 mod platform;
@@ -30,7 +31,8 @@ mod usage;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::ctx::Ctx;
 use crate::style::ColorChoice;
@@ -47,9 +49,14 @@ Examples:
   cubactl run -- make test          run in the foreground; exits with make's code
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
+  cubactl --host build ps           the processes of host `build`, through its bridge (ssh)
+  cubactl hosts                     every configured host: reachable, version, OS, shell
+  cubactl ps --all-hosts            one table across this machine and every host
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
-(cubad) starts on first use; `cubactl daemon status` shows it.
+(cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own
+daemon; `--host NAME` aims any command at another one's, configured as [hosts.NAME] in
+config.toml or in CUBA_EXEC_HOSTS (`build=ssh:me@build`). Ids are per host.
 
 Exit status: 0 ok, 1 the operation failed, 2 bad usage; `run` exits with its command's code
 (128 + N when killed by signal N).";
@@ -71,6 +78,16 @@ struct Cli {
         help_heading = "Global options"
     )]
     socket: Option<PathBuf>,
+    /// Aim the command at host NAME's daemon (`[hosts.NAME]` in config.toml, or
+    /// CUBA_EXEC_HOSTS), reached through its bridge; `local` is this machine.
+    #[arg(
+        long,
+        global = true,
+        env = "CUBA_EXEC_HOST",
+        value_name = "NAME",
+        help_heading = "Global options"
+    )]
+    host: Option<String>,
     /// When to colour output: auto means on a terminal and NO_COLOR unset.
     #[arg(
         long,
@@ -87,7 +104,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List processes: id, name, owner, state, exit, age, CPU, memory, ports, command.
+    /// List processes: id, name, owner, state, exit, age, CPU, memory, ports, command (of
+    /// one host; --all-hosts: of every host).
     #[command(visible_alias = "ls")]
     Ps(cmd::ps::Args),
     /// Everything known about one process.
@@ -126,6 +144,9 @@ enum Command {
     /// The audit log: every spawn decision and process end (`-f` follows it, `--json` for
     /// the raw lines).
     Audit(cmd::audit::Args),
+    /// The configured hosts: how each is reached, whether its daemon answers, its version,
+    /// OS, shell and running processes.
+    Hosts(cmd::hosts::Args),
     /// This machine's daemon on stdin/stdout, for a client elsewhere: `ssh HOST cubactl
     /// bridge`.
     Bridge(cmd::bridge::Args),
@@ -137,9 +158,40 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let ctx = Ctx::new(cli.socket, cli.color);
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let mut host = cli.host;
+    let from_cli = matches.value_source("host") == Some(ValueSource::CommandLine);
+    match cli.command {
+        Command::Bridge(_) if from_cli && !cuba_protocol::hosts::is_local(host.as_deref()) => {
+            eprintln!(
+                "cubactl bridge: --host makes no sense here: a bridge serves this machine's \
+                 daemon (run it on the other host, as that host's bridge command)"
+            );
+            return ExitCode::from(2);
+        }
+        // CUBA_EXEC_HOST is inherited by a bridge command run here (`sh -c … cubactl bridge`);
+        // a bridge always serves this machine.
+        Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
+        // Every host: an exported CUBA_EXEC_HOST does not narrow it (a typed --host is
+        // refused there, as a contradiction).
+        Command::Ps(ref a) if a.all_hosts && !from_cli => host = None,
+        _ => {}
+    }
+    let needs_hosts = match &cli.command {
+        Command::Hosts(_) => true,
+        Command::Ps(a) => a.all_hosts,
+        _ => false,
+    };
+    let ctx = match Ctx::new(cli.socket, host, cli.color, needs_hosts) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("cubactl: {e}");
+            return exit::failed();
+        }
+    };
     let result = match cli.command {
+        Command::Ps(a) if a.all_hosts => cmd::ps_all::run(&ctx, &a).await,
         Command::Ps(a) => cmd::ps::run(&ctx, a).await,
         Command::Info(a) => cmd::info::run(&ctx, a).await,
         Command::Tail(a) => cmd::tail::run(&ctx, a).await,
@@ -156,16 +208,17 @@ async fn main() -> ExitCode {
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,
+        Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };
-    result.unwrap_or_else(|e| exit::report(&e))
+    result.unwrap_or_else(|e| exit::report(&e, ctx.host.as_deref()))
 }
 
 /// The clap definition, for completions and the man page.
 pub fn cli_command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
+    Cli::command()
 }
 
 #[cfg(test)]

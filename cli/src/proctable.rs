@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use cuba_protocol::hosts::LOCAL;
 use cuba_protocol::ProcessInfo;
 use serde::Serialize;
 
@@ -15,15 +16,26 @@ use crate::usage::{self, Usage};
 /// One JSON row: the daemon's record plus what cubactl measured (`platform`).
 #[derive(Serialize)]
 pub struct Row<'a> {
+    /// The host it runs on, when not this machine (and in a listing of every host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<&'a str>,
     #[serde(flatten)]
     pub process: &'a ProcessInfo,
-    /// Only for running processes.
+    /// Only for running processes on this machine.
     pub usage: Option<&'a Usage>,
 }
 
-pub fn json_rows<'a>(list: &'a [ProcessInfo], usage: &'a HashMap<u64, Usage>) -> Vec<Row<'a>> {
+/// One process of a table, with the host it runs on (shown when `HOST` is) and its usage.
+pub type Entry<'a> = (Option<&'a str>, &'a ProcessInfo, Option<&'a Usage>);
+
+pub fn json_rows<'a>(
+    host: Option<&'a str>,
+    list: &'a [ProcessInfo],
+    usage: &'a HashMap<u64, Usage>,
+) -> Vec<Row<'a>> {
     list.iter()
         .map(|p| Row {
+            host,
             process: p,
             usage: usage.get(&p.id),
         })
@@ -31,9 +43,21 @@ pub fn json_rows<'a>(list: &'a [ProcessInfo], usage: &'a HashMap<u64, Usage>) ->
 }
 
 pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
+    let entries: Vec<Entry> = list.iter().map(|p| (None, p, usage.get(&p.id))).collect();
+    render_entries(ctx, &entries, false)
+}
+
+/// The table of `entries`, with a `HOST` column first when `hosts`.
+pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
     // KIND only when some row is not a plain command on pipes: the usual table stays narrow.
-    let kinds = list.iter().any(|p| describe::kind_cell(p).is_some());
-    let mut columns = vec![Column::right("ID"), Column::left("NAME").optional(4)];
+    let kinds = entries
+        .iter()
+        .any(|(_, p, _)| describe::kind_cell(p).is_some());
+    let mut columns = Vec::new();
+    if hosts {
+        columns.push(Column::left("HOST"));
+    }
+    columns.extend([Column::right("ID"), Column::left("NAME").optional(4)]);
     if kinds {
         columns.push(Column::left("KIND").optional(4));
     }
@@ -49,18 +73,21 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
     ]);
     let mut t = Table::new(columns);
     let now = cuba_protocol::now_ms();
-    for p in list {
-        let u = usage.get(&p.id);
+    for &(host, p, u) in entries {
         let dim = p.state.is_finished().then_some(Paint::Dim);
         let exit_paint = match (p.exit_code, p.signal) {
             (Some(0), None) => None,
             (None, None) => dim,
             _ => Some(Paint::Red),
         };
-        let mut row = vec![
+        let mut row = Vec::new();
+        if hosts {
+            row.push(Cell::new(host.unwrap_or(LOCAL)));
+        }
+        row.extend([
             Cell::painted(p.id.to_string(), Some(Paint::Bold)),
             Cell::painted(p.name.as_deref().unwrap_or("-"), Some(Paint::Cyan)),
-        ];
+        ]);
         if kinds {
             row.push(Cell::new(
                 describe::kind_cell(p).unwrap_or_else(|| "-".to_string()),

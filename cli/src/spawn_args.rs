@@ -14,7 +14,8 @@ pub struct SpawnArgs {
     /// A label shown in `ps` (it need not be unique).
     #[arg(long, short = 'N', value_name = "NAME")]
     pub name: Option<String>,
-    /// Working directory [default: the current one].
+    /// Working directory [default: the current one; on another host (--host) the host's
+    /// `cwd`, else the home directory there].
     #[arg(long, short = 'C', value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Stop the whole tree after this long (TERM, grace period, KILL); its state becomes
@@ -22,7 +23,7 @@ pub struct SpawnArgs {
     #[arg(long, short = 't', value_name = "DURATION", value_parser = units::parse_duration)]
     pub timeout: Option<Duration>,
     /// Set an environment variable for the command (repeatable). The rest of the environment
-    /// is this shell's.
+    /// is this shell's (on another host, the remote user's).
     #[arg(long, short = 'e', value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(OsString, OsString)>,
     /// Shell that runs the command as `SHELL -c TEXT` [default: /bin/sh].

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use cuba_protocol::hosts::{Bridge, HostSpec};
 use serde_json::Value;
 
 use crate::ctx::Ctx;
@@ -42,6 +43,17 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    if let Some(host) = &ctx.host {
+        // An unknown host is that error first.
+        let spec = ctx.hosts().get(host).map_err(anyhow::Error::msg)?;
+        // The log is a file beside that daemon; the protocol carries no audit lines.
+        eprintln!(
+            "cubactl audit: the audit log is a file on the daemon's machine, which --host \
+             cannot read; run `cubactl audit` on {host} itself{}",
+            ssh_hint(spec)
+        );
+        return Ok(ExitCode::from(2));
+    }
     let client = ctx.connect().await?;
     let status = client
         .status()
@@ -71,6 +83,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         .await
         .context("the follow task failed")??;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `: ssh DEST cubactl audit` for an ssh host.
+fn ssh_hint(spec: &HostSpec) -> String {
+    match &spec.bridge {
+        Bridge::Ssh { dest, .. } => format!(
+            " (`ssh {dest} {} audit`)",
+            spec.remote_bin.as_deref().unwrap_or("cubactl")
+        ),
+        Bridge::Command(_) => String::new(),
+    }
 }
 
 /// Opens the live file and reads it to its end; returns it (positioned there) and the last `n`

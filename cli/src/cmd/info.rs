@@ -28,15 +28,18 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let client = ctx.connect().await?;
     let id = args.process.resolve(&client).await?;
     let p = client.info(id).await?;
-    let instance = client
-        .status()
-        .await
-        .ok()
-        .and_then(|s| usage::instance(&s.state_dir));
-    let measured = usage::measure(std::slice::from_ref(&p), instance.as_deref()).await;
+    // Another host's pids are not in this machine's /proc: no tree, CPU, memory or ports.
+    let measured = match ctx.is_remote() {
+        true => Default::default(),
+        false => {
+            let instance = super::ps::instance(ctx, &client).await;
+            usage::measure(std::slice::from_ref(&p), instance.as_deref()).await
+        }
+    };
     let u = measured.get(&p.id);
     if args.json {
         let row = proctable::Row {
+            host: ctx.host.as_deref(),
             process: &p,
             usage: u,
         };
@@ -70,6 +73,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ),
         ("runtime", units::age(p.elapsed_ms(now)), None),
     ];
+    if let Some(host) = &ctx.host {
+        lines.insert(1, ("host", host.clone(), Some(Paint::Cyan)));
+    }
     if let Some(session) = &p.session {
         lines.push(("session", session.clone(), Some(Paint::Cyan)));
     }

@@ -60,7 +60,8 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("cubactl: nothing is running{}", who.unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
-    let snapshot = Snapshot::take();
+    // This machine's /proc knows nothing of another host's pids.
+    let snapshot = (!ctx.is_remote()).then(Snapshot::take);
     let req = |id| SignalRequest {
         id,
         signal: args.signal,
@@ -82,13 +83,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     for (id, task) in ids.iter().zip(tasks) {
         match task.await? {
             Ok(p) => {
-                let tree = snapshot.tree(p.pid as i32).len();
+                let tree = snapshot.as_ref().map_or(0, |s| s.tree(p.pid as i32).len());
                 ok &= report(&p, &args, tree)?;
                 ended.push(p);
             }
             Err(e) => {
                 ok = false;
-                eprintln!("cubactl: {id}: {}", explain(&e));
+                eprintln!("cubactl: {id}: {}", explain(&e, ctx.host.as_deref()));
             }
         }
     }
@@ -150,8 +151,8 @@ fn report(p: &ProcessInfo, args: &Args, tree: usize) -> std::io::Result<bool> {
     Ok(p.state.is_finished() || !waited)
 }
 
-fn explain(e: &ClientError) -> String {
-    match exit::client_hint(e) {
+fn explain(e: &ClientError, host: Option<&str>) -> String {
+    match exit::client_hint(e, host) {
         Some(hint) => format!("{e}\nhint: {hint}"),
         None => e.to_string(),
     }

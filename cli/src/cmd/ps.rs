@@ -1,6 +1,8 @@
 //! `ps`: the shared table, with CPU, memory and ports as the system reports them; `-w` keeps
-//! it live.
+//! it live. On another host (`--host`) the columns this machine's system measures are `-`;
+//! `--all-hosts` is `ps_all` (main sends it there).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,33 +28,39 @@ pub struct Args {
     /// Keep watching: redraw on every change (and every 2 s for CPU and age); Ctrl-C quits.
     #[arg(long, short = 'w')]
     watch: bool,
-    /// Print JSON (with -w: one array per line, per change).
+    /// One table across this machine and every configured host, with a HOST column; a host
+    /// that cannot be reached is one line on stderr. Not with -w (watch one host with
+    /// `--host NAME ps -w`).
+    #[arg(long, conflicts_with = "watch")]
+    pub all_hosts: bool,
+    /// Print JSON (with -w: one array per line, per change; rows of another host have a
+    /// "host" field).
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 const REFRESH: Duration = Duration::from_secs(2);
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let client = ctx.connect().await?;
-    let instance = client
-        .status()
-        .await
-        .ok()
-        .and_then(|s| usage::instance(&s.state_dir));
-    let req = ListRequest {
-        state: None,
-        owner: args.owner.clone(),
-    };
+    let instance = instance(ctx, &client).await;
+    let req = request(&args);
     if args.watch {
         return watch(ctx, &client, &args, req, instance.as_deref()).await;
     }
     let list = filter(client.list(req).await?, &args);
-    let usage = usage::measure(&list, instance.as_deref()).await;
+    let usage = match ctx.is_remote() {
+        true => HashMap::new(),
+        false => usage::measure(&list, instance.as_deref()).await,
+    };
+    let host = ctx.host.as_deref();
     let text = if args.json {
-        serde_json::to_string_pretty(&proctable::json_rows(&list, &usage))? + "\n"
+        serde_json::to_string_pretty(&proctable::json_rows(host, &list, &usage))? + "\n"
     } else if list.is_empty() {
-        "no processes (`cubactl start -- COMMAND` starts one)\n".to_string()
+        format!(
+            "no processes (`{} start -- COMMAND` starts one)\n",
+            ctx.cubactl()
+        )
     } else {
         proctable::render(ctx, &list, &usage)
     };
@@ -60,7 +68,24 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn filter(list: Vec<ProcessInfo>, args: &Args) -> Vec<ProcessInfo> {
+/// The daemon's instance token, to find its processes' trees in this machine's /proc; none
+/// for another host (its pids are not this machine's).
+pub async fn instance(ctx: &Ctx, client: &Client) -> Option<String> {
+    if ctx.is_remote() {
+        return None;
+    }
+    let status = client.status().await.ok()?;
+    usage::instance(&status.state_dir)
+}
+
+pub fn request(args: &Args) -> ListRequest {
+    ListRequest {
+        state: None,
+        owner: args.owner.clone(),
+    }
+}
+
+pub fn filter(list: Vec<ProcessInfo>, args: &Args) -> Vec<ProcessInfo> {
     list.into_iter()
         .filter(|p| !args.running || !p.state.is_finished())
         .collect()
@@ -90,18 +115,26 @@ async fn watch(
             _ = tick.tick(), if tty => {}
             _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
         }
-        // CPU % needs a window of some length: clock ticks are coarse.
-        let since = before
-            .get_or_insert_with(|| usage::sample(&list, instance))
-            .age();
-        if since < usage::SAMPLE {
-            tokio::time::sleep(usage::SAMPLE - since).await;
-        }
-        let now = usage::sample(&list, instance);
-        let usage = now.usage(before.as_ref());
-        before = Some(now);
+        let usage = match ctx.is_remote() {
+            // Another host's pids: nothing of them is in this machine's /proc.
+            true => HashMap::new(),
+            false => {
+                // CPU % needs a window of some length: clock ticks are coarse.
+                let since = before
+                    .get_or_insert_with(|| usage::sample(&list, instance))
+                    .age();
+                if since < usage::SAMPLE {
+                    tokio::time::sleep(usage::SAMPLE - since).await;
+                }
+                let now = usage::sample(&list, instance);
+                let usage = now.usage(before.as_ref());
+                before = Some(now);
+                usage
+            }
+        };
+        let host = ctx.host.as_deref();
         let mut text = if args.json {
-            serde_json::to_string(&proctable::json_rows(&list, &usage))? + "\n"
+            serde_json::to_string(&proctable::json_rows(host, &list, &usage))? + "\n"
         } else {
             proctable::render(ctx, &list, &usage)
         };

@@ -42,10 +42,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     if std::io::stderr().is_terminal() {
+        let on = ctx.host.as_ref().map(|h| format!(" on host {h}"));
         let hint = format!(
-            "started process {} (pid {}): `cubactl tail -f {0}` follows it, `cubactl kill {0}` \
-             stops it",
-            info.id, info.pid
+            "started process {}{} (pid {}): `{cubactl} tail -f {0}` follows it, `{cubactl} kill \
+             {0}` stops it",
+            info.id,
+            on.unwrap_or_default(),
+            info.pid,
+            cubactl = ctx.cubactl()
         );
         eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &hint));
     }

@@ -20,12 +20,14 @@ pub struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Action {
-    /// Version, pid, uptime, socket, state dir, clients connected, processes. Does not start
-    /// the daemon; exits 1 when it is not running.
+    /// Version, pid, uptime, machine, socket, state dir, clients connected, processes. Does
+    /// not start the daemon on this machine; exits 1 when it is not running. (On another
+    /// host, --host, its bridge starts one when none runs.)
     Status(status::Args),
     /// Start the daemon (other commands start it on their own when needed).
     Start,
-    /// Stop the daemon. Refuses while processes run, unless --force.
+    /// Stop the daemon. Refuses while processes run, unless --force. On another host it is
+    /// asked through the bridge, and this returns once it has closed the link.
     Stop(stop::Args),
     /// Stop the daemon and start it again (for example after installing a new version, even
     /// one that speaks another protocol version).

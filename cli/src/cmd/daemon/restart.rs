@@ -1,24 +1,60 @@
 //! `daemon restart`: stop (gracefully; running processes only with --force), then start. Works
-//! on a daemon of another protocol version too, through the pid in its lock file.
+//! on a daemon of another protocol version too, through the pid in its lock file. On another
+//! host: the shutdown request, then connecting again until a new daemon answers there.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use super::stop::{self, Stopped};
 use crate::ctx::Ctx;
 use crate::exit;
 
 pub async fn run(ctx: &Ctx, args: stop::Args) -> Result<ExitCode> {
-    match stop::stop_daemon(ctx, args.force).await? {
+    let old = match stop::stop_daemon(ctx, args.force).await? {
         Stopped::Refused(why) => {
             eprintln!("cubactl: not restarting: {why}");
             return Ok(exit::failed());
         }
-        Stopped::NotRunning => {}
+        Stopped::NotRunning => None,
         Stopped::Done { pid, processes } => {
             outln!("{}", stop::stopped_line(pid, processes))?;
+            Some(pid)
         }
+        Stopped::Closed { pid, processes } => {
+            outln!("{}", stop::closed_line(ctx, pid, processes))?;
+            Some(pid)
+        }
+    };
+    match (ctx.is_remote(), old) {
+        (true, Some(old)) => reconnect(ctx, old).await,
+        _ => super::start::started(ctx, "started").await,
     }
-    super::start::started(ctx, "started").await
 }
+
+/// Connects to another host until a daemon other than `old` answers: the old one may still
+/// be stopping its processes, and a bridge that reached it then ends without a welcome.
+async fn reconnect(ctx: &Ctx, old: i32) -> Result<ExitCode> {
+    let deadline = tokio::time::Instant::now() + stop::EXIT_LIMIT;
+    loop {
+        let last = match ctx.connect_to(ctx.host.as_deref()).await {
+            Ok(c) if c.welcome().daemon_pid as i32 != old => {
+                return super::start::remote(ctx, "started cubad on").await
+            }
+            Ok(_) => format!("cubad (pid {old}) still answers"),
+            Err(e) => e.to_string(),
+        };
+        ctx.forget().await;
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "no new cubad answered on host {} within {}s: {last}",
+                ctx.host_name(),
+                stop::EXIT_LIMIT.as_secs()
+            );
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Between two attempts to reach the new daemon.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(200);

@@ -1,4 +1,5 @@
-//! `daemon start`: start cubad unless one already answers on the socket.
+//! `daemon start`: start cubad unless one already answers on the socket. On another host
+//! (`--host`) its bridge starts the daemon there when none runs: connecting is starting.
 
 use std::process::ExitCode;
 
@@ -9,6 +10,9 @@ use super::absent;
 use crate::ctx::Ctx;
 
 pub async fn run(ctx: &Ctx) -> Result<ExitCode> {
+    if ctx.is_remote() {
+        return remote(ctx, "cubad is running on").await;
+    }
     match ctx.connect_existing().await {
         Ok(c) => {
             let w = c.welcome();
@@ -23,6 +27,20 @@ pub async fn run(ctx: &Ctx) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
     }
     started(ctx, "started").await
+}
+
+/// Connects to another host's daemon (its bridge starts one if none runs) and says which
+/// one answers: `{what} host NAME (pid …, version …)`.
+pub async fn remote(ctx: &Ctx, what: &str) -> Result<ExitCode> {
+    let client = ctx.connect().await?;
+    let w = client.welcome();
+    outln!(
+        "{what} host {} (pid {}, version {})",
+        ctx.host_name(),
+        w.daemon_pid,
+        w.daemon_version
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Starts the daemon and says which one answers.

@@ -1,4 +1,6 @@
-//! `daemon status`: what the running daemon says about itself. Never starts one.
+//! `daemon status`: what the running daemon says about itself. Never starts one on this
+//! machine; another host's (`--host`) is reached through its bridge, which starts one there
+//! when none runs.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -20,7 +22,11 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
-    let client = match ctx.connect_existing().await {
+    let existing = match ctx.is_remote() {
+        true => Ok(ctx.connect().await?),
+        false => ctx.connect_existing().await,
+    };
+    let client = match existing {
         Ok(c) => c,
         Err(e) if absent(&e) => {
             if args.json {
@@ -40,14 +46,21 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let uptime = cuba_protocol::now_ms().saturating_sub(s.started_at_ms);
     if args.json {
         let mut v = serde_json::to_value(&s)?;
+        if let Some(host) = &ctx.host {
+            v["host"] = json!(host);
+        }
         v["running"] = json!(true);
         v["uptime_ms"] = json!(uptime);
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let log = cuba_protocol::paths::daemon_log(std::path::Path::new(&s.state_dir));
-    let rows = [
+    let mut rows = vec![
         ("cubad", ctx.out.paint(Some(Paint::Green), "running")),
+        (
+            "machine",
+            format!("{} ({}/{}), shell {}", s.hostname, s.os, s.arch, s.shell),
+        ),
         (
             "version",
             format!("{} (protocol {})", s.daemon_version, s.protocol_version),
@@ -69,6 +82,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ),
         ),
     ];
+    if let Some(host) = &ctx.host {
+        let via = ctx.hosts().get(host).map(|h| h.via()).unwrap_or_default();
+        rows.insert(1, ("host", format!("{host} (via {via})")));
+    }
     let mut out = String::new();
     for (k, v) in rows {
         out.push_str(&format!(

@@ -1,5 +1,7 @@
 //! `daemon stop`: ask cubad to shut down, refusing while processes run unless `--force`; a
 //! daemon that speaks another protocol version is stopped with SIGTERM to the pid in its lock.
+//! Another host's daemon (`--host`) is asked through its bridge; its pid and lock are not this
+//! machine's, so the end of the link is all there is to wait for.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,11 +27,21 @@ pub struct Args {
 }
 
 /// How long the daemon may take to exit (a forced stop waits for its processes' grace period).
-const EXIT_LIMIT: Duration = Duration::from_secs(60);
+pub const EXIT_LIMIT: Duration = Duration::from_secs(60);
+/// How often the end of another host's link is looked for.
+pub const POLL: Duration = Duration::from_millis(50);
 
 pub enum Stopped {
     NotRunning,
-    Done { pid: i32, processes: usize },
+    Done {
+        pid: i32,
+        processes: usize,
+    },
+    /// Another host's daemon accepted the shutdown and closed the link.
+    Closed {
+        pid: i32,
+        processes: usize,
+    },
     Refused(String),
 }
 
@@ -37,6 +49,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     match stop_daemon(ctx, args.force).await? {
         Stopped::NotRunning => outln!("cubad is not running")?,
         Stopped::Done { pid, processes } => outln!("{}", stopped_line(pid, processes))?,
+        Stopped::Closed { pid, processes } => outln!("{}", closed_line(ctx, pid, processes))?,
         Stopped::Refused(why) => {
             eprintln!("cubactl: {why}");
             return Ok(exit::failed());
@@ -52,9 +65,38 @@ pub fn stopped_line(pid: i32, processes: usize) -> String {
     }
 }
 
+/// What a remote daemon's accepted shutdown is: it stops its processes, then exits there.
+pub fn closed_line(ctx: &Ctx, pid: i32, processes: usize) -> String {
+    let host = ctx.host_name();
+    match processes {
+        0 => format!("stopped cubad on host {host} (pid {pid})"),
+        n => format!(
+            "cubad on host {host} (pid {pid}) is shutting down: it stops {n} process(es), then \
+             exits"
+        ),
+    }
+}
+
 pub async fn stop_daemon(ctx: &Ctx, force: bool) -> Result<Stopped> {
+    if ctx.is_remote() {
+        // The bridge starts a daemon there if none runs: there is always one to ask.
+        let client = ctx.connect().await?;
+        let (pid, processes) = match by_request(ctx, &client, force).await? {
+            Ok(stopping) => stopping,
+            Err(refused) => return Ok(refused),
+        };
+        wait_closed(ctx, &client).await?;
+        ctx.forget().await;
+        return Ok(Stopped::Closed { pid, processes });
+    }
     match ctx.connect_existing().await {
-        Ok(client) => by_request(&client, force).await,
+        Ok(client) => match by_request(ctx, &client, force).await? {
+            Ok((pid, processes)) => {
+                wait_gone(pid).await?;
+                Ok(Stopped::Done { pid, processes })
+            }
+            Err(refused) => Ok(refused),
+        },
         Err(e) if absent(&e) => Ok(Stopped::NotRunning),
         Err(ClientError::Handshake(HandshakeError::VersionMismatch { daemon, .. })) => {
             match daemon_proc::lock_holder(&ctx.socket)? {
@@ -66,7 +108,12 @@ pub async fn stop_daemon(ctx: &Ctx, force: bool) -> Result<Stopped> {
     }
 }
 
-async fn by_request(client: &Client, force: bool) -> Result<Stopped> {
+/// Asks for the shutdown: the daemon's pid and how many processes it stops, or the refusal.
+async fn by_request(
+    ctx: &Ctx,
+    client: &Client,
+    force: bool,
+) -> Result<Result<(i32, usize), Stopped>> {
     let pid = client.welcome().daemon_pid as i32;
     let running: Vec<String> = client
         .list(ListRequest::default())
@@ -84,20 +131,17 @@ async fn by_request(client: &Client, force: bool) -> Result<Stopped> {
     {
         Ok(_) => {}
         Err(e) if e.kind() == Some(ErrorKind::InvalidState) => {
-            return Ok(Stopped::Refused(format!(
-                "{} process(es) still running: {}; `cubactl kill --all` stops them, or add \
+            return Ok(Err(Stopped::Refused(format!(
+                "{} process(es) still running: {}; `{} kill --all` stops them, or add \
                  --force to stop them (TERM, grace period, KILL) along with the daemon",
                 running.len(),
-                running.join(", ")
-            )));
+                running.join(", "),
+                ctx.cubactl()
+            ))));
         }
         Err(e) => return Err(e.into()),
     }
-    wait_gone(pid).await?;
-    Ok(Stopped::Done {
-        pid,
-        processes: running.len(),
-    })
+    Ok(Ok((pid, running.len())))
 }
 
 async fn by_signal(pid: i32, protocol: u32, force: bool) -> Result<Stopped> {
@@ -114,6 +158,24 @@ async fn by_signal(pid: i32, protocol: u32, force: bool) -> Result<Stopped> {
         pid,
         processes: children,
     })
+}
+
+/// Waits until another host's daemon closed the link (it does so as it goes down).
+async fn wait_closed(ctx: &Ctx, client: &Client) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + EXIT_LIMIT;
+    while client.is_alive() {
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "cubad on host {} still holds the link {}s after accepting the shutdown; \
+                 see its log there",
+                ctx.host_name(),
+                EXIT_LIMIT.as_secs()
+            );
+        }
+        // The client has no end-of-link event to await; a short poll is cheap.
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
 }
 
 async fn wait_gone(pid: i32) -> Result<()> {
