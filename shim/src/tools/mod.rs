@@ -82,12 +82,11 @@ impl CubaExec {
             .map_err(|e| error::link(e, sent))
     }
 
-    /// The reply for `info` with its output from `since` (`ready`: output the caller already
-    /// read, see [`fetch::output`]).
+    /// The reply for `info` (read through `client`, on `host`) with its output from `since`
+    /// (`ready`: output the caller already read, see [`fetch::output`]).
     async fn process_reply(
         &self,
-        client: &Client,
-        host: Option<&str>,
+        (client, host): (&Client, Option<&str>),
         info: &ProcessInfo,
         since: u64,
         max: u64,

@@ -80,8 +80,7 @@ impl CubaExec {
         }
         let reply = self
             .process_reply(
-                &client,
-                host,
+                (&client, host),
                 &process,
                 0,
                 max,

@@ -45,7 +45,7 @@ impl CubaExec {
         });
         let filter = a.stream.unwrap_or_default().into();
         let reply = self
-            .process_reply(&client, host, &info, since, max, filter, None)
+            .process_reply((&client, host), &info, since, max, filter, None)
             .await?;
         Ok(reply.into_result())
     }

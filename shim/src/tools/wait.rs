@@ -76,7 +76,7 @@ impl CubaExec {
             true => self.screen_reply(&client, host, &w.process).await?,
             false => {
                 let out = Some(w.output);
-                self.process_reply(&client, host, &w.process, since, max, filter, out)
+                self.process_reply((&client, host), &w.process, since, max, filter, out)
                     .await?
             }
         };
