@@ -13,7 +13,10 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_command_runs_in_the_remote_environment_and_cwd() {
     let mut w = Hosts::new().await;
-    let c = w.shim("agent", &[]).await;
+    // The editor's narrowing: the remote daemon itself blocks nothing.
+    let c = w
+        .shim("agent", &[("CUBA_EXEC_BLOCKED_COMMANDS", "wget")])
+        .await;
     let command = format!(
         "echo hi; pwd; echo ${}; echo ${{{}:-unset}}; echo ${}",
         REMOTE_MARK.0, LAPTOP_MARK.0, REMOTE_SECRET.0
@@ -49,6 +52,22 @@ async fn a_remote_command_runs_in_the_remote_environment_and_cwd() {
         )
         .await;
     assert_eq!(r.output().trim(), work.join("sub").to_str().unwrap_or("?"));
+    let r = c
+        .call(
+            "run",
+            json!({ "command": "wget http://example.invalid/", "host": "box" }),
+        )
+        .await;
+    assert_eq!(
+        r.code(),
+        Some("BLOCKED"),
+        "narrowed there too: {}",
+        r.text()
+    );
+    // The remote side sees who started its processes, and from where.
+    let rows = c.rows(json!({ "host": "box" })).await;
+    let owner = rows[0]["owner"].as_str().unwrap_or("");
+    assert!(owner.starts_with("agent@"), "{rows:?}");
     c.close().await;
 }
 

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cuba_protocol::client::{daemon_absent, start_daemon};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::net::UnixStream;
 
 use crate::ctx::Ctx;
@@ -36,17 +37,18 @@ pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
         other => other,
     }
     .with_context(|| format!("cannot reach cubad at {}", ctx.socket.display()))?;
-    let (mut from_daemon, mut to_daemon) = stream.into_split();
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
+    let (from_daemon, mut to_daemon) = stream.into_split();
+    let (stdin, mut stdout) = stdio();
+    let mut stdin = BufReader::with_capacity(BUFFER, stdin);
+    let mut from_daemon = BufReader::with_capacity(BUFFER, from_daemon);
     let upstream = async {
-        tokio::io::copy(&mut stdin, &mut to_daemon).await?;
+        tokio::io::copy_buf(&mut stdin, &mut to_daemon).await?;
         // The client is done: the daemon sees the end and closes its side.
         to_daemon.shutdown().await
     };
     let downstream = async {
         // `copy` flushes whenever the daemon has nothing more for now: no reply waits.
-        tokio::io::copy(&mut from_daemon, &mut stdout).await?;
+        tokio::io::copy_buf(&mut from_daemon, &mut stdout).await?;
         stdout.flush().await
     };
     tokio::pin!(upstream, downstream);
@@ -72,4 +74,38 @@ pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
     // Now, not through the runtime's shutdown: a read of stdin cannot be cancelled, and would
     // keep a bridge whose daemon closed waiting for its client's next byte.
     std::process::exit(code)
+}
+
+/// Bytes moved per read: a process's output comes in frames of up to 256 KiB.
+const BUFFER: usize = 256 * 1024;
+
+/// Stdin and stdout as the event loop reads and writes them. Pipes (what ssh, `docker exec -i`
+/// and `kubectl exec -i` give) are used directly, non-blocking; tokio's own stdio hands every
+/// write to a thread of its blocking pool, which caps throughput. Anything else (a file, a
+/// socket) goes through tokio's stdio.
+fn stdio() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    let input: Box<dyn AsyncRead + Unpin + Send> = match fd_file(0).map(pipe::Receiver::from_file) {
+        Some(Ok(r)) => Box::new(r),
+        _ => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match fd_file(1).map(pipe::Sender::from_file) {
+        Some(Ok(w)) => Box::new(w),
+        _ => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
+/// A new descriptor for `fd` (so the standard one stays as it is), as a `File`.
+fn fd_file(fd: i32) -> Option<std::fs::File> {
+    use std::os::fd::{AsFd, BorrowedFd};
+    // SAFETY: 0 and 1 are open for the whole life of the process (a closed one fails the dup).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    borrowed
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::fs::File::from)
 }
