@@ -200,15 +200,7 @@ async fn main() {
         .start()
         .await;
     let sshd = SshServer::start();
-    let socket = remote.socket().display().to_string();
-    let state = remote.state_dir().display().to_string();
-    sshd.add_host(
-        "box",
-        &[
-            ("CUBA_EXEC_SOCKET", &socket),
-            ("CUBA_EXEC_STATE_DIR", &state),
-        ],
-    );
+    sshd.add_daemon_host("box", &remote);
     let p = pool(&local, &sshd);
     let here = p.client(None, me).await.unwrap();
     let there = p.client(Some("box"), me).await.unwrap();

@@ -140,6 +140,18 @@ impl SshServer {
         self.put_host(alias, lines);
     }
 
+    /// Adds (or replaces) `alias` as the way to `remote`: its socket and state dir go with the
+    /// session, so `cubactl bridge` there reaches that daemon, as on another machine.
+    pub fn add_daemon_host(&self, alias: &str, remote: &crate::TestDaemon) {
+        let socket = remote.socket().display().to_string();
+        let state = remote.state_dir().display().to_string();
+        let env = [
+            ("CUBA_EXEC_SOCKET", &socket[..]),
+            ("CUBA_EXEC_STATE_DIR", &state[..]),
+        ];
+        self.add_host(alias, &env);
+    }
+
     /// Adds (or replaces) `alias` as a host whose port is closed: `ssh` fails at once with
     /// "Connection refused" (exit 255), and `ConnectTimeout` bounds it should the port drop
     /// packets instead.

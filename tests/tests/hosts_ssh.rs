@@ -23,15 +23,7 @@ impl World {
             .start()
             .await;
         let sshd = SshServer::start();
-        let socket = remote.socket().display().to_string();
-        let state = remote.state_dir().display().to_string();
-        sshd.add_host(
-            "box",
-            &[
-                ("CUBA_EXEC_SOCKET", &socket),
-                ("CUBA_EXEC_STATE_DIR", &state),
-            ],
-        );
+        sshd.add_daemon_host("box", &remote);
         sshd.add_unreachable_host("down");
         let local = tempfile::Builder::new()
             .prefix("ch")
