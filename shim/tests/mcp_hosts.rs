@@ -165,8 +165,14 @@ async fn a_remote_tree_is_killed_whole() {
 async fn a_killed_ssh_mid_wait_loses_and_repeats_nothing() {
     let mut w = Hosts::new().await;
     let c = w.shim("agent", &[]).await;
-    let command = "echo ready; read x; i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); \
-                   done; echo done";
+    // It goes on once the test says so with a file: not by reading stdin, which would end
+    // the wait at once (waiting for input).
+    let go = w.work.join("go");
+    let command = format!(
+        "echo ready; while [ ! -e {} ]; do sleep 0.02; done; i=0; while [ $i -lt 200 ]; do \
+         echo line-$i; i=$((i+1)); done; echo done",
+        go.display()
+    );
     let r = c
         .call("start", json!({ "command": command, "host": "box" }))
         .await;
@@ -182,18 +188,12 @@ async fn a_killed_ssh_mid_wait_loses_and_repeats_nothing() {
             json!({ "id": id, "since": since, "until": "^done", "host": "box", "timeout_ms": 30000 }),
         )
         .await;
-    // The process waits for its input, so the wait cannot end before the link is cut.
+    // The process waits for the file, so the wait cannot end before the link is cut.
     let ssh = w.ssh_clients();
     assert_eq!(ssh.len(), 1, "one ssh client for box: {ssh:?}");
     cuba_tests::procfs::kill9(ssh[0]);
     assert!(wait_for(|| !cuba_tests::pid_alive(ssh[0]), STEP).await);
-    let r = c
-        .call(
-            "send_input",
-            json!({ "id": id, "text": "go\n", "host": "box" }),
-        )
-        .await;
-    assert!(!r.is_error(), "input after the drop: {}", r.text());
+    std::fs::write(&go, "").expect("the go file");
     let r = reply_of(pending, STEP).await;
     assert_eq!(r.str("wait"), "matched", "{}", r.text());
     let mut want = String::new();
