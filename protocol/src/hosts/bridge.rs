@@ -134,7 +134,7 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
         return Err(failed(spec, "the bridge's stdio is missing".into()));
     };
     let tail = Arc::new(Tail::default());
-    tokio::spawn(drain(stderr, tail.clone(), spec.name.clone()));
+    let mut drained = tokio::spawn(drain(stderr, tail.clone(), spec.name.clone()));
     let (kill, killed) = oneshot::channel::<()>();
     let (exit_tx, mut exit) = watch::channel::<Option<ExitStatus>>(None);
     tokio::spawn(async move {
@@ -156,6 +156,8 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
                 .await
                 .ok()
                 .and_then(|s| s.ok().and_then(|s| *s));
+            // Its last words: the bridge has exited, so its stderr ends soon.
+            let _ = tokio::time::timeout(EXIT_WAIT, &mut drained).await;
             Err(failed(spec, explain(spec, e, status, tail.last())))
         }
     }
