@@ -48,12 +48,9 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
-        // SAFETY: prctl is async-signal-safe; it makes the daemon die with this thread.
+        // SAFETY: the hook only makes an async-signal-safe system call (where the OS has one).
         unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+            cmd.pre_exec(cuba_daemon::platform::process::die_with_parent);
         }
         let child = cmd.spawn().unwrap();
         Daemon {

@@ -67,7 +67,7 @@ fn setup(args: Args) -> Result<ExitCode> {
         .context("bad configuration")?;
     if args.daemonize {
         // Before any thread exists: fork, let the parent exit, and start a new session.
-        nix::unistd::daemon(false, true).context("cannot daemonize")?;
+        cuba_daemon::platform::process::detach().context("cannot daemonize")?;
     }
     tracing_subscriber::fmt()
         .with_writer(|| cuba_daemon::health::LogWriter)

@@ -178,7 +178,12 @@ impl Launcher {
             confinement,
             ..
         } = plan;
-        let mut cmd = Command::new(&shell);
+        // The sandbox may need the shell run through a program of its own (macOS).
+        let sandbox = sandbox::Sandbox::of(&confinement, &cwd)?;
+        let mut cmd = match &sandbox {
+            Some(layer) => layer.command(&shell),
+            None => Command::new(&shell),
+        };
         cmd.current_dir(&cwd).env_clear().envs(env);
         let script = self.table.state_dir().script(id);
         let mut layers: Vec<Box<dyn Layer>> = vec![program::layer(program, &shell, script)];
@@ -190,7 +195,7 @@ impl Launcher {
             }
         };
         let sandboxed = confinement.sandbox.active();
-        if let Some(layer) = sandbox::Sandbox::of(&confinement, &cwd)? {
+        if let Some(layer) = sandbox {
             layers.push(Box::new(layer));
         }
         if self.limiter.is_active() {

@@ -26,6 +26,14 @@ impl Sandbox {
             prepared: Some(prepared),
         }))
     }
+
+    /// The command that runs `program` in this sandbox (on macOS, under `sandbox-exec`).
+    pub fn command(&self, program: &str) -> Command {
+        match &self.prepared {
+            Some(p) => p.command(program),
+            None => Command::new(program),
+        }
+    }
 }
 
 impl Layer for Sandbox {

@@ -80,6 +80,10 @@ impl Limiter {
         !self.limits.is_empty()
     }
 
+    /// Nothing to add to the command: the limits are applied after the spawn ([`Limiter::apply`]),
+    /// so std keeps its posix_spawn path.
+    pub fn install(&self, _cmd: &mut std::process::Command) {}
+
     /// Applies the limits to the just-spawned process `pid` (process `id`). On failure the
     /// caller kills the child: it must not run without its limits.
     pub fn apply(&self, id: u64, pid: i32) -> Result<(), String> {

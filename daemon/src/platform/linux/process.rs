@@ -35,6 +35,20 @@ pub fn close_inherited_fds_on_exec() {
     }
 }
 
+/// In the daemon, before any thread exists: fork, let the parent exit, and start a new session
+/// with `/` as the working directory; stdio stays as it is.
+pub fn detach() -> io::Result<()> {
+    nix::unistd::daemon(false, true).map_err(io::Error::from)
+}
+
+/// In a child between fork and exec: SIGKILL when the thread that spawned it ends (for test
+/// daemons, which must not outlive their test). Async-signal-safe.
+pub fn die_with_parent() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes an integer signal.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    Ok(())
+}
+
 /// Fills `buf` from the kernel's random source; false if it could not.
 pub fn random_bytes(buf: &mut [u8]) -> bool {
     // SAFETY: getrandom into a buffer of the given length.

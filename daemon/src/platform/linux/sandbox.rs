@@ -90,6 +90,12 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The command that runs `program` in the sandbox: `program` itself, the confinement is
+    /// entered by the hook of [`Prepared::install`].
+    pub fn command(&self, program: &str) -> Command {
+        Command::new(program)
+    }
+
     /// Adds the `pre_exec` hook to `cmd` (which makes std fork instead of posix_spawn: only
     /// sandboxed daemons pay for it).
     pub fn install(&self, cmd: &mut Command) {
@@ -208,7 +214,7 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     }
     let prepared = prepare(sandbox, roots, dir)
         .with_context(|| format!("{what}: the kernel cannot provide this sandbox"))?;
-    let mut cmd = Command::new(shell);
+    let mut cmd = prepared.command(shell);
     cmd.arg("-c")
         .arg(":")
         .current_dir("/")
