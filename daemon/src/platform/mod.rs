@@ -28,3 +28,10 @@ pub use linux::{
 mod fallback;
 #[cfg(not(target_os = "linux"))]
 pub use fallback::{descriptors, memory};
+
+// macOS's pure parsing and profile text, compiled for tests everywhere so they are checked on
+// any machine.
+#[cfg(any(test, target_os = "macos"))]
+mod procargs;
+#[cfg(any(test, target_os = "macos"))]
+mod seatbelt;
