@@ -7,15 +7,19 @@
 //! - [`proc`]: facts about processes (parent, group, start time, children, environment, cwd).
 //! - [`signal`]: signalling one exact process (never a reused pid).
 //! - [`input`]: whether a process is blocked reading a given pipe or terminal.
-//! - [`process`]: the daemon's own set-up (subreaper, inherited descriptors, randomness).
+//! - [`process`]: the daemon's own set-up (detaching, subreaper, inherited descriptors,
+//!   randomness).
 //! - [`pipe`]: pipes for children (close-on-exec, larger buffers, identity).
 //! - [`terminal`]: what a child needs to take a terminal as its controlling one.
 //! - [`limits`]: per-process resource limits (rlimits, cgroups).
-//! - [`sandbox`]: write confinement and network isolation.
+//! - [`sandbox`]: write confinement and network isolation (the command to run, and what the
+//!   child does before its exec).
 //! - [`descriptors`]: how many descriptors the daemon has open.
 //! - [`memory`]: giving freed heap memory back to the kernel.
 //!
-//! `fallback/` has portable versions of the last two for any other OS.
+//! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of the last
+//! two for any other OS. `procargs` and `seatbelt` are macOS's pure parsing and profile text,
+//! compiled for tests everywhere so they are checked on any machine.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -24,14 +28,18 @@ pub use linux::{
     descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
 
-#[cfg(not(target_os = "linux"))]
-mod fallback;
-#[cfg(not(target_os = "linux"))]
-pub use fallback::{descriptors, memory};
-
-// macOS's pure parsing and profile text, compiled for tests everywhere so they are checked on
-// any machine.
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::{
+    descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
+};
 #[cfg(any(test, target_os = "macos"))]
 mod procargs;
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+mod fallback;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub use fallback::{descriptors, memory};

@@ -1,0 +1,125 @@
+//! Resource limits for every command (`config::Limits`) on macOS: the rlimits (CPU seconds, file
+//! size, open files, address space) are set by the child itself with `setrlimit(2)` in a
+//! `pre_exec` hook, as macOS has no `prlimit` to set them on another process. That closes the
+//! window Linux has (the shell never runs unlimited) at the price of a fork instead of
+//! posix_spawn for every spawn when limits are configured. There are no cgroups: `pids_max` and
+//! `memory_max` stop the daemon at start-up.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use anyhow::{bail, Result};
+
+use crate::config::{Limits, Rlimit};
+
+/// The kernel resource for a limit.
+fn resource(r: Rlimit) -> libc::c_int {
+    match r {
+        Rlimit::Cpu => libc::RLIMIT_CPU,
+        Rlimit::FileSize => libc::RLIMIT_FSIZE,
+        Rlimit::OpenFiles => libc::RLIMIT_NOFILE,
+        Rlimit::AddressSpace => libc::RLIMIT_AS,
+    }
+}
+
+/// The limits as the daemon applies them: checked at start-up.
+#[derive(Debug, Default)]
+pub struct Limiter {
+    limits: Limits,
+}
+
+impl Limiter {
+    /// Checks that every configured limit can be applied here. An error names what is missing
+    /// and how to turn it off.
+    pub fn setup(limits: &Limits, _instance: &str) -> Result<Limiter> {
+        if limits.wants_cgroup() {
+            bail!(
+                "pids_max / memory_max (CUBA_EXEC_PIDS_MAX, CUBA_EXEC_MEMORY_MAX) need Linux \
+                 cgroup v2, which macOS does not have; unset them"
+            );
+        }
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        for (limit, value, name) in limits.rlimits() {
+            let mut cur = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit with a valid pointer to a local struct.
+            if unsafe { libc::getrlimit(resource(limit), &mut cur) } != 0 {
+                bail!("{name}: getrlimit failed: {}", io::Error::last_os_error());
+            }
+            if !root && cur.rlim_max != libc::RLIM_INFINITY && value > cur.rlim_max {
+                bail!(
+                    "{name}={value} is above the daemon's hard limit ({}); an unprivileged \
+                     cubad can only lower limits",
+                    cur.rlim_max
+                );
+            }
+        }
+        Ok(Limiter {
+            limits: limits.clone(),
+        })
+    }
+
+    /// Whether any limit applies.
+    pub fn is_active(&self) -> bool {
+        !self.limits.is_empty()
+    }
+
+    /// Adds the `pre_exec` hook that sets the rlimits (soft = hard, so the command cannot raise
+    /// them) in the child before it execs; a limit that cannot be set fails the spawn.
+    pub fn install(&self, cmd: &mut Command) {
+        let limits: Vec<(libc::c_int, u64)> = self
+            .limits
+            .rlimits()
+            .into_iter()
+            .map(|(limit, value, _)| (resource(limit), value))
+            .collect();
+        if limits.is_empty() {
+            return;
+        }
+        // SAFETY: the hook runs between fork and exec; it only reads the list built here and
+        // calls setrlimit, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &(resource, value) in &limits {
+                    let lim = libc::rlimit {
+                        rlim_cur: value,
+                        rlim_max: value,
+                    };
+                    if libc::setrlimit(resource, &lim) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Nothing left to do after the spawn: the child set its own limits before it exec'd.
+    pub fn apply(&self, _id: u64, _pid: i32) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Nothing to remove: there is no per-process cgroup.
+    pub fn release(&self, _id: u64) {}
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn cgroup_limits_fail_at_setup() {
+        let limits = Limits {
+            pids_max: Some(5),
+            ..Limits::default()
+        };
+        let err = Limiter::setup(&limits, "x").unwrap_err();
+        assert!(format!("{err:#}").contains("cgroup v2"), "{err:#}");
+        assert!(!Limiter::setup(&Limits::default(), "x").unwrap().is_active());
+    }
+}

@@ -1,0 +1,200 @@
+//! Process facts from libproc and sysctl: parent, group, start time and state
+//! (`PROC_PIDTBSDINFO`, which also answers for zombies), the live processes
+//! (`proc_listallpids`), a process's children (`proc_listchildpids`), its environment
+//! (`sysctl(KERN_PROCARGS2)`, readable for the daemon's own user's processes) and its working
+//! directory (`PROC_PIDVNODEPATHINFO`).
+
+use std::ffi::{c_int, c_void, CStr};
+use std::mem::{size_of, MaybeUninit};
+use std::path::PathBuf;
+
+use super::super::procargs;
+
+/// What the kernel says about a process that we use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Start time in microseconds since the epoch: with the pid, identifies a process.
+    pub start_time: u64,
+}
+
+/// `proc_pidinfo` of one fixed-size `flavor` into a `T`; `None` unless it filled all of it.
+pub(super) fn pidinfo<T>(pid: i32, flavor: c_int, arg: u64) -> Option<T> {
+    let mut info = MaybeUninit::<T>::zeroed();
+    let size = c_int::try_from(size_of::<T>()).ok()?;
+    // SAFETY: the buffer is valid for `size` bytes; the kernel writes at most that.
+    let n = unsafe { libc::proc_pidinfo(pid, flavor, arg, info.as_mut_ptr().cast(), size) };
+    if n != size {
+        return None;
+    }
+    // SAFETY: the kernel filled the whole buffer (and the types used are plain C structs).
+    Some(unsafe { info.assume_init() })
+}
+
+fn bsdinfo(pid: i32) -> Option<libc::proc_bsdinfo> {
+    if pid <= 0 {
+        return None;
+    }
+    pidinfo(pid, libc::PROC_PIDTBSDINFO, 0)
+}
+
+fn of(pid: i32, info: &libc::proc_bsdinfo) -> ProcStat {
+    ProcStat {
+        pid,
+        ppid: info.pbi_ppid as i32,
+        pgrp: info.pbi_pgid as i32,
+        start_time: info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec,
+    }
+}
+
+/// The process `pid`, zombie or not.
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    bsdinfo(pid).map(|info| of(pid, &info))
+}
+
+/// The process `pid` if it is alive (not a zombie: dead already, and `kill` "succeeds" on it).
+pub fn live(pid: i32) -> Option<ProcStat> {
+    let info = bsdinfo(pid)?;
+    (info.pbi_status != libc::SZOMB).then(|| of(pid, &info))
+}
+
+/// A list of pids from a libproc call that fills a buffer and returns how many it wrote; the
+/// buffer grows until the list fits (processes may appear between calls).
+fn pids(fill: impl Fn(*mut c_void, c_int) -> c_int) -> Vec<i32> {
+    let mut cap = 256usize;
+    loop {
+        let mut buf = vec![0i32; cap];
+        let Ok(bytes) = c_int::try_from(cap * size_of::<i32>()) else {
+            return Vec::new();
+        };
+        let Ok(n) = usize::try_from(fill(buf.as_mut_ptr().cast(), bytes)) else {
+            return Vec::new();
+        };
+        if n < cap {
+            buf.truncate(n);
+            buf.retain(|p| *p > 0);
+            return buf;
+        }
+        cap *= 4;
+    }
+}
+
+/// Every live process on the machine.
+pub fn scan() -> Vec<ProcStat> {
+    // SAFETY: proc_listallpids writes at most `size` bytes of pids into the buffer.
+    pids(|buf, size| unsafe { libc::proc_listallpids(buf, size) })
+        .into_iter()
+        .filter_map(live)
+        .collect()
+}
+
+/// The children of `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    // SAFETY: proc_listchildpids writes at most `size` bytes of pids into the buffer.
+    pids(|buf, size| unsafe { libc::proc_listchildpids(pid, buf, size) })
+}
+
+/// The daemon's own children.
+pub fn own_children() -> Vec<i32> {
+    children(std::process::id() as i32)
+}
+
+/// `sysctl(KERN_PROCARGS2)` of `pid`: its arguments and environment, as the kernel keeps them.
+fn procargs2(pid: i32) -> Option<Vec<u8>> {
+    let mut max: c_int = 0;
+    let mut len = size_of::<c_int>();
+    let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+    // SAFETY: sysctl reads KERN_ARGMAX into an int of the given length.
+    let rc = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            2,
+            (&mut max as *mut c_int).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 || max <= 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; usize::try_from(max).ok()?];
+    let mut len = buf.len();
+    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
+    // SAFETY: sysctl writes at most `len` bytes into the buffer and sets `len` to what it wrote.
+    let rc = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            3,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    buf.truncate(len);
+    Some(buf)
+}
+
+/// Whether `pid`'s environment has the entry `NAME=VALUE` exactly.
+pub fn has_env_entry(pid: i32, entry: &str) -> bool {
+    procargs2(pid).is_some_and(|buf| {
+        procargs::env_entries(&buf)
+            .into_iter()
+            .any(|kv| kv == entry.as_bytes())
+    })
+}
+
+/// The rest of the first entry of `pid`'s environment that starts with `prefix`.
+pub fn env_entry_after(pid: i32, prefix: &[u8]) -> Option<Vec<u8>> {
+    let buf = procargs2(pid)?;
+    procargs::env_entries(&buf)
+        .into_iter()
+        .find_map(|kv| kv.strip_prefix(prefix))
+        .map(<[u8]>::to_vec)
+}
+
+/// The working directory of `pid` now.
+pub fn cwd(pid: u32) -> Option<PathBuf> {
+    let info: libc::proc_vnodepathinfo =
+        pidinfo(i32::try_from(pid).ok()?, libc::PROC_PIDVNODEPATHINFO, 0)?;
+    // The path is a MAXPATHLEN C string stored as rows of 32 chars.
+    let bytes: Vec<u8> = info
+        .pvi_cdir
+        .vip_path
+        .iter()
+        .flatten()
+        .map(|c| *c as u8)
+        .collect();
+    let path = CStr::from_bytes_until_nul(&bytes).ok()?;
+    let path = path.to_str().ok()?;
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn this_process_is_seen() {
+        let me = std::process::id() as i32;
+        let s = live(me).unwrap();
+        assert_eq!(s.pid, me);
+        assert_eq!(stat(me), Some(s));
+        assert!(s.start_time > 0);
+        assert!(scan().iter().any(|p| p.pid == me));
+        assert!(children(s.ppid).contains(&me));
+        let here = std::env::current_dir().and_then(std::fs::canonicalize).ok();
+        assert_eq!(cwd(me as u32), here);
+        if let Ok(path) = std::env::var("PATH") {
+            assert!(has_env_entry(me, &format!("PATH={path}")));
+            assert_eq!(env_entry_after(me, b"PATH="), Some(path.into_bytes()));
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The daemon's own set-up: keeping inherited descriptors from its children, and random bytes.
+//! macOS has no subreaper.
+
+use std::io;
+
+/// Nothing to do: macOS cannot make a process the reaper of its orphaned descendants, so a
+/// double fork or a `setsid` escapee is reparented to launchd. Such a process is still found
+/// (and stopped with its tree) through the marker in its environment
+/// (`CUBA_EXEC_PROCESS`), by a scan of every process; one that also cleared its environment
+/// is not found.
+pub fn become_subreaper() -> io::Result<()> {
+    Ok(())
+}
+
+/// Makes every descriptor above stderr close-on-exec: what the daemon inherited from whoever
+/// started it (an editor, a shell) is not for its children. Call before any thread exists.
+pub fn close_inherited_fds_on_exec() {
+    let Ok(dir) = std::fs::read_dir("/dev/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
+        // gone by now) only fails with EBADF.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// In the daemon, before any thread exists: fork, let the parent exit, and start a new session
+/// with `/` as the working directory; stdio stays as it is (what BSD `daemon(3)`, deprecated on
+/// macOS, does).
+pub fn detach() -> io::Result<()> {
+    // SAFETY: fork with no other thread running; the parent only calls _exit.
+    match unsafe { libc::fork() } {
+        -1 => return Err(io::Error::last_os_error()),
+        0 => {}
+        // SAFETY: _exit ends the parent at once, without running its destructors twice.
+        _ => unsafe { libc::_exit(0) },
+    }
+    // SAFETY: setsid and chdir (on a NUL-terminated path) have no other preconditions.
+    if unsafe { libc::setsid() } < 0 || unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Nothing: macOS has no parent-death signal, so whoever spawns a test daemon must stop it
+/// itself (the bench's daemons are killed when dropped).
+pub fn die_with_parent() -> io::Result<()> {
+    Ok(())
+}
+
+/// Fills `buf` from the kernel's random source; false if it could not.
+pub fn random_bytes(buf: &mut [u8]) -> bool {
+    // getentropy gives at most 256 bytes a call.
+    buf.chunks_mut(256).all(|chunk| {
+        // SAFETY: getentropy into a buffer of the given length (≤ 256).
+        unsafe { libc::getentropy(chunk.as_mut_ptr().cast(), chunk.len()) == 0 }
+    })
+}
