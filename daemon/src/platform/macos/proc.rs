@@ -4,9 +4,11 @@
 //! (`sysctl(KERN_PROCARGS2)`, readable for the daemon's own user's processes) and its working
 //! directory (`PROC_PIDVNODEPATHINFO`).
 
+use std::cell::RefCell;
 use std::ffi::{c_int, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use super::super::procargs;
 
@@ -101,62 +103,80 @@ pub fn own_children() -> Vec<i32> {
     children(std::process::id() as i32)
 }
 
-/// `sysctl(KERN_PROCARGS2)` of `pid`: its arguments and environment, as the kernel keeps them.
-fn procargs2(pid: i32) -> Option<Vec<u8>> {
-    let mut max: c_int = 0;
-    let mut len = size_of::<c_int>();
-    let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
-    // SAFETY: sysctl reads KERN_ARGMAX into an int of the given length.
-    let rc = unsafe {
-        libc::sysctl(
-            mib.as_mut_ptr(),
-            2,
-            (&mut max as *mut c_int).cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 || max <= 0 {
-        return None;
-    }
-    let mut buf = vec![0u8; usize::try_from(max).ok()?];
-    let mut len = buf.len();
-    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
-    // SAFETY: sysctl writes at most `len` bytes into the buffer and sets `len` to what it wrote.
-    let rc = unsafe {
-        libc::sysctl(
-            mib.as_mut_ptr(),
-            3,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    buf.truncate(len);
-    Some(buf)
+/// `KERN_ARGMAX`: the largest argument and environment block a process can have (1 MiB on
+/// current macOS), so the size of a buffer that holds any `KERN_PROCARGS2`.
+fn arg_max() -> Option<usize> {
+    static MAX: OnceLock<Option<usize>> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        let mut max: c_int = 0;
+        let mut len = size_of::<c_int>();
+        let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+        // SAFETY: sysctl reads KERN_ARGMAX into an int of the given length.
+        let rc = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                2,
+                (&mut max as *mut c_int).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0).then(|| usize::try_from(max).ok()).flatten()
+    })
+}
+
+thread_local! {
+    /// One `KERN_ARGMAX` buffer per thread: a scan reads every process's block, and a fresh
+    /// megabyte for each would cost an mmap and munmap apiece.
+    static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `f` on `sysctl(KERN_PROCARGS2)` of `pid`: its arguments and environment as the kernel keeps
+/// them (readable for the daemon's own user's processes only).
+fn with_procargs2<T>(pid: i32, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    let max = arg_max()?;
+    ARGS.with(|buf| {
+        let mut buf = buf.try_borrow_mut().ok()?;
+        if buf.len() < max {
+            buf.resize(max, 0);
+        }
+        let mut len = buf.len();
+        let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
+        // SAFETY: sysctl writes at most `len` bytes into the buffer and sets `len` to what it
+        // wrote.
+        let rc = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                3,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0).then(|| f(&buf[..len.min(buf.len())]))
+    })
 }
 
 /// Whether `pid`'s environment has the entry `NAME=VALUE` exactly.
 pub fn has_env_entry(pid: i32, entry: &str) -> bool {
-    procargs2(pid).is_some_and(|buf| {
-        procargs::env_entries(&buf)
+    with_procargs2(pid, |buf| {
+        procargs::env_entries(buf)
             .into_iter()
             .any(|kv| kv == entry.as_bytes())
     })
+    .unwrap_or(false)
 }
 
 /// The rest of the first entry of `pid`'s environment that starts with `prefix`.
 pub fn env_entry_after(pid: i32, prefix: &[u8]) -> Option<Vec<u8>> {
-    let buf = procargs2(pid)?;
-    procargs::env_entries(&buf)
-        .into_iter()
-        .find_map(|kv| kv.strip_prefix(prefix))
-        .map(<[u8]>::to_vec)
+    with_procargs2(pid, |buf| {
+        procargs::env_entries(buf)
+            .into_iter()
+            .find_map(|kv| kv.strip_prefix(prefix))
+            .map(<[u8]>::to_vec)
+    })?
 }
 
 /// The working directory of `pid` now.
