@@ -83,9 +83,10 @@ impl Daemon {
         }
     }
 
-    /// `VmRSS` and `VmHWM` of the daemon, in KiB.
+    /// `VmRSS` and `VmHWM` of the daemon, in KiB (0 where there is no `/proc`).
     fn rss_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -105,15 +106,11 @@ impl Daemon {
 /// Pids of live processes whose environment carries this daemon instance's marker.
 fn marked_pids(token: &str) -> Vec<i32> {
     let needle = format!("CUBA_EXEC_PROCESS={token}.");
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    cuba_daemon::platform::proc::scan()
+        .into_iter()
+        .map(|p| p.pid)
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|var| var.starts_with(needle.as_bytes()))
-            })
+            cuba_daemon::platform::proc::env_entry_after(*pid, needle.as_bytes()).is_some()
         })
         .collect()
 }
