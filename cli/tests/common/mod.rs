@@ -1,5 +1,6 @@
 //! Test harness: a private daemon per test (auto-started by cubactl on a temp socket), a guard
-//! that kills it and everything it ran, and bounded waits driven by events (pidfds or kqueue, pipes).
+//! that kills it and everything it ran, and bounded waits driven by events (a pidfd or kqueue,
+//! pipes).
 
 #![allow(dead_code)]
 
