@@ -15,15 +15,27 @@ fn non_empty(var: &str) -> Option<PathBuf> {
 }
 
 /// `$CUBA_EXEC_SOCKET`, else `$XDG_RUNTIME_DIR/cuba-exec/cubad.sock`, else
-/// `/tmp/cuba-exec-$UID/cubad.sock`.
+/// `<temp>/cuba-exec-$UID/cubad.sock`, where `<temp>` is `/tmp` on Linux and the per-user
+/// `$TMPDIR` on macOS (`/tmp` when it is unset).
 pub fn socket_path() -> PathBuf {
     if let Some(p) = non_empty("CUBA_EXEC_SOCKET") {
         return p;
     }
     match non_empty("XDG_RUNTIME_DIR") {
         Some(dir) => dir.join("cuba-exec").join("cubad.sock"),
-        None => PathBuf::from(format!("/tmp/cuba-exec-{}", uid())).join("cubad.sock"),
+        None => fallback_socket(non_empty("TMPDIR"), USE_TMPDIR, uid()),
     }
+}
+
+/// Whether sockets without `XDG_RUNTIME_DIR` go under `$TMPDIR`: macOS gives each user a private
+/// one (and has no XDG runtime dir); elsewhere `$TMPDIR` may be shared or long, `/tmp` is known.
+const USE_TMPDIR: bool = cfg!(target_os = "macos");
+
+fn fallback_socket(tmpdir: Option<PathBuf>, use_tmpdir: bool, uid: u32) -> PathBuf {
+    let base = tmpdir
+        .filter(|_| use_tmpdir)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join(format!("cuba-exec-{uid}")).join("cubad.sock")
 }
 
 /// The lock file that makes one daemon per socket: `<socket>.lock`. It holds the daemon's pid.
@@ -33,8 +45,9 @@ pub fn lock_path(socket: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// `$CUBA_EXEC_STATE_DIR`, else `$XDG_STATE_HOME/cuba-exec`, else `~/.local/state/cuba-exec`,
-/// else `/tmp/cuba-exec-$UID/state`.
+/// `$CUBA_EXEC_STATE_DIR`, else `$XDG_STATE_HOME/cuba-exec`, else the system's per-user
+/// state place plus `cuba-exec` (Linux: `~/.local/state`, macOS: `~/Library/Application
+/// Support`), else `/tmp/cuba-exec-$UID/state`.
 pub fn state_dir() -> PathBuf {
     if let Some(p) = non_empty("CUBA_EXEC_STATE_DIR") {
         return p;
@@ -42,9 +55,19 @@ pub fn state_dir() -> PathBuf {
     if let Some(p) = non_empty("XDG_STATE_HOME") {
         return p.join("cuba-exec");
     }
-    match directories::BaseDirs::new().and_then(|d| d.state_dir().map(Path::to_path_buf)) {
+    match directories::BaseDirs::new().and_then(|d| system_state_base(&d)) {
         Some(dir) => dir.join("cuba-exec"),
         None => PathBuf::from(format!("/tmp/cuba-exec-{}", uid())).join("state"),
+    }
+}
+
+/// macOS has no state directory of its own (`directories` gives none there): state goes where
+/// applications keep their data.
+fn system_state_base(d: &directories::BaseDirs) -> Option<PathBuf> {
+    if cfg!(target_os = "macos") {
+        Some(d.data_dir().to_path_buf())
+    } else {
+        d.state_dir().map(Path::to_path_buf)
     }
 }
 
@@ -70,8 +93,16 @@ pub fn daemon_binary() -> PathBuf {
     PathBuf::from("cubad")
 }
 
-/// Unix socket paths must fit `sun_path` (108 bytes including the NUL).
-pub const MAX_SOCKET_PATH: usize = 107;
+/// The longest Unix socket path, in bytes: it must fit `sun_path` with its NUL, 104 bytes on
+/// macOS (and the BSDs), 108 on Linux.
+pub const MAX_SOCKET_PATH: usize = sun_path_len() - 1;
+
+const fn sun_path_len() -> usize {
+    // SAFETY: `sockaddr_un` is integers and a byte array: all zero bits is a valid value. Only
+    // the array's length is read, so the system's own header decides.
+    let addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_path.len()
+}
 
 /// The settings file shared by the daemon and its clients: `$CUBA_EXEC_CONFIG` (then it must
 /// exist: `true`), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
@@ -85,4 +116,43 @@ pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf,
         .map(PathBuf::from)
         .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some((base.join("cuba-exec").join("config.toml"), false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_fallback_per_system() {
+        let tmp = Some(PathBuf::from("/var/folders/xy/abc/T/"));
+        // macOS: the per-user temporary directory.
+        assert_eq!(
+            fallback_socket(tmp.clone(), true, 501),
+            PathBuf::from("/var/folders/xy/abc/T/cuba-exec-501/cubad.sock")
+        );
+        assert_eq!(
+            fallback_socket(None, true, 501),
+            PathBuf::from("/tmp/cuba-exec-501/cubad.sock")
+        );
+        // Linux: always /tmp.
+        assert_eq!(
+            fallback_socket(tmp, false, 1000),
+            PathBuf::from("/tmp/cuba-exec-1000/cubad.sock")
+        );
+    }
+
+    #[test]
+    fn sun_path_limit_is_the_systems() {
+        let expected = if cfg!(target_os = "linux") { 107 } else { 103 };
+        assert_eq!(MAX_SOCKET_PATH, expected);
+        // A typical macOS `$TMPDIR` leaves room to spare.
+        let mac = fallback_socket(
+            Some(PathBuf::from(
+                "/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T/",
+            )),
+            true,
+            501,
+        );
+        assert!(mac.as_os_str().len() <= 103, "{}", mac.display());
+    }
 }

@@ -55,8 +55,14 @@ fn environment_overrides() {
         env::remove_var(var);
     }
 
-    // Socket: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec, else /tmp/cuba-exec-$UID.
-    let fallback = PathBuf::from(format!("/tmp/cuba-exec-{}/cubad.sock", current_uid()));
+    // Socket: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec, else <temp>/cuba-exec-$UID,
+    // <temp> being /tmp on Linux and the per-user $TMPDIR on macOS.
+    let temp = env::var_os("TMPDIR")
+        .filter(|t| cfg!(target_os = "macos") && !t.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    let fallback = temp
+        .join(format!("cuba-exec-{}", current_uid()))
+        .join("cubad.sock");
     assert_eq!(paths::socket_path(), fallback);
     assert!(fallback.as_os_str().len() <= MAX_SOCKET_PATH);
     env::set_var("XDG_RUNTIME_DIR", "/run/user/5");

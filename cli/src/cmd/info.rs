@@ -28,7 +28,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let client = ctx.connect().await?;
     let id = args.process.resolve(&client).await?;
     let p = client.info(id).await?;
-    // Another host's pids are not in this machine's /proc: no tree, CPU, memory or ports.
+    // Another host's pids are not in this machine's process table: no tree, CPU, memory or ports.
     let measured = match ctx.is_remote() {
         true => Default::default(),
         false => {

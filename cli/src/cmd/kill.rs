@@ -60,7 +60,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("cubactl: nothing is running{}", who.unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
-    // This machine's /proc knows nothing of another host's pids.
+    // This machine's process table knows nothing of another host's pids.
     let snapshot = (!ctx.is_remote()).then(Snapshot::take);
     let req = |id| SignalRequest {
         id,

@@ -68,7 +68,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The daemon's instance token, to find its processes' trees in this machine's /proc; none
+/// The daemon's instance token, to find its processes' trees in this machine's process table; none
 /// for another host (its pids are not this machine's).
 pub async fn instance(ctx: &Ctx, client: &Client) -> Option<String> {
     if ctx.is_remote() {
@@ -116,7 +116,7 @@ async fn watch(
             _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
         }
         let usage = match ctx.is_remote() {
-            // Another host's pids: nothing of them is in this machine's /proc.
+            // Another host's pids: nothing of them is in this machine's process table.
             true => HashMap::new(),
             false => {
                 // CPU % needs a window of some length: clock ticks are coarse.

@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode> {
         // Not one host answered, this machine included: there is no table at all.
         return Ok(exit::failed());
     }
-    // CPU, memory and ports only for this machine's processes: its /proc is the only one here.
+    // CPU, memory and ports only for this machine's processes: its table is the only one here.
     let mut local_usage = HashMap::new();
     if let Some((_, list)) = lists.iter().find(|(h, _)| is_local(Some(h))) {
         if let Ok(client) = ctx.connect_to(None).await {

@@ -28,3 +28,24 @@ async fn poll_exit(pid: i32, limit: Duration) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn exit_is_seen_and_a_living_process_times_out() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let waited = wait_exit(pid, Duration::from_millis(100)).await;
+        assert!(!waited.expect("wait"), "sleep 30 counted as exited");
+        child.kill().expect("kill");
+        // Unreaped, it is a zombie: that counts as exited.
+        let waited = wait_exit(pid, Duration::from_secs(10)).await;
+        assert!(waited.expect("wait"), "no exit seen");
+        child.wait().expect("reap");
+    }
+}

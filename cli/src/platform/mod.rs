@@ -1,8 +1,8 @@
 //! What cubactl asks of the operating system beyond POSIX, one module per concern. Each module
 //! is the interface callers use, with the logic every system shares; `os` is this system's
-//! implementation (`linux/`), which provides the same few items for each concern (listed in the
-//! concern's module docs). Another system is a directory of its own plus its two `cfg` lines
-//! below: no caller changes.
+//! implementation (`linux/`, `macos/`), which provides the same few items for each concern
+//! (listed in the concern's module docs). Another system is a directory of its own plus its two
+//! `cfg` lines below: no caller changes.
 //!
 //! - [`procs`]: every process at one moment (parent, CPU time, memory), trees, env markers.
 //! - [`ports`]: the TCP ports a set of processes listens on.
@@ -18,6 +18,14 @@ pub mod watch;
 mod linux;
 #[cfg(target_os = "linux")]
 use linux as os;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(target_os = "macos")]
+use macos as os;
+
+// macOS's process-arguments layout, parsed without system calls: tested on every system.
+#[cfg(any(test, target_os = "macos"))]
+mod procargs;
 
 /// What the system says about one process at one moment. (Here rather than in `procs`: the
 /// implementations fill it in, and they depend on nothing above them.)

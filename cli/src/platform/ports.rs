@@ -14,3 +14,19 @@ pub fn listening(pids: &[i32]) -> Vec<SocketAddr> {
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Through the system's own tables, so it checks each system's implementation where it runs.
+    #[test]
+    fn own_listener_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let me = std::process::id() as i32;
+        assert!(listening(&[me]).contains(&addr), "{addr} not listed");
+        drop(listener);
+        assert!(!listening(&[me]).contains(&addr), "{addr} still listed");
+    }
+}

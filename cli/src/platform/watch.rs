@@ -38,3 +38,32 @@ impl Watcher {
         self.0.wait(limit)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A wait that returns well before its limit saw an event.
+    fn woke(w: &Watcher) -> bool {
+        let t = Instant::now();
+        w.wait(Duration::from_secs(10)).expect("wait");
+        t.elapsed() < Duration::from_secs(5)
+    }
+
+    #[test]
+    fn new_files_and_growth_wake_the_watcher() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("audit.jsonl");
+        let mut file = std::fs::File::create(&path).expect("create");
+        let w = Watcher::new(dir.path()).expect("watch dir");
+        std::fs::write(dir.path().join("audit.jsonl.new"), b"x").expect("create another");
+        assert!(woke(&w), "a new file in the directory not seen");
+        let fw = w.add_file(&path).expect("watch file");
+        file.write_all(b"line\n").expect("write");
+        assert!(woke(&w), "growth not seen");
+        w.remove(fw);
+    }
+}

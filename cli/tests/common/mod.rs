@@ -1,11 +1,12 @@
 //! Test harness: a private daemon per test (auto-started by cubactl on a temp socket), a guard
-//! that kills it and everything it ran, and bounded waits driven by events (pidfds, pipes).
+//! that kills it and everything it ran, and bounded waits driven by events (a pidfd or kqueue,
+//! pipes).
 
 #![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
@@ -13,6 +14,12 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{ClientInfo, ClientKind};
+
+mod procs;
+use procs::marked;
+// Not every test binary uses both.
+#[allow(unused_imports)]
+pub use procs::{alive, exited_within};
 
 /// Upper bound for anything a test waits for.
 pub const LIMIT: Duration = Duration::from_secs(30);
@@ -156,21 +163,6 @@ fn sigkill(pid: i32) {
     );
 }
 
-/// Pids whose environment holds `marker`.
-fn marked(marker: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|v| v.starts_with(marker.as_bytes()))
-            })
-        })
-        .collect()
-}
-
 pub fn show(out: &Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
@@ -178,46 +170,6 @@ pub fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// Waits until process `pid` has exited (it may still be an unreaped zombie), at most
-/// `limit`: a pidfd becomes readable at exit. True when it has.
-pub fn exited_within(pid: i32, limit: Duration) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-    }
-    // SAFETY: a new fd owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        // SAFETY: one valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis() as i32) };
-        if n > 0 {
-            return true;
-        }
-        let interrupted =
-            n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
-        if !interrupted || left.is_zero() {
-            return false;
-        }
-    }
-}
-
-/// True while `pid` is a living (non-zombie) process.
-pub fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z")
-    })
 }
 
 /// Waits for a child to exit, at most [`LIMIT`]; kills it and panics on timeout.
