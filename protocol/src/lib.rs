@@ -15,6 +15,7 @@ pub mod hosts;
 pub mod keys;
 pub mod message;
 pub mod paths;
+pub mod procargs;
 pub mod signal;
 mod time;
 pub mod wire;

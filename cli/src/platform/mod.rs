@@ -23,10 +23,6 @@ mod macos;
 #[cfg(target_os = "macos")]
 use macos as os;
 
-// macOS's process-arguments layout, parsed without system calls: tested on every system.
-#[cfg(any(test, target_os = "macos"))]
-mod procargs;
-
 /// What the system says about one process at one moment. (Here rather than in `procs`: the
 /// implementations fill it in, and they depend on nothing above them.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,8 +18,9 @@
 //! - [`memory`]: giving freed heap memory back to the kernel.
 //!
 //! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of the last
-//! two for any other OS. `procargs` and `seatbelt` are macOS's pure parsing and profile text,
-//! compiled for tests everywhere so they are checked on any machine.
+//! two for any other OS. `seatbelt` is macOS's pure profile text, compiled for tests everywhere
+//! so it is checked on any machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
+//! `cuba_protocol::procargs`).
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -34,8 +35,6 @@ mod macos;
 pub use macos::{
     descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
-#[cfg(any(test, target_os = "macos"))]
-mod procargs;
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
 

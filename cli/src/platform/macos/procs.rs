@@ -8,7 +8,9 @@ use std::ptr;
 use libc::{c_int, c_void};
 
 use super::sys::{self, KinfoProc};
-use crate::platform::{procargs, ProcStat};
+use cuba_protocol::procargs as layout;
+
+use crate::platform::ProcStat;
 
 /// Every process the kernel lists.
 pub fn all() -> HashMap<i32, ProcStat> {
@@ -42,7 +44,7 @@ pub fn marked(needle: &str) -> HashMap<u64, Vec<i32>> {
         let Some(len) = procargs(pid, &mut buf) else {
             continue;
         };
-        let id = procargs::environment(&buf[..len])
+        let id = layout::env_entries(&buf[..len])
             .into_iter()
             .filter_map(|var| std::str::from_utf8(var).ok()?.strip_prefix(needle))
             .find_map(|id| id.parse().ok());

@@ -10,7 +10,7 @@ use std::mem::{size_of, MaybeUninit};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use super::super::procargs;
+use cuba_protocol::procargs;
 
 /// What the kernel says about a process that we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! Parsing the `KERN_PROCARGS2` buffer macOS gives for a process (its argument and environment
-//! block). Pure, so it is tested on every OS; only macOS reads such a buffer.
+//! block), where the daemon and `cubactl` find the environment markers of processes. Pure, so
+//! it is tested on every OS; only macOS reads such a buffer.
 
 /// The environment entries (`NAME=VALUE`) of a `KERN_PROCARGS2` buffer: argc (a native-endian
 /// `i32`), the executable path, NUL padding, argc arguments each NUL-terminated, then the
@@ -68,5 +69,20 @@ mod tests {
         assert!(env_entries(&buffer(9, "/bin/sh", 1, &["sh"])).is_empty());
         // No terminator after the path.
         assert!(env_entries(&buffer(0, "/bin/sh", 0, &[])).is_empty());
+    }
+
+    #[test]
+    fn an_empty_argument_counts_and_a_missing_last_nul_is_forgiven() {
+        let mut b = 3i32.to_ne_bytes().to_vec();
+        b.extend_from_slice(
+            b"/bin/sleep\0\0\0\0sleep\0\0--x\0A=1\0CUBA_EXEC_PROCESS=i.7\0\0ptr_munge=\0",
+        );
+        assert_eq!(
+            env_entries(&b),
+            vec![&b"A=1"[..], &b"CUBA_EXEC_PROCESS=i.7"[..]]
+        );
+        let mut b = 1i32.to_ne_bytes().to_vec();
+        b.extend_from_slice(b"/p\0p\0A=1");
+        assert_eq!(env_entries(&b), vec![&b"A=1"[..]]);
     }
 }
