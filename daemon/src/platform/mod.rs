@@ -31,6 +31,8 @@ pub use linux::{
 
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod posix;
 #[cfg(target_os = "macos")]
 pub use macos::{
     descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,

@@ -22,15 +22,4 @@ pub fn grow(fd: &impl AsRawFd, size: i32) {
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
 }
 
-/// The inode of a pipe (shared by both ends): what identifies it as a reader's input.
-pub fn id(fd: &impl AsRawFd) -> Option<u64> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-    // SAFETY: fstat on an fd the caller keeps open, into a buffer of the right type.
-    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: fstat succeeded, so it filled the buffer.
-    let st = unsafe { st.assume_init() };
-    Some(st.st_ino)
-}
+pub use super::super::posix::pipe_id as id;

@@ -16,23 +16,7 @@ pub fn become_subreaper() -> io::Result<()> {
 /// Makes every descriptor above stderr close-on-exec: what the daemon inherited from whoever
 /// started it (an editor, a shell) is not for its children. Call before any thread exists.
 pub fn close_inherited_fds_on_exec() {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    let fds: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
-        .collect();
-    for fd in fds {
-        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
-        // gone by now) only fails with EBADF.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            }
-        }
-    }
+    super::super::posix::close_listed_fds_on_exec("/proc/self/fd");
 }
 
 /// In the daemon, before any thread exists: fork, let the parent exit, and start a new session

@@ -23,19 +23,4 @@ pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> 
     }
 }
 
-/// Whether process group `pgrp` still has a member (one we may signal or not).
-pub fn group_alive(pgrp: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the group exists and may be signalled.
-    let alive = unsafe { libc::kill(-pgrp, 0) } == 0;
-    alive || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// SIGKILL to a child that must not run on (its limits could not be applied), and to its
-/// group: it is our own child, so its pid cannot have been reused before we reap it.
-pub fn kill_child(pid: i32) {
-    // SAFETY: kill(2) on our own child's process group and pid; the reaper collects it.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
+pub use super::super::posix::{group_alive, kill_child};

@@ -1,0 +1,58 @@
+//! What Linux and macOS do the same way (plain POSIX), shared by both implementations; each
+//! re-exports these under its own concern's module.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// Whether process group `pgrp` still has a member (one we may signal or not).
+pub fn group_alive(pgrp: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the group exists and may be signalled.
+    let alive = unsafe { libc::kill(-pgrp, 0) } == 0;
+    alive || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// SIGKILL to a child that must not run on (its limits could not be applied), and to its
+/// group: it is our own child, so its pid cannot have been reused before we reap it.
+pub fn kill_child(pid: i32) {
+    // SAFETY: kill(2) on our own child's process group and pid; the reaper collects it.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Makes every descriptor above stderr that `listing` (the system's directory of this process's
+/// descriptors) names close-on-exec: what the daemon inherited from whoever started it (an
+/// editor, a shell) is not for its children. Call before any thread exists.
+pub fn close_listed_fds_on_exec(listing: &str) {
+    let Ok(dir) = std::fs::read_dir(listing) else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one (the directory's own,
+        // gone by now) only fails with EBADF.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// The inode of a pipe (shared by both ends): what identifies it as a reader's input.
+pub fn pipe_id(fd: &impl AsRawFd) -> Option<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat on an fd the caller keeps open, into a buffer of the right type.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    let st = unsafe { st.assume_init() };
+    Some(st.st_ino)
+}
