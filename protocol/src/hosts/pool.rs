@@ -25,6 +25,14 @@ pub fn is_local(host: Option<&str>) -> bool {
     host.is_none_or(|h| h.is_empty() || h == LOCAL)
 }
 
+/// The name `host`'s connection is kept under: `local` for this machine however it was named.
+fn slot_name(host: Option<&str>) -> &str {
+    match host {
+        Some(h) if !is_local(host) => h,
+        _ => LOCAL,
+    }
+}
+
 impl Pool {
     /// Connections to the daemon on `socket` and to `hosts`.
     pub fn new(socket: PathBuf, hosts: Hosts) -> Pool {
@@ -56,10 +64,7 @@ impl Pool {
         host: Option<&str>,
         who: impl FnOnce() -> ClientInfo,
     ) -> Result<Client, ClientError> {
-        let name = match host {
-            Some(h) if !is_local(host) => h,
-            _ => LOCAL,
-        };
+        let name = slot_name(host);
         let spec = match name {
             LOCAL => None,
             _ => Some(self.hosts.get(name).map_err(ClientError::Host)?),
@@ -79,10 +84,6 @@ impl Pool {
 
     /// Forgets `host`'s connection (it was found dead): the next call makes a new one.
     pub async fn forget(&self, host: Option<&str>) {
-        let name = match host {
-            Some(h) if !is_local(host) => h,
-            _ => LOCAL,
-        };
-        self.slot(name).lock().await.take();
+        self.slot(slot_name(host)).lock().await.take();
     }
 }

@@ -15,9 +15,6 @@ use crate::reply::structured;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
 
-/// How long one host may take to answer (an ssh handshake, perhaps a daemon start there).
-const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
-
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ListHostsArgs {}
@@ -110,12 +107,9 @@ impl CubaExec {
         let ctx = &ctx;
         let asks = targets.iter().map(|(name, _)| async move {
             let status = |c: Client| async move { c.status().await };
-            let asked = self.ask(ctx, Some(name.as_str()), status);
-            match tokio::time::timeout(HOST_LIMIT, asked).await {
-                Ok(Ok((_, s))) => Ok(s),
-                Ok(Err(f)) => Err(f.message),
-                Err(_) => Err(format!("no answer within {} s", HOST_LIMIT.as_secs())),
-            }
+            self.ask_bounded(ctx, Some(name.as_str()), status)
+                .await
+                .map_err(|f| f.message)
         });
         let answers = futures_util::future::join_all(asks).await;
         let rows: Vec<HostRow> = targets

@@ -56,14 +56,7 @@ impl CubaExec {
                     let req = req.clone();
                     async move { c.list(req).await }
                 };
-                let asked = self.ask(ctx, host.as_deref(), list);
-                match tokio::time::timeout(HOST_LIMIT, asked).await {
-                    Ok(r) => r.map(|(_, l)| l),
-                    Err(_) => Err(Failure::new(
-                        "UNAVAILABLE",
-                        format!("no answer within {} s", HOST_LIMIT.as_secs()),
-                    )),
-                }
+                self.ask_bounded(ctx, host.as_deref(), list).await
             }
         });
         let answers = futures_util::future::join_all(asks).await;
@@ -102,9 +95,6 @@ impl CubaExec {
         Ok(structured(text, &reply, false))
     }
 }
-
-/// How long one host may take to list its processes in a listing of every host.
-const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// A state as the model names it (`running`, `waiting_input`, …).
 fn parse_state(s: &str) -> Result<ProcState, Failure> {

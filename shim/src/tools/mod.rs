@@ -31,6 +31,10 @@ use crate::server::CubaExec;
 /// `isError`), so a tool body can stop at the first one with `?`.
 type Reply = Result<CallToolResult, CallToolResult>;
 
+/// How long one host may take to answer in a listing of several (an ssh handshake, perhaps a
+/// daemon start there).
+const HOST_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl CubaExec {
     /// Every tool. tools/list is sorted by name, whatever the order here.
     pub(crate) fn tool_router() -> ToolRouter<Self> {
@@ -61,6 +65,27 @@ impl CubaExec {
             .call(ctx, host, Repeat::Safe, f)
             .await
             .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| remote(e))
+    }
+
+    /// A read of one host among several (`list_hosts`, `list_processes(host="*")`), within
+    /// [`HOST_LIMIT`] so that a dead host delays nobody.
+    async fn ask_bounded<T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
+        f: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        match tokio::time::timeout(HOST_LIMIT, self.ask(ctx, host, f)).await {
+            Ok(r) => r.map(|(_, v)| v),
+            Err(_) => Err(Failure::new(
+                "UNAVAILABLE",
+                format!("no answer within {} s", HOST_LIMIT.as_secs()),
+            )),
+        }
     }
 
     /// An action the daemon must not carry out twice (`sent` says which): repeated only if it
