@@ -2,8 +2,9 @@
 //! and the sessions, and the connection count and shutdown signal. Fields are private; the
 //! table behind it has its own small API (`table.rs`).
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cuba_protocol::now_ms;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,18 @@ pub struct Daemon {
     sessions: Sessions,
     clients: AtomicU32,
     shutdown: CancellationToken,
+    upgrade: Upgrades,
+}
+
+/// In-place upgrades: how many this pid went through, the one asked for now, the last failure.
+#[derive(Default)]
+struct Upgrades {
+    count: u32,
+    at_ms: Option<u64>,
+    /// The program to hand over to, set by an `Upgrade` request for the server loop.
+    wanted: Mutex<Option<PathBuf>>,
+    asked: tokio::sync::Notify,
+    failed: Mutex<Option<String>>,
 }
 
 impl Daemon {
@@ -35,7 +48,52 @@ impl Daemon {
             launcher,
             clients: AtomicU32::new(0),
             shutdown: CancellationToken::new(),
+            upgrade: Upgrades::default(),
         }
+    }
+
+    /// This program took over from an earlier one of the same pid (started at
+    /// `started_at_ms`, `count` upgrades ago in all).
+    pub fn upgraded(mut self, started_at_ms: u64, count: u32) -> Daemon {
+        self.started_at_ms = started_at_ms;
+        self.upgrade.count = count;
+        self.upgrade.at_ms = Some(now_ms());
+        self
+    }
+
+    /// `(first start, upgrades so far)`.
+    pub fn upgrades(&self) -> (u64, u32) {
+        (self.started_at_ms, self.upgrade.count)
+    }
+
+    pub fn upgraded_at_ms(&self) -> Option<u64> {
+        self.upgrade.at_ms
+    }
+
+    /// Asks the server loop to hand over to `binary`.
+    pub fn ask_upgrade(&self, binary: PathBuf) {
+        *lock(&self.upgrade.failed) = None;
+        *lock(&self.upgrade.wanted) = Some(binary);
+        self.upgrade.asked.notify_one();
+    }
+
+    /// Resolves when an upgrade was asked for: the binary to hand over to.
+    pub async fn upgrade_asked(&self) -> PathBuf {
+        loop {
+            if let Some(binary) = lock(&self.upgrade.wanted).take() {
+                return binary;
+            }
+            self.upgrade.asked.notified().await;
+        }
+    }
+
+    /// Why the last upgrade did not happen (shown in the daemon's status until one succeeds).
+    pub fn upgrade_failed(&self, why: String) {
+        *lock(&self.upgrade.failed) = Some(why);
+    }
+
+    pub fn upgrade_failure(&self) -> Option<String> {
+        lock(&self.upgrade.failed).clone()
     }
 
     pub fn config(&self) -> &Config {
@@ -79,4 +137,8 @@ impl Daemon {
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

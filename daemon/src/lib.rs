@@ -19,6 +19,7 @@ mod conn;
 mod daemon;
 mod fd;
 mod handlers;
+pub mod handover;
 pub mod health;
 mod journal;
 mod launch;

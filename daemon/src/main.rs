@@ -3,7 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +30,13 @@ struct Args {
     /// Detach: fork into the background in a session of its own (what clients use).
     #[arg(long)]
     daemonize: bool,
+    /// Take over from the program this pid ran before (an in-place upgrade): the descriptor of
+    /// its hand-over file. Set by the daemon itself.
+    #[arg(long, hide = true, value_name = "FD")]
+    handover: Option<i32>,
+    /// Print the hand-over versions this program can take, and exit.
+    #[arg(long, hide = true)]
+    handover_version: bool,
 }
 
 fn main() -> ExitCode {
@@ -52,6 +59,10 @@ fn absolute(p: PathBuf) -> Result<PathBuf> {
 }
 
 fn setup(args: Args) -> Result<ExitCode> {
+    if args.handover_version {
+        println!("{}", cuba_daemon::handover::VERSION);
+        return Ok(ExitCode::SUCCESS);
+    }
     let socket = absolute(args.socket.unwrap_or_else(paths::socket_path))?;
     let state_dir = absolute(args.state_dir.unwrap_or_else(paths::state_dir))?;
     if socket.as_os_str().len() > paths::MAX_SOCKET_PATH {
@@ -65,7 +76,12 @@ fn setup(args: Args) -> Result<ExitCode> {
     let config = Config::new(socket.clone(), state_dir)
         .load(|k| std::env::var(k).ok())
         .context("bad configuration")?;
-    if args.daemonize {
+    // Read before anything else opens a descriptor; the daemon is already detached.
+    let handed = match args.handover {
+        Some(fd) => Some(cuba_daemon::handover::read(fd).context("cannot read the hand-over")?),
+        None => None,
+    };
+    if args.daemonize && handed.is_none() {
         // Before any thread exists: fork, let the parent exit, and start a new session.
         cuba_daemon::platform::process::detach().context("cannot daemonize")?;
     }
@@ -81,16 +97,44 @@ fn setup(args: Args) -> Result<ExitCode> {
     raise_fd_limit();
     cuba_daemon::platform::process::close_inherited_fds_on_exec();
     no_inherited_ignored_signals();
-    prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
-    let Some(_lock) = take_lock(&paths::lock_path(&socket))? else {
-        return Ok(ExitCode::SUCCESS);
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, &socket))?;
+    if let Some(handed) = handed {
+        // The socket and its lock stayed open across the exec: the same listener serves on.
+        // SAFETY: descriptors the previous program kept open for exactly this; nothing else
+        // here owns them.
+        let lock = unsafe { File::from_raw_fd(handed.header.lock) };
+        let std_listener =
+            unsafe { std::os::unix::net::UnixListener::from_raw_fd(handed.header.listener) };
+        std_listener.set_nonblocking(true)?;
+        runtime.block_on(async {
+            let listener = tokio::net::UnixListener::from_std(std_listener)?;
+            let shutdown = stop_signal()?;
+            cuba_daemon::run(config, listener, lock.as_raw_fd(), Some(handed), shutdown).await
+        })?;
+        drop(lock);
+        return Ok(ExitCode::SUCCESS);
+    }
+    prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
+    let Some(lock) = take_lock(&paths::lock_path(&socket))? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    runtime.block_on(serve(config, &socket, lock.as_raw_fd()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or SIGINT.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    })
 }
 
 /// Signals the daemon inherited as ignored (from a shell's background job, `nohup`, an editor
@@ -200,7 +244,7 @@ fn take_lock(path: &Path) -> Result<Option<File>> {
     Ok(Some(file))
 }
 
-async fn serve(config: Config, socket: &Path) -> Result<()> {
+async fn serve(config: Config, socket: &Path, lock: std::os::fd::RawFd) -> Result<()> {
     // We hold the lock: a socket file left here is stale.
     match fs::remove_file(socket) {
         Ok(()) => {}
@@ -215,15 +259,8 @@ async fn serve(config: Config, socket: &Path) -> Result<()> {
     unsafe { libc::umask(old) };
     let listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
     let inode = fs::metadata(socket).map(|m| m.ino()).ok();
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => {},
-            _ = int.recv() => {},
-        }
-    };
-    let result = cuba_daemon::run(config, listener, shutdown).await;
+    let shutdown = stop_signal()?;
+    let result = cuba_daemon::run(config, listener, lock, None, shutdown).await;
     // Remove the socket only if it is still ours.
     if fs::metadata(socket).map(|m| m.ino()).ok() == inode {
         let _ = fs::remove_file(socket);

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::errno::Errno;
@@ -29,15 +30,35 @@ pub enum Exit {
 pub struct Reaper {
     /// std Mutex: held only for a spawn or a reaping sweep, never across an await.
     waiters: Mutex<HashMap<i32, oneshot::Sender<Exit>>>,
+    /// An in-place upgrade is under way: exits stay unreaped (zombies keep their status), so
+    /// the program that takes over collects them.
+    frozen: AtomicBool,
 }
 
 impl Reaper {
     /// Becomes the subreaper and starts reaping. Must run inside the tokio runtime, before the
     /// first spawn.
     pub fn start() -> io::Result<Arc<Reaper>> {
+        Reaper::start_adopting(&[]).map(|(r, _)| r)
+    }
+
+    /// As [`Reaper::start`], first registering `pids`: children of this process that a
+    /// previous program of it started (an in-place upgrade). Their exits, including one that
+    /// happened during the hand-over, come on the returned receivers.
+    pub fn start_adopting(pids: &[i32]) -> io::Result<(Arc<Reaper>, Vec<oneshot::Receiver<Exit>>)> {
         crate::platform::process::become_subreaper()?;
         let mut sigchld = signal(SignalKind::child())?;
         let reaper = Arc::new(Reaper::default());
+        let exits = {
+            let mut waiters = reaper.lock();
+            pids.iter()
+                .map(|&pid| {
+                    let (tx, rx) = oneshot::channel();
+                    waiters.insert(pid, tx);
+                    rx
+                })
+                .collect()
+        };
         let r = reaper.clone();
         tokio::spawn(async move {
             // Reap once at start: children that exited before the handler existed.
@@ -46,7 +67,15 @@ impl Reaper {
                 r.reap();
             }
         });
-        Ok(reaper)
+        Ok((reaper, exits))
+    }
+
+    /// Stops (`true`) or resumes reaping; resuming reaps what exited meanwhile.
+    pub fn freeze(&self, frozen: bool) {
+        self.frozen.store(frozen, Ordering::SeqCst);
+        if !frozen {
+            self.reap();
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<i32, oneshot::Sender<Exit>>> {
@@ -75,6 +104,9 @@ impl Reaper {
 
     fn reap(&self) {
         let mut waiters = self.lock();
+        if self.frozen.load(Ordering::SeqCst) {
+            return;
+        }
         loop {
             let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,

@@ -21,7 +21,7 @@ use crate::terminal::{Master, Screen};
 use crate::tree::TreeRoot;
 
 /// Why a tree is being stopped: decides the final state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopCause {
     Request,
     Timeout,
@@ -56,6 +56,32 @@ pub enum Control {
         size: TtySize,
         done: oneshot::Sender<std::io::Result<()>>,
     },
+    /// Stop between two events and say what the process's ends and timers are, for an
+    /// in-place upgrade; carry on when `resume` fires (or is dropped: the upgrade failed).
+    /// `None` in reply: not now (it is ending, or is a session's shell).
+    Pause {
+        reply: oneshot::Sender<Option<Paused>>,
+        resume: oneshot::Receiver<()>,
+    },
+}
+
+/// A paused supervisor's state: its output descriptors (still open, still its own) and
+/// what is left of its timers.
+#[derive(Debug)]
+pub struct Paused {
+    pub stdout: Option<std::os::fd::RawFd>,
+    pub stderr: Option<std::os::fd::RawFd>,
+    pub timeout_left: Option<Duration>,
+    pub kill_left: Option<Duration>,
+}
+
+/// A paused stdin writer's state: its descriptor (`None` on a terminal: the master is the
+/// supervisor's), the bytes not yet written, and whether a close was asked for.
+#[derive(Debug)]
+pub struct StdinPaused {
+    pub fd: Option<std::os::fd::RawFd>,
+    pub pending: Vec<u8>,
+    pub eof: bool,
 }
 
 /// Messages to a process's stdin writer.
@@ -63,6 +89,11 @@ pub enum Control {
 pub enum StdinMsg {
     Data(Vec<u8>),
     Eof,
+    /// As [`Control::Pause`], for the writer.
+    Pause {
+        reply: oneshot::Sender<StdinPaused>,
+        resume: oneshot::Receiver<()>,
+    },
 }
 
 pub struct ProcData {

@@ -2,7 +2,7 @@
 //! running under a dead daemon are stopped (whole tree, pids checked by start time) and marked
 //! `lost`: never left orphaned, never silently forgotten.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,16 +16,21 @@ use crate::table::Contents;
 use crate::tree::{self, TreeRoot};
 
 /// Rebuilds the table's contents. Returns them with the records to write into the fresh
-/// journal. Trees that were still alive get SIGTERM now and SIGKILL after `grace`.
+/// journal. Trees that were still alive get SIGTERM now and SIGKILL after `grace`, except
+/// those of `handed`: processes an in-place upgrade handed over, still running and watched.
 pub fn restore(
     state: &StateDir,
     grace: Duration,
     loaded: Loaded,
+    handed: &HashSet<u64>,
 ) -> (Contents, BTreeMap<u64, Record>) {
     let mut procs = BTreeMap::new();
     let mut records = BTreeMap::new();
     let mut lost_roots = Vec::new();
     for (id, mut rec) in loaded.records {
+        if handed.contains(&id) {
+            continue;
+        }
         let spool = Spool::open(state.spool(id)).ok();
         if !rec.info.state.is_finished() {
             let root = TreeRoot {

@@ -2,7 +2,9 @@
 //! `max_connections`, a refusal even when descriptors ran out: `admission.rs`), prune expired
 //! records, and on shutdown stop every process gracefully.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,22 +20,29 @@ use crate::admission::{out_of_fds, Burst, Reserve, Slots};
 use crate::audit::{Audit, Peer};
 use crate::config::Config;
 use crate::daemon::Daemon;
+use crate::handover::{self, Handed, Inherited};
 use crate::journal::Journal;
 use crate::launch::Launcher;
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
+use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::table::{Settings, Table};
-use crate::{conn, restore, tree};
+use crate::tree::TreeRoot;
+use crate::{conn, journal, restore, tree};
 
 /// Runs the daemon on `listener` until `shutdown` completes or a client asks it to stop.
+/// `lock` is the descriptor of the socket's lock file (kept across an upgrade); `handed`,
+/// what an earlier program of this pid handed over (`cubad --handover FD`).
 pub async fn run(
     config: Config,
     listener: UnixListener,
+    lock: RawFd,
+    handed: Option<Handed>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
-    let d = Arc::new(start(config)?);
+    let d = Arc::new(start(config, handed)?);
     tracing::info!(
         pid = d.pid(),
         socket = %d.config().socket.display(),
@@ -63,6 +72,19 @@ pub async fn run(
                 }
             },
             Some(_) = conns.join_next() => {}
+            binary = d.upgrade_asked() => {
+                // Every connection closes first: its client reconnects to the new program
+                // (the socket stays open meanwhile: connects wait in its backlog).
+                conns.abort_all();
+                let _ = timeout_at(Instant::now() + Duration::from_secs(2), async {
+                    while conns.join_next().await.is_some() {}
+                })
+                .await;
+                let inherited = Inherited { listener: listener.as_raw_fd(), lock };
+                let why = handover::hand_over(&d, inherited, &binary).await;
+                tracing::warn!("upgrade to {} did not happen: {why}", binary.display());
+                d.upgrade_failed(why);
+            }
             _ = &mut shutdown => break,
             _ = d.shutdown().cancelled() => break,
         }
@@ -80,7 +102,7 @@ pub async fn run(
 
 /// Everything the daemon needs before it serves: the state directory, the sandbox check, the
 /// reaper, the table restored from the journal, the resource limits.
-fn start(config: Config) -> Result<Daemon> {
+fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     // Owner-only: the state holds every process's output.
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -95,14 +117,43 @@ fn start(config: Config) -> Result<Daemon> {
         &config.state_dir,
     )
     .context("the configured sandbox is not available")?;
-    let reaper = Reaper::start().context("cannot become a child subreaper")?;
+    let (header, saved) = match handed {
+        Some(h) => (Some(h.header), h.procs),
+        None => (None, Vec::new()),
+    };
+    let pids: Vec<i32> = saved.iter().map(|p| p.info.pid as i32).collect();
+    let (reaper, exits) =
+        Reaper::start_adopting(&pids).context("cannot become a child subreaper")?;
     let state = StateDir::new(config.state_dir.clone());
     let instance = instance_id(&state)?;
     let journal_path = state.journal();
     let loaded = Journal::load(&journal_path)
         .with_context(|| format!("cannot read {}", journal_path.display()))?;
-    let next_id = loaded.next_id;
-    let (contents, records) = restore::restore(&state, config.grace, loaded);
+    let handed_ids: HashSet<u64> = saved.iter().map(|p| p.info.id).collect();
+    let mut next_id = loaded.next_id;
+    let (mut contents, mut records) = restore::restore(&state, config.grace, loaded, &handed_ids);
+    let mut adopted = Vec::new();
+    for (p, exit) in saved.into_iter().zip(exits) {
+        let record = journal::Record {
+            info: p.info.clone(),
+            start_time: p.start_time,
+            marker: p.marker.clone(),
+        };
+        let id = p.info.id;
+        match p.take() {
+            Ok((output, a)) => {
+                let proc = Arc::new(Proc::new(ProcData::new(a.info.clone(), output, false)));
+                contents.procs.insert(id, proc.clone());
+                records.insert(id, record);
+                adopted.push((proc, a, exit));
+            }
+            Err(e) => tracing::error!(id, "cannot take over process: {e}"),
+        }
+    }
+    if let Some(h) = &header {
+        next_id = next_id.max(h.next_id);
+        contents.next_id = next_id;
+    }
     let journal = Journal::create(journal_path.clone(), &records, next_id)
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
     let limiter = Limiter::setup(&config.limits, &instance)
@@ -120,7 +171,26 @@ fn start(config: Config) -> Result<Daemon> {
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
     let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
-    Ok(Daemon::new(config, launcher))
+    for (p, a, exit) in adopted {
+        let root = TreeRoot {
+            pid: a.info.pid as i32,
+            ..a.root.clone()
+        };
+        if let Err(e) = launcher.adopt(&p, a, exit) {
+            tracing::error!(id = p.id, "cannot take over process: {e}");
+            tree::kill_tree(&root, None);
+            p.lock().set_drained();
+            launcher.table().finish(
+                &p,
+                Outcome::lost(format!("not taken over by the upgrade: {e}")),
+            );
+        }
+    }
+    let d = Daemon::new(config, launcher);
+    Ok(match header {
+        Some(h) => d.upgraded(h.started_at_ms, h.upgrades + 1),
+        None => d,
+    })
 }
 
 /// `slot`: the connection's place under `max_connections`, taken at accept, or the refusal

@@ -107,6 +107,11 @@ impl Table {
         self.contents.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The id the next record will get.
+    pub fn next_id(&self) -> u64 {
+        self.lock().next_id
+    }
+
     pub fn state_dir(&self) -> &StateDir {
         &self.settings.state
     }

@@ -21,6 +21,8 @@ pub use units::{parse_duration, parse_size};
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The program this daemon runs from: what `Upgrade` hands over to unless told otherwise.
+    pub exe: PathBuf,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     /// Most processes running at once; the next spawn gets a `LIMIT` error.
@@ -59,6 +61,7 @@ pub struct Config {
 impl Config {
     pub fn new(socket: PathBuf, state_dir: PathBuf) -> Config {
         Config {
+            exe: std::env::current_exe().unwrap_or_default(),
             socket,
             state_dir,
             max_procs: 20,

@@ -17,6 +17,7 @@ mod signal;
 mod spawn;
 mod status;
 mod stdin;
+mod upgrade;
 pub mod validate;
 mod wait;
 mod watch;
@@ -91,6 +92,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Resize(r) => resize::resize(&d, r).await,
         Request::Screen(r) => screen::screen(&d, r.id),
         Request::Shutdown(r) => return shutdown::shutdown(&d, r, &out).await,
+        Request::Upgrade(r) => return upgrade::upgrade(&d, r, &out).await,
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
     };

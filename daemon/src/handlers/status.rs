@@ -32,6 +32,9 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         ));
     }
     notices.extend(crate::health::notices());
+    if let Some(why) = d.upgrade_failure() {
+        notices.push(format!("the last upgrade did not happen: {why}"));
+    }
     DaemonStatus {
         daemon_version: VERSION.to_string(),
         protocol_version: PROTOCOL_VERSION,
@@ -48,5 +51,7 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         hostname: cuba_protocol::hosts::hostname().unwrap_or_default(),
         shell: d.config().shell.clone(),
         notices,
+        upgraded_at_ms: d.upgraded_at_ms(),
+        upgrades: d.upgrades().1,
     }
 }

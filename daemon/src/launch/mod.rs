@@ -4,6 +4,7 @@
 //! a terminal (`terminal.rs`), the sandbox and the resource limits. Then the record gets its
 //! handles and the child goes to its supervisor, and the stdin writer starts.
 
+mod adopt;
 mod group;
 mod layer;
 mod limits;
@@ -28,6 +29,7 @@ use crate::record::{Outcome, Proc, StdinMsg, TtyData};
 use crate::supervise::{supervise, ChildIo, Cleanup, Job, Route};
 use crate::table::Table;
 use crate::tree::TreeRoot;
+pub use adopt::Adopted;
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
 pub use stdin::StdinSink;
@@ -82,6 +84,10 @@ impl Launcher {
 
     pub fn table(&self) -> &Arc<Table> {
         &self.table
+    }
+
+    pub fn reaper(&self) -> &Arc<Reaper> {
+        &self.reaper
     }
 
     pub fn shell(&self) -> &str {
@@ -154,6 +160,7 @@ impl Launcher {
             timeout,
             route,
             cleanup,
+            kill_in: None,
         };
         tokio::spawn(supervise(job, p.clone(), connected.io, control_rx));
         self.table.changed();

@@ -33,7 +33,9 @@ pub fn connect(child: &mut Child, exit: ChildExit) -> Result<Connected, String> 
     let stdin = OwnedFd::from(stdin);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
     let io = ChildIo {
-        stdout: Source::Pipe(pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?),
+        stdout: Some(Source::Pipe(
+            pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?,
+        )),
         stderr: Some(Source::Pipe(
             pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
         )),

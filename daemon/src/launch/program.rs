@@ -59,14 +59,7 @@ impl Layer for Script {
     }
 
     fn undo(&mut self) -> Option<Cleanup> {
-        let path = self.path.clone();
-        Some(Box::new(move || {
-            if let Err(e) = std::fs::remove_file(&path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!("cannot remove {}: {e}", path.display());
-                }
-            }
-        }))
+        Some(remove_script(self.path.clone()))
     }
 }
 
@@ -113,4 +106,15 @@ impl Layer for CommandPipe {
         self.read = None;
         Ok(())
     }
+}
+
+/// Removes a command's script file (if it had one) once the process has ended.
+pub fn remove_script(path: std::path::PathBuf) -> Cleanup {
+    Box::new(move || {
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("cannot remove {}: {e}", path.display());
+            }
+        }
+    })
 }

@@ -1,13 +1,14 @@
 //! The stdin writer: one task per process feeding queued writes to its stdin pipe or terminal,
 //! so a child that does not read its stdin never stalls the output drain or a request.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use crate::record::StdinMsg;
+use crate::record::{StdinMsg, StdinPaused};
 use crate::terminal::Master;
 
 /// Writes queued per process before a write gets `LIMIT` instead of waiting.
@@ -21,27 +22,77 @@ pub enum StdinSink {
 }
 
 impl StdinSink {
-    async fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+    /// One cancel-safe write (dropped before it completes, it wrote nothing).
+    async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         match self {
-            StdinSink::Pipe(p) => p.write_all(data).await,
-            StdinSink::Pty(m) => m.write_all(data).await,
+            StdinSink::Pipe(p) => p.write(data).await,
+            StdinSink::Pty(m) => m.write(data).await,
+        }
+    }
+
+    /// The pipe's descriptor; `None` on a terminal (the master is the supervisor's).
+    fn pipe_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            StdinSink::Pipe(p) => Some(std::os::fd::AsRawFd::as_raw_fd(p)),
+            StdinSink::Pty(_) => None,
         }
     }
 }
 
 /// Feeds queued stdin writes to the child; ends at EOF, when the child closes its end, or when
-/// the process finishes (the queue's sender is dropped).
+/// the process finishes (the queue's sender is dropped). Each write is one cancel-safe
+/// `write(2)`, so a pause (an in-place upgrade) can come between any two, even while the child
+/// does not read: what is not written yet is handed over.
 pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) {
-    while let Some(msg) = rx.recv().await {
-        match msg {
-            StdinMsg::Data(bytes) => {
-                if let Err(e) = sink.write_all(&bytes).await {
+    let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut at = 0;
+    let mut eof = false;
+    loop {
+        if eof && pending.is_empty() {
+            break;
+        }
+        tokio::select! {
+            msg = rx.recv(), if pending.len() < QUEUE => match msg {
+                None => break,
+                Some(StdinMsg::Data(bytes)) if !eof => pending.push_back(bytes),
+                Some(StdinMsg::Data(_)) => {}
+                Some(StdinMsg::Eof) => eof = true,
+                Some(StdinMsg::Pause { reply, resume }) => {
+                    let mut left: Vec<u8> = Vec::new();
+                    for (i, chunk) in pending.iter().enumerate() {
+                        left.extend_from_slice(if i == 0 { &chunk[at..] } else { chunk });
+                    }
+                    let state = StdinPaused { fd: sink.pipe_fd(), pending: left, eof };
+                    if reply.send(state).is_ok() {
+                        let _ = resume.await;
+                    }
+                }
+            },
+            r = write_front(&mut sink, &pending, at), if !pending.is_empty() => match r {
+                Ok(n) => {
+                    at += n;
+                    if pending.front().is_some_and(|c| at >= c.len()) {
+                        pending.pop_front();
+                        at = 0;
+                    }
+                }
+                Err(e) => {
                     tracing::debug!("stdin closed by the process: {e}");
                     break;
                 }
-            }
-            StdinMsg::Eof => break,
+            },
         }
     }
     rx.close();
+}
+
+async fn write_front(
+    sink: &mut StdinSink,
+    pending: &VecDeque<Vec<u8>>,
+    at: usize,
+) -> std::io::Result<usize> {
+    match pending.front() {
+        Some(chunk) => sink.write(&chunk[at..]).await,
+        None => std::future::pending().await,
+    }
 }

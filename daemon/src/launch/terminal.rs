@@ -61,7 +61,7 @@ impl Terminal {
     pub fn connect(self, exit: ChildExit) -> Connected {
         drop(self.slave);
         let io = ChildIo {
-            stdout: Source::Pty(self.master.clone()),
+            stdout: Some(Source::Pty(self.master.clone())),
             stderr: None,
             exit,
             input: Some(InputTarget::Tty(self.master.clone())),

@@ -8,7 +8,7 @@ use cuba_protocol::{Chunk, Stream, StreamFilter};
 use super::runs::{split_runs, Run};
 
 /// The bounded in-memory buffer: bytes `[0, head.len())` and `[tail_start, total)`.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct MemBuf {
     head_cap: usize,
     tail_cap: usize,

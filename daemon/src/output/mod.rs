@@ -29,7 +29,7 @@ pub fn write_all(spool: &mut Spool, chunks: &[Chunk]) {
 /// calls it shortly after, and at the end), or until memory would have to drop a byte: creating
 /// the spool's files is the slowest step between a short command's output and its reply, so it
 /// is done after the reply. From then on every append is written through.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Output {
     mem: MemBuf,
     spool: Option<Spool>,

@@ -4,7 +4,7 @@
 use cuba_protocol::{Chunk, Stream, StreamFilter};
 
 /// Where a stretch of one stream begins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Run {
     pub start: u64,
     pub stream: Stream,

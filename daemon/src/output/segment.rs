@@ -21,11 +21,13 @@ pub struct Files {
     pub tags: File,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     pub start: u64,
     pub len: u64,
     pub tag_count: u64,
+    /// Not carried across an upgrade: the new program writes on in a new segment.
+    #[serde(skip)]
     pub files: Option<Files>,
 }
 

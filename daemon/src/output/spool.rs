@@ -27,7 +27,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Gaps remembered one by one; past this the oldest two are counted as one.
 const MAX_GAPS: usize = 64;
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Spool {
     dir: PathBuf,
     head_cap: u64,
@@ -39,7 +39,9 @@ pub struct Spool {
     /// Bytes of middle segments deleted to keep the cap.
     evicted: u64,
     last_stream: Option<Stream>,
-    /// Stopped (a write failed): when to try again.
+    /// Stopped (a write failed): when to try again. Not carried across an upgrade: the new
+    /// program tries at once.
+    #[serde(skip)]
     stopped: Option<Instant>,
     /// How long a stopped spool waits before it tries again.
     retry_after: Duration,

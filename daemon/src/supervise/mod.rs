@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, Instant};
 
 use crate::reaper::Exit;
-use crate::record::{spill_off_thread, Control, Proc};
+use crate::record::{spill_off_thread, Control, Paused, Proc};
 use crate::table::Table;
 use crate::terminal::Master;
 pub use input::InputTarget;
@@ -59,6 +59,8 @@ pub struct Job {
     /// A session's shell: where its output goes.
     pub route: Option<Box<dyn Route>>,
     pub cleanup: Vec<Cleanup>,
+    /// A process handed over by an in-place upgrade: the stop escalation still to come.
+    pub kill_in: Option<Duration>,
 }
 
 /// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
@@ -69,7 +71,8 @@ pub enum Source {
 
 /// The child as its supervisor holds it.
 pub struct ChildIo {
-    pub stdout: Source,
+    /// `None` only for a process handed over after its stdout had closed.
+    pub stdout: Option<Source>,
     /// `None` on a terminal: it has one output stream.
     pub stderr: Option<Source>,
     pub exit: oneshot::Receiver<Exit>,
@@ -149,11 +152,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         table: job.table,
         grace: job.grace,
         p,
-        stdout: Some(io.stdout),
+        stdout: io.stdout,
         stderr: io.stderr,
         exited: false,
         timeout_at: job.timeout.map(|t| Instant::now() + t),
-        kill_at: None,
+        kill_at: job.kill_in.map(|k| Instant::now() + k),
         abandon_at: None,
         input_check_at: io.input.as_ref().map(|_| Instant::now() + input::QUIET),
         input: io.input,
@@ -225,7 +228,22 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 s.cmd_abandon_at = None;
                 s.abandon_command();
             }
-            Some(msg) = control.recv() => s.control(msg),
+            Some(msg) = control.recv() => match msg {
+                Control::Pause { reply, resume } => {
+                    // An exit already delivered is handled now, not handed over.
+                    if let Some(Ok(status)) = exit.as_mut().map(|rx| rx.try_recv()) {
+                        exit = None;
+                        s.drain_now(&mut out_buf);
+                        s.on_exit(status);
+                    }
+                    let state = s.paused();
+                    let paused = state.is_some();
+                    if reply.send(state).is_ok() && paused {
+                        let _ = resume.await;
+                    }
+                }
+                msg => s.control(msg),
+            },
         }
     }
     // The exit is published (and its waiters run): only now are the spool's files made.
@@ -241,6 +259,26 @@ fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
 }
 
 impl Supervisor {
+    /// What an in-place upgrade needs to carry this process on: `None` while it is ending
+    /// (its exit is being handled) or when it is a session's shell.
+    fn paused(&self) -> Option<Paused> {
+        if self.exited || self.route.is_some() || self.abandon_at.is_some() {
+            return None;
+        }
+        let raw = |s: &Option<Source>| match s {
+            Some(Source::Pipe(p)) => Some(std::os::fd::AsRawFd::as_raw_fd(p)),
+            Some(Source::Pty(m)) => Some(m.raw()),
+            None => None,
+        };
+        let now = Instant::now();
+        Some(Paused {
+            stdout: raw(&self.stdout),
+            stderr: raw(&self.stderr),
+            timeout_left: self.timeout_at.map(|t| t.saturating_duration_since(now)),
+            kill_left: self.kill_at.map(|t| t.saturating_duration_since(now)),
+        })
+    }
+
     fn control(&mut self, msg: Control) {
         match msg {
             Control::Signal {
@@ -267,6 +305,10 @@ impl Supervisor {
             }
             Control::Resize { size, done } => {
                 let _ = done.send(self.resize(size));
+            }
+            // Handled in the loop, which can wait; answered here only for completeness.
+            Control::Pause { reply, .. } => {
+                let _ = reply.send(None);
             }
         }
     }

@@ -38,6 +38,19 @@ pub fn open(size: TtySize) -> io::Result<(Master, OwnedFd)> {
     Ok((Master { fd, path }, slave))
 }
 
+impl Master {
+    /// The master end of a terminal a previous program of this daemon opened (an in-place
+    /// upgrade keeps it open across `execve`).
+    pub fn adopt(master: OwnedFd, path: String) -> io::Result<Master> {
+        crate::fd::set_nonblocking(&master)?;
+        // SAFETY: as in `open`: the AsyncFd owns the fd for its whole life.
+        let fd = unsafe {
+            AsyncFd::register_with_interest(master, Interest::READABLE | Interest::WRITABLE)
+        }?;
+        Ok(Master { fd, path })
+    }
+}
+
 fn set_size(fd: &OwnedFd, size: TtySize) -> io::Result<()> {
     let ws = libc::winsize {
         ws_row: size.rows,
@@ -76,6 +89,16 @@ impl Master {
 
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
+            let n = self.write(data).await?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// One write of what the terminal takes now: cancel-safe (dropped before it completes, it
+    /// wrote nothing), so the stdin writer can pause between any two writes.
+    pub async fn write(&self, data: &[u8]) -> io::Result<usize> {
+        loop {
             let mut guard = self.fd.writable().await?;
             match guard.try_io(|fd| {
                 // SAFETY: write(2) from `data`, whose length bounds it, on an fd we own.
@@ -88,13 +111,12 @@ impl Master {
                     Ok(n as usize)
                 }
             }) {
-                Ok(Ok(n)) => data = &data[n..],
+                Ok(Ok(n)) => return Ok(n),
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => {}
             }
         }
-        Ok(())
     }
 
     /// Sets the terminal size; the kernel sends SIGWINCH to the foreground group.

@@ -36,6 +36,12 @@ impl Screen {
         }
     }
 
+    /// Escape codes that rebuild this screen (contents, cursor, input modes) when fed to a new
+    /// one of the same size: how a screen crosses an in-place upgrade.
+    pub fn state(&self) -> Vec<u8> {
+        self.parser.screen().state_formatted().into_bytes()
+    }
+
     pub fn feed(&mut self, bytes: &[u8]) {
         self.parser.process(bytes);
     }

@@ -46,4 +46,14 @@ pub struct DaemonStatus {
     /// What the daemon could not do as it should (a full disk: spools stopped, log lines or
     /// journal entries not written), one line each; empty when all is well.
     pub notices: Vec<String>,
+    /// When the daemon last re-executed itself in place (`cubactl daemon upgrade`), and how
+    /// many times this pid has done so; `started_at_ms` stays the first start.
+    pub upgraded_at_ms: Option<u64>,
+    pub upgrades: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct UpgradeRequest {
+    /// The program to run; default: the path the daemon was started from.
+    pub binary: Option<String>,
 }

@@ -92,6 +92,12 @@ pub enum Request {
     /// a `Wait` from cursor 0 would be. A refused spawn is one `Error`. Cancelling it ends the
     /// wait, not the process.
     Run(RunRequest),
+    /// Re-execute the daemon in place (same pid) from `binary`, handing every running process,
+    /// its pipes, terminal, output and timers to the new program. Refused, with the reason and
+    /// the old daemon still serving, when the new binary cannot take the hand-over. On success
+    /// the connection closes without a reply: the client reconnects and reads
+    /// [`DaemonStatus::upgraded_at_ms`].
+    Upgrade(UpgradeRequest),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -264,6 +264,9 @@ pub fn request() -> BoxedStrategy<Request> {
             .boxed(),
         id().prop_map(|id| Request::Screen(IdRequest { id }))
             .boxed(),
+        proptest::option::of(text())
+            .prop_map(|binary| Request::Upgrade(UpgradeRequest { binary }))
+            .boxed(),
     ]
     .boxed()
 }
@@ -366,6 +369,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
         (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (text(), text(), text(), text()),
+        (proptest::option::of(any::<u64>()), any::<u32>()),
     );
     fields.prop_map(
         |(
@@ -373,6 +377,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
             (os, arch, hostname, shell),
+            (upgraded_at_ms, upgrades),
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -389,6 +394,8 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             arch,
             hostname,
             shell,
+            upgraded_at_ms,
+            upgrades,
         },
     )
 }

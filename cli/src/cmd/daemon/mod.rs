@@ -4,6 +4,7 @@ mod restart;
 mod start;
 mod status;
 mod stop;
+mod upgrade;
 
 use std::process::ExitCode;
 
@@ -29,9 +30,13 @@ enum Action {
     /// Stop the daemon. Refuses while processes run, unless --force. On another host it is
     /// asked through the bridge, and this returns once it has closed the link.
     Stop(stop::Args),
-    /// Stop the daemon and start it again (for example after installing a new version, even
-    /// one that speaks another protocol version).
-    Restart(stop::Args),
+    /// Restart the daemon in place, keeping every running process, session-free: the same
+    /// program re-executed (also after installing a new version over it). --kill stops the
+    /// processes and starts a fresh daemon instead (also one of another protocol version).
+    Restart(restart::Args),
+    /// Hand the running daemon over to a new cubad binary in place (same pid): running
+    /// processes, their output, stdin, terminals and timers carry on; clients reconnect.
+    Upgrade(upgrade::Args),
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
@@ -40,6 +45,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         Action::Start => start::run(ctx).await,
         Action::Stop(a) => stop::run(ctx, a).await,
         Action::Restart(a) => restart::run(ctx, a).await,
+        Action::Upgrade(a) => upgrade::run(ctx, a).await,
     }
 }
 

@@ -1,6 +1,8 @@
-//! `daemon restart`: stop (gracefully; running processes only with --force), then start. Works
-//! on a daemon of another protocol version too, through the pid in its lock file. On another
-//! host: the shutdown request, then connecting again until a new daemon answers there.
+//! `daemon restart`: in place, keeping every process (an upgrade to the same program), when the
+//! running daemon can; with `--kill` (or when it cannot: not running, another protocol
+//! version) stop it, its processes gracefully, then start. Works on a daemon of another
+//! protocol version too, through the pid in its lock file. On another host: the shutdown
+//! request, then connecting again until a new daemon answers there.
 
 use std::process::ExitCode;
 
@@ -10,8 +12,21 @@ use super::stop::{self, Stopped};
 use crate::ctx::Ctx;
 use crate::exit;
 
-pub async fn run(ctx: &Ctx, args: stop::Args) -> Result<ExitCode> {
-    let old = match stop::stop_daemon(ctx, args.force).await? {
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Stop the running processes (gracefully: TERM, grace period, KILL) and start a fresh
+    /// daemon, instead of re-executing it in place with its processes.
+    #[arg(long)]
+    pub kill: bool,
+}
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    if !args.kill {
+        if let Some(code) = super::upgrade::in_place(ctx, None, "restarted").await? {
+            return Ok(code);
+        }
+    }
+    let old = match stop::stop_daemon(ctx, true).await? {
         Stopped::Refused(why) => {
             eprintln!("cubactl: not restarting: {why}");
             return Ok(exit::failed());

@@ -67,6 +67,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ),
         ("pid", s.pid.to_string()),
         ("uptime", units::age(uptime)),
+        (
+            "upgraded",
+            match s.upgraded_at_ms {
+                Some(at) => format!(
+                    "{} ago, in place ({} time(s) since the start)",
+                    units::age(cuba_protocol::now_ms().saturating_sub(at)),
+                    s.upgrades
+                ),
+                None => "never (since the start)".to_string(),
+            },
+        ),
         ("socket", s.socket.clone()),
         ("state dir", s.state_dir.clone()),
         ("log", log.display().to_string()),

@@ -1,0 +1,348 @@
+//! The old program's half of an upgrade: check the new binary, pause every supervisor and
+//! stdin writer, write the hand-over file, keep the descriptors open, and `execve`. Any
+//! failure before the exec succeeds resumes everything as it was.
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::{wire, ProcKind};
+use tokio::sync::oneshot;
+use tokio::time::timeout;
+
+use super::{put, set_cloexec, Header, SavedProc, SavedStdin, SavedTerminal, VERSION};
+use crate::daemon::Daemon;
+use crate::record::{Control, Paused, Proc, StdinMsg, StdinPaused};
+
+/// How long a supervisor or stdin writer may take to pause.
+const PAUSE_WITHIN: Duration = Duration::from_secs(2);
+/// Attempts while a process is just ending (its exit is being handled), and the pause between.
+const ATTEMPTS: u32 = 5;
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// The descriptors the daemon's `main` holds that the new program needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Inherited {
+    pub listener: RawFd,
+    pub lock: RawFd,
+}
+
+/// Asks `binary` which hand-over version it reads (`--handover-version`); refuses one that
+/// cannot take ours, and any session (a session's shell is not handed over).
+pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
+    let sessions: Vec<String> = d
+        .table()
+        .running()
+        .iter()
+        .filter_map(|p| {
+            let rec = p.lock();
+            (rec.info.kind != ProcKind::Command)
+                .then(|| format!("{} ({})", p.id, rec.info.kind.as_str()))
+        })
+        .collect();
+    if !sessions.is_empty() {
+        return Err(format!(
+            "sessions are open (ids {}): a session's shell cannot be handed over yet; end \
+             them, or restart with --kill",
+            sessions.join(", ")
+        ));
+    }
+    let mut cmd = std::process::Command::new(binary);
+    cmd.arg("--handover-version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    // The reaper collects every child of the daemon: this one's exit comes from it too.
+    let (mut child, exit, _) = d
+        .launcher()
+        .reaper()
+        .spawn(&mut cmd)
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    let stdout = child.stdout.take();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+        }
+        text
+    });
+    let text = match timeout(Duration::from_secs(5), read).await {
+        Ok(Ok(text)) => text,
+        _ => {
+            crate::platform::signal::kill_child(child.id() as i32);
+            return Err(format!(
+                "{} did not answer --handover-version",
+                binary.display()
+            ));
+        }
+    };
+    let _ = timeout(Duration::from_secs(1), exit).await;
+    let versions: Vec<u32> = text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    if !versions.contains(&VERSION) {
+        return Err(format!(
+            "{} cannot take this daemon's hand-over (version {VERSION}; it reads {}); restart \
+             with --kill instead",
+            binary.display(),
+            if versions.is_empty() {
+                "none".to_string()
+            } else {
+                format!("{versions:?}")
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// A paused process: its state and what resumes it.
+struct Held {
+    p: Arc<Proc>,
+    state: Paused,
+    stdin: Option<StdinPaused>,
+    resume: Vec<oneshot::Sender<()>>,
+}
+
+/// Hands the daemon over to `binary`. Returns only when that failed (with the reason), after
+/// resuming everything; on success the exec replaced this program.
+pub async fn hand_over(d: &Daemon, inherited: Inherited, binary: &Path) -> String {
+    let reaper = d.launcher().reaper().clone();
+    reaper.freeze(true);
+    let mut attempt = 0;
+    let held = loop {
+        attempt += 1;
+        match pause_all(d).await {
+            Ok(held) => break held,
+            Err((held, why)) => {
+                resume(held);
+                if attempt >= ATTEMPTS || !why.busy {
+                    reaper.freeze(false);
+                    return why.text;
+                }
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
+        }
+    };
+    let why = match write_and_exec(d, inherited, binary, &held) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    };
+    resume(held);
+    reaper.freeze(false);
+    why
+}
+
+struct NotNow {
+    text: String,
+    /// A process is just ending: trying again shortly should work.
+    busy: bool,
+}
+
+async fn pause_all(d: &Daemon) -> Result<Vec<Held>, (Vec<Held>, NotNow)> {
+    let mut held = Vec::new();
+    for p in d.table().running() {
+        let (control, stdin) = {
+            let rec = p.lock();
+            (rec.control.clone(), rec.stdin.clone())
+        };
+        let Some(control) = control else { continue };
+        let (reply, answer) = oneshot::channel();
+        let (go, resume) = oneshot::channel();
+        let sent = control.send(Control::Pause { reply, resume }).await.is_ok();
+        let state = match timeout(PAUSE_WITHIN, answer).await {
+            Ok(Ok(Some(state))) if sent => state,
+            Ok(Ok(None)) | Ok(Err(_)) => {
+                let text = format!("process {} is ending; try again", p.id);
+                return Err((held, NotNow { text, busy: true }));
+            }
+            _ => {
+                let text = format!("the supervisor of process {} did not pause", p.id);
+                return Err((held, NotNow { text, busy: false }));
+            }
+        };
+        let mut h = Held {
+            p: p.clone(),
+            state,
+            stdin: None,
+            resume: vec![go],
+        };
+        if let Some(tx) = stdin {
+            let (reply, answer) = oneshot::channel();
+            let (go, resume) = oneshot::channel();
+            let msg = StdinMsg::Pause { reply, resume };
+            // A writer that has ended (stdin closed) answers nothing: no stdin to hand over.
+            if timeout(PAUSE_WITHIN, tx.send(msg))
+                .await
+                .is_ok_and(|r| r.is_ok())
+            {
+                match timeout(PAUSE_WITHIN, answer).await {
+                    Ok(Ok(state)) => {
+                        h.stdin = Some(state);
+                        h.resume.push(go);
+                    }
+                    Ok(Err(_)) => {}
+                    Err(_) => {
+                        let text = format!(
+                            "process {} does not read its stdin and writes are queued for it",
+                            p.id
+                        );
+                        held.push(h);
+                        return Err((held, NotNow { text, busy: false }));
+                    }
+                }
+            }
+        }
+        held.push(h);
+    }
+    Ok(held)
+}
+
+fn resume(held: Vec<Held>) {
+    for h in held {
+        for go in h.resume {
+            let _ = go.send(());
+        }
+    }
+}
+
+fn saved(h: &Held) -> Result<SavedProc, String> {
+    let rec = h.p.lock();
+    let root = rec
+        .root
+        .clone()
+        .ok_or_else(|| format!("process {} has no tree", h.p.id))?;
+    let output = wire::encode(&rec.output).map_err(|e| {
+        format!(
+            "the output of process {} cannot be handed over: {e}",
+            h.p.id
+        )
+    })?;
+    let terminal = match (&rec.tty, h.state.stdout) {
+        (Some(tty), Some(master)) => Some(SavedTerminal {
+            master,
+            path: tty
+                .master
+                .as_ref()
+                .map(|m| m.path.clone())
+                .unwrap_or_default(),
+            screen: tty.screen.state(),
+        }),
+        _ => None,
+    };
+    let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+    Ok(SavedProc {
+        info: rec.snapshot(),
+        start_time: root.start_time,
+        marker: root.marker,
+        output,
+        stop: rec.stop,
+        stdout: if terminal.is_some() {
+            None
+        } else {
+            h.state.stdout
+        },
+        stderr: h.state.stderr,
+        terminal,
+        stdin: h.stdin.as_ref().map(|s| SavedStdin {
+            fd: s.fd,
+            pending: s.pending.clone(),
+            eof: s.eof,
+        }),
+        timeout_left_ms: ms(h.state.timeout_left),
+        kill_left_ms: ms(h.state.kill_left),
+    })
+}
+
+enum Never {}
+
+fn write_and_exec(
+    d: &Daemon,
+    inherited: Inherited,
+    binary: &Path,
+    held: &[Held],
+) -> Result<Never, String> {
+    let procs = held.iter().map(saved).collect::<Result<Vec<_>, _>>()?;
+    let path = d.config().state_dir.join("handover");
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Only the descriptor is passed on: nothing is left behind should either program die.
+    let _ = std::fs::remove_file(&path);
+    let (started_at_ms, upgrades) = d.upgrades();
+    let header = Header {
+        version: VERSION,
+        started_at_ms,
+        upgrades,
+        listener: inherited.listener,
+        lock: inherited.lock,
+        next_id: d.table().next_id(),
+        procs: procs.len() as u32,
+    };
+    write_file(&mut file, &header, &procs)
+        .map_err(|e| format!("cannot write the hand-over: {e}"))?;
+    let mut keep: Vec<RawFd> = vec![file.as_raw_fd(), inherited.listener, inherited.lock];
+    for p in &procs {
+        keep.extend(p.stdout.iter().chain(p.stderr.iter()));
+        keep.extend(p.terminal.as_ref().map(|t| t.master));
+        keep.extend(p.stdin.as_ref().and_then(|s| s.fd));
+    }
+    for &fd in &keep {
+        set_cloexec(fd, false).map_err(|e| format!("cannot keep descriptor {fd}: {e}"))?;
+    }
+    tracing::info!(
+        binary = %binary.display(),
+        processes = procs.len(),
+        "handing over to a new program"
+    );
+    let err = exec(d, binary, file.as_raw_fd());
+    for &fd in &keep {
+        let _ = set_cloexec(fd, true);
+    }
+    Err(format!("cannot run {}: {err}", binary.display()))
+}
+
+fn write_file(file: &mut File, header: &Header, procs: &[SavedProc]) -> std::io::Result<()> {
+    let mut out = BufWriter::new(&mut *file);
+    put(&mut out, header)?;
+    for p in procs {
+        put(&mut out, p)?;
+    }
+    out.flush()?;
+    drop(out);
+    file.rewind()
+}
+
+/// `execve(binary, [binary, --socket S, --state-dir D, --handover FD])` with this environment;
+/// returns only on failure.
+fn exec(d: &Daemon, binary: &Path, fd: RawFd) -> std::io::Error {
+    let c = |b: &[u8]| CString::new(b.to_vec()).map_err(std::io::Error::other);
+    let args = [
+        c(binary.as_os_str().as_bytes()),
+        c(b"--socket"),
+        c(d.config().socket.as_os_str().as_bytes()),
+        c(b"--state-dir"),
+        c(d.config().state_dir.as_os_str().as_bytes()),
+        c(b"--handover"),
+        c(fd.to_string().as_bytes()),
+    ];
+    let args: Vec<CString> = match args.into_iter().collect() {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: execv with a NUL-terminated path and a NULL-terminated array of NUL-terminated
+    // strings, all alive across the call; it returns only on failure.
+    unsafe { libc::execv(ptrs[0], ptrs.as_ptr()) };
+    std::io::Error::last_os_error()
+}

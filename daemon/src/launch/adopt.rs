@@ -1,0 +1,149 @@
+//! Taking over a process another program of this daemon started (an in-place upgrade): its
+//! record gets its handles again, and a new supervisor and stdin writer carry on where the
+//! paused ones stopped, on the same descriptors.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_protocol::ProcessInfo;
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+
+use super::stdin::{self, StdinSink};
+use super::{Launcher, CONTROL_QUEUE};
+use crate::platform;
+use crate::reaper::Exit;
+use crate::record::{Proc, StdinMsg, StopCause, TtyData};
+use crate::supervise::{supervise, ChildIo, Cleanup, InputTarget, Job, Source};
+use crate::terminal::{Master, Screen};
+use crate::tree::TreeRoot;
+
+/// A handed-over process: its row, tree, descriptors and what is left of its timers.
+pub struct Adopted {
+    pub info: ProcessInfo,
+    pub root: TreeRoot,
+    pub stop: Option<StopCause>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+    /// The master, the device path, the escape codes that rebuild its screen.
+    pub terminal: Option<(OwnedFd, String, Vec<u8>)>,
+    /// The stdin pipe (`None` on a terminal), bytes not written yet, close asked for.
+    pub stdin: Option<(Option<OwnedFd>, Vec<u8>, bool)>,
+    pub timeout: Option<Duration>,
+    pub kill_in: Option<Duration>,
+}
+
+impl Launcher {
+    /// Gives the record `p` (already in the table, its row and output restored) its handles
+    /// and starts its supervisor and stdin writer. `exit` comes from the reaper, which had
+    /// the pid registered before it reaped anything.
+    pub fn adopt(
+        &self,
+        p: &Arc<Proc>,
+        a: Adopted,
+        exit: oneshot::Receiver<Exit>,
+    ) -> Result<(), String> {
+        let io_err = |e: std::io::Error| format!("process {}: {e}", p.id);
+        let master = match a.terminal {
+            Some((fd, path, screen)) => {
+                Some((Arc::new(Master::adopt(fd, path).map_err(io_err)?), screen))
+            }
+            None => None,
+        };
+        let pipe_in = |fd: Option<OwnedFd>| -> Result<Option<Source>, String> {
+            fd.map(|fd| {
+                pipe::Receiver::from_owned_fd(fd)
+                    .map(Source::Pipe)
+                    .map_err(io_err)
+            })
+            .transpose()
+        };
+        let (stdout, input) = match &master {
+            Some((m, _)) => (
+                Some(Source::Pty(m.clone())),
+                Some(InputTarget::Tty(m.clone())),
+            ),
+            None => {
+                let input = a
+                    .stdin
+                    .as_ref()
+                    .and_then(|(fd, _, _)| fd.as_ref())
+                    .and_then(platform::pipe::id)
+                    .map(InputTarget::Pipe);
+                (pipe_in(a.stdout)?, input)
+            }
+        };
+        let io = ChildIo {
+            stdout,
+            stderr: pipe_in(a.stderr)?,
+            exit,
+            input,
+        };
+        let (control_tx, control_rx) = mpsc::channel(CONTROL_QUEUE);
+        let mut writer = None;
+        if let Some((fd, pending, eof)) = a.stdin {
+            let sink = match (&master, fd) {
+                (Some((m, _)), _) => StdinSink::Pty(m.clone()),
+                (None, Some(fd)) => {
+                    StdinSink::Pipe(pipe::Sender::from_owned_fd(fd).map_err(io_err)?)
+                }
+                (None, None) => return Err(format!("process {}: no stdin to write to", p.id)),
+            };
+            let (tx, rx) = mpsc::channel(stdin::QUEUE);
+            // The queue is empty: these cannot fail for lack of room.
+            if !pending.is_empty() {
+                let _ = tx.try_send(StdinMsg::Data(pending));
+            }
+            if eof {
+                let _ = tx.try_send(StdinMsg::Eof);
+            }
+            writer = Some((sink, rx, tx));
+        }
+        let root = TreeRoot {
+            pid: a.info.pid as i32,
+            ..a.root
+        };
+        {
+            let mut rec = p.lock();
+            rec.root = Some(root);
+            rec.stop = a.stop;
+            rec.control = Some(control_tx);
+            rec.stdin = writer.as_ref().map(|(_, _, tx)| tx.clone());
+            if let (Some((m, screen)), Some(size)) = (&master, a.info.tty) {
+                let mut rebuilt = Screen::new(size);
+                rebuilt.feed(screen);
+                rec.tty = Some(TtyData {
+                    master: Some(m.clone()),
+                    screen: rebuilt,
+                });
+            }
+        }
+        if let Some((sink, rx, _)) = writer {
+            tokio::spawn(stdin::write_stdin(sink, rx));
+        }
+        let job = Job {
+            table: self.table.clone(),
+            grace: self.grace,
+            timeout: a.timeout,
+            route: None,
+            cleanup: self.cleanup_of(p.id),
+            kill_in: a.kill_in,
+        };
+        tokio::spawn(supervise(job, p.clone(), io, control_rx));
+        Ok(())
+    }
+
+    /// What the layers of a command's launch leave to undo, made again for a process this
+    /// program did not start: its script file and its cgroup.
+    fn cleanup_of(&self, id: u64) -> Vec<Cleanup> {
+        let mut cleanup = vec![super::program::remove_script(
+            self.table.state_dir().script(id),
+        )];
+        if self.limiter.is_active() {
+            let limiter = self.limiter.clone();
+            cleanup.push(Box::new(move || limiter.release(id)));
+        }
+        cleanup
+    }
+}
