@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cuba_protocol::{FollowRequest, Request, StreamFilter};
+use cuba_protocol::{FollowRequest, Request, Response, StreamFilter};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -62,24 +62,73 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
-    let mut frames = client
-        .subscribe(Request::Follow(FollowRequest {
+    follow(ctx, client, (id, read.next, stream), &mut sink, args.json).await
+}
+
+/// How long a follow may try to reach the daemon again after its connection went (an
+/// in-place upgrade or restart takes well under a second).
+const RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Follows `id` from cursor `since` until it ends. A lost connection is followed on a new one
+/// from the cursor of the last byte printed, so nothing is shown twice or skipped.
+async fn follow(
+    ctx: &Ctx,
+    mut client: cuba_protocol::client::Client,
+    (id, mut since, stream): (u64, u64, StreamFilter),
+    sink: &mut Sink,
+    json: bool,
+) -> Result<ExitCode> {
+    loop {
+        let request = Request::Follow(FollowRequest {
             id,
-            since: Some(read.next),
+            since: Some(since),
             backlog: 0,
             stream,
-        }))
-        .await?;
-    while let Some(frame) = frames.next().await {
-        if let Some(info) = sink.follow_frame(frame?)? {
-            sink.finish_line()?;
-            if args.json {
-                outln!("{}", serde_json::json!({ "process": info }))?;
-            } else {
-                let line = format!("[{}]", describe::sentence(&info));
-                eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
-            }
-        }
+        });
+        let lost = match client.subscribe(request).await {
+            Ok(mut frames) => loop {
+                match frames.next().await {
+                    None => return Ok(ExitCode::SUCCESS),
+                    Some(Ok(Response::Output(read))) => {
+                        since = read.next;
+                        sink.follow_frame(Response::Output(read))?;
+                    }
+                    Some(Ok(frame)) => {
+                        if let Some(info) = sink.follow_frame(frame)? {
+                            sink.finish_line()?;
+                            if json {
+                                outln!("{}", serde_json::json!({ "process": info }))?;
+                            } else {
+                                let line = format!("[{}]", describe::sentence(&info));
+                                eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
+                            }
+                        }
+                    }
+                    Some(Err(e)) if e.connection_lost() => break e,
+                    Some(Err(e)) => return Err(e.into()),
+                }
+            },
+            Err(e) if e.connection_lost() => e,
+            Err(e) => return Err(e.into()),
+        };
+        client = reconnect(ctx, lost).await?;
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+async fn reconnect(
+    ctx: &Ctx,
+    lost: cuba_protocol::client::ClientError,
+) -> Result<cuba_protocol::client::Client> {
+    let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
+    let mut last = lost;
+    while tokio::time::Instant::now() < deadline {
+        ctx.forget().await;
+        match ctx.connect_to(ctx.host.as_deref()).await {
+            Ok(c) => return Ok(c),
+            Err(e) if e.connection_lost() => last = e,
+            Err(e) => return Err(e.into()),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Err(last.into())
 }

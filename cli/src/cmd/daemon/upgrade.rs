@@ -50,7 +50,7 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
     };
     match client.call(Request::Upgrade(request)).await {
         Ok(Response::Ok) | Err(ClientError::Closed) => {}
-        Ok(Response::Error(e)) => {
+        Ok(Response::Error(e)) | Err(ClientError::Remote(e)) => {
             eprintln!("cubactl: {}", e.message);
             eprintln!("cubad (pid {}) carries on as it was", before.pid);
             return Ok(Some(exit::failed()));

@@ -1,0 +1,294 @@
+//! In-place upgrades (`cubactl daemon upgrade`): the daemon re-executes itself with the same pid
+//! and carries on every running process — output (every byte once, to a cursor reader and to
+//! `tail -f`), stdin, waiting for input, terminal screens, timers and whole-tree stops — and a
+//! binary that cannot take the hand-over leaves the old daemon serving.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use cuba_protocol::client::Client;
+use cuba_protocol::{
+    FollowRequest, ProcState, ProcessInfo, Request, Response, SignalRequest, SpawnRequest,
+    StreamFilter, TtySize, WaitReason, WaitRequest, WaitSpec,
+};
+use cuba_tests::{
+    bin, bounded, pid_alive, read_all, spawn, spawn_with, text, wait_exit, wait_for, wait_match,
+    Step, TestDaemon, STEP,
+};
+
+fn cubactl(d: &TestDaemon, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(bin("cubactl"));
+    cmd.args(args)
+        .env("CUBA_EXEC_SOCKET", d.socket())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn upgrade(d: &TestDaemon) -> Output {
+    let out = bounded(
+        "cubactl daemon upgrade",
+        STEP,
+        cubactl(d, &["daemon", "upgrade"]).output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "upgrade failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// The numbers 0..n, one per line.
+fn counted(n: u32) -> String {
+    (0..n).map(|i| format!("{i}\n")).collect()
+}
+
+/// Follows `id` from cursor 0 to its end, connecting again (from the last cursor) whenever
+/// the connection goes: what a reader sees across upgrades.
+async fn follow_across(d: &TestDaemon, id: u64) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut since = 0;
+    loop {
+        let c = d.client().await;
+        let req = Request::Follow(FollowRequest {
+            id,
+            since: Some(since),
+            backlog: 0,
+            stream: StreamFilter::Both,
+        });
+        let Ok(mut frames) = c.subscribe(req).await else {
+            continue;
+        };
+        loop {
+            match frames.next().await {
+                None => return seen,
+                Some(Ok(Response::Output(read))) => {
+                    assert_eq!(read.dropped, 0, "{read:?}");
+                    assert_eq!(read.start, since, "a gap or overlap at {since}: {read:?}");
+                    seen.extend(read.bytes());
+                    since = read.next;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) if e.connection_lost() => break,
+                Some(Err(e)) => panic!("follow failed: {e}"),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_is_seen_exactly_once_across_upgrades_by_a_cursor_and_by_tail_f() {
+    let d = TestDaemon::start().await;
+    let c = d.client_named("starter").await;
+    let n = 300;
+    let p = spawn(
+        &c,
+        &format!("i=0; while [ $i -lt {n} ]; do echo $i; i=$((i+1)); sleep 0.01; done"),
+    )
+    .await;
+    wait_match(&c, p.id, "^5$").await;
+    let reader = follow_across(&d, p.id);
+    let tail = cubactl(&d, &["tail", "-n", "100000", "-f", &p.id.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = d.pid();
+    let upgrades = async {
+        for _ in 0..5 {
+            upgrade(&d).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let (seen, ()) = bounded("follow and upgrades", STEP * 2, async {
+        tokio::join!(reader, upgrades)
+    })
+    .await;
+    assert_eq!(text(&seen), counted(n));
+    let tailed = bounded("tail -f", STEP, tail.wait_with_output())
+        .await
+        .unwrap();
+    assert!(tailed.status.success(), "{}", text(&tailed.stderr));
+    assert_eq!(text(&tailed.stdout), counted(n));
+    assert!(
+        text(&tailed.stderr).contains("exited with code 0"),
+        "{}",
+        text(&tailed.stderr)
+    );
+    // The same process, the same daemon pid, the same row.
+    let c = d.client().await;
+    let s = c.status().step().await.unwrap();
+    assert_eq!((s.pid as i32, s.upgrades), (pid, 5));
+    assert!(s.upgraded_at_ms.is_some());
+    let row = c.info(p.id).step().await.unwrap();
+    assert_eq!((row.pid, &row.owner.name), (p.pid, &p.owner.name));
+    assert_eq!((row.state, row.exit_code), (ProcState::Exited, Some(0)));
+    assert_eq!(text(&read_all(&c, p.id).await), counted(n));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_waiting_for_input_is_answered_after_the_upgrade() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let p = spawn(&c, "printf 'name? '; read n; echo hi-$n").await;
+    let waiting = WaitRequest {
+        id: p.id,
+        since: Some(0),
+        spec: WaitSpec::exit(STEP.as_millis() as u64, 1 << 16),
+    };
+    let w = c.wait(waiting.clone()).step().await.unwrap();
+    assert_eq!(w.reason, WaitReason::WaitingInput, "{w:?}");
+    upgrade(&d).await;
+    let c = d.client().await;
+    let row = c.info(p.id).step().await.unwrap();
+    assert_eq!(row.state, ProcState::WaitingInput, "{row:?}");
+    c.stdin(p.id, b"bob\n".to_vec(), false)
+        .step()
+        .await
+        .unwrap();
+    let w = wait_exit(&c, p.id).await;
+    assert_eq!(w.process.exit_code, Some(0));
+    assert_eq!(text(&read_all(&c, p.id).await), "name? hi-bob\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_keeps_its_screen_and_its_input_across_the_upgrade() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let req = SpawnRequest {
+        command: "printf 'top-line\\n'; read x; echo after-$x".to_string(),
+        tty: Some(TtySize { rows: 10, cols: 40 }),
+        ..SpawnRequest::default()
+    };
+    let p = spawn_with(&c, req).await;
+    wait_match(&c, p.id, "top-line").await;
+    let before = c.screen(p.id).step().await.unwrap();
+    upgrade(&d).await;
+    let c = d.client().await;
+    let after = c.screen(p.id).step().await.unwrap();
+    assert_eq!(after.lines, before.lines);
+    assert_eq!(
+        (after.cursor_row, after.cursor_col),
+        (before.cursor_row, before.cursor_col)
+    );
+    c.stdin(p.id, b"yes\r".to_vec(), false)
+        .step()
+        .await
+        .unwrap();
+    wait_exit(&c, p.id).await;
+    let end = c.screen(p.id).step().await.unwrap();
+    assert!(
+        end.lines.iter().any(|l| l == "after-yes"),
+        "{:?}",
+        end.lines
+    );
+    assert_eq!(end.lines.first().map(String::as_str), Some("top-line"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let timed = spawn_with(
+        &c,
+        SpawnRequest {
+            command: "sleep 300".to_string(),
+            timeout_ms: Some(2500),
+            ..SpawnRequest::default()
+        },
+    )
+    .await;
+    let tree = spawn(&c, "sleep 301 & sleep 302 & echo started; wait").await;
+    wait_match(&c, tree.id, "^started$").await;
+    assert!(
+        wait_for(|| d.marked(tree.id).len() >= 2, STEP).await,
+        "the tree never grew"
+    );
+    let mut members = d.marked(tree.id);
+    members.push(tree.pid as i32);
+    upgrade(&d).await;
+    let c = d.client().await;
+    let killed: ProcessInfo = c
+        .signal(SignalRequest {
+            id: tree.id,
+            signal: cuba_protocol::Signal::Kill,
+            escalate: false,
+            grace_ms: None,
+            wait: true,
+        })
+        .step()
+        .await
+        .unwrap();
+    assert_eq!(killed.state, ProcState::Killed, "{killed:?}");
+    assert!(
+        wait_for(|| members.iter().all(|p| !pid_alive(*p)), STEP).await,
+        "left alive: {:?}",
+        members
+            .iter()
+            .filter(|p| pid_alive(**p))
+            .collect::<Vec<_>>()
+    );
+    let w = wait_exit(&c, timed.id).await;
+    assert_eq!(w.process.state, ProcState::TimedOut, "{:?}", w.process);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binary_that_cannot_take_the_hand_over_leaves_the_daemon_serving() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let p = spawn(&c, "echo up; sleep 300").await;
+    wait_match(&c, p.id, "^up$").await;
+    for binary in ["/bin/true", "/nonexistent/cubad"] {
+        let out = bounded(
+            "a refused upgrade",
+            STEP,
+            cubactl(&d, &["daemon", "upgrade", "--binary", binary]).output(),
+        )
+        .await
+        .unwrap();
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("cannot upgrade") && err.contains(binary) && err.contains("carries on"),
+            "{err}"
+        );
+    }
+    let s = c.status().step().await.unwrap();
+    assert_eq!((s.pid as i32, s.upgrades), (d.pid(), 0));
+    let row = c.info(p.id).step().await.unwrap();
+    assert_eq!(row.state, ProcState::Running);
+    c.stdin(p.id, Vec::new(), true).step().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_session_refuses_the_upgrade_with_the_reason() {
+    let d = TestDaemon::start().await;
+    let c: Client = d.client().await;
+    let req = SpawnRequest {
+        command: "cd /tmp".to_string(),
+        session: Some("s1".to_string()),
+        ..SpawnRequest::default()
+    };
+    let p = spawn_with(&c, req).await;
+    wait_exit(&c, p.id).await;
+    let out = bounded(
+        "a refused upgrade",
+        STEP,
+        cubactl(&d, &["daemon", "upgrade"]).output(),
+    )
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("sessions are open"),
+        "{}",
+        text(&out.stderr)
+    );
+}
