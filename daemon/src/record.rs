@@ -58,7 +58,7 @@ pub enum Control {
     },
     /// Stop between two events and say what the process's ends and timers are, for an
     /// in-place upgrade; carry on when `resume` fires (or is dropped: the upgrade failed).
-    /// `None` in reply: not now (it is ending, or is a session's shell).
+    /// `None` in reply: not now (it is ending, or is a session's shell running a command).
     Pause {
         reply: oneshot::Sender<Option<Paused>>,
         resume: oneshot::Receiver<()>,

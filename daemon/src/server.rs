@@ -171,22 +171,23 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
     let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
-    for (p, a, exit) in adopted {
+    let d = Daemon::new(config, launcher);
+    for (p, mut a, exit) in adopted {
         let root = TreeRoot {
             pid: a.info.pid as i32,
             ..a.root.clone()
         };
-        if let Err(e) = launcher.adopt(&p, a, exit) {
+        let route = a.session.take().map(|(name, nonce, pipe, conf)| {
+            d.sessions().adopt(p.clone(), (name, nonce), pipe, conf)
+        });
+        if let Err(e) = d.launcher().adopt(&p, a, exit, route) {
             tracing::error!(id = p.id, "cannot take over process: {e}");
             tree::kill_tree(&root, None);
             p.lock().set_drained();
-            launcher.table().finish(
-                &p,
-                Outcome::lost(format!("not taken over by the upgrade: {e}")),
-            );
+            let why = format!("not taken over by the upgrade: {e}");
+            d.table().finish(&p, Outcome::lost(why));
         }
     }
-    let d = Daemon::new(config, launcher);
     Ok(match header {
         Some(h) => d.upgraded(h.started_at_ms, h.upgrades + 1),
         None => d,

@@ -267,17 +267,58 @@ async fn a_binary_that_cannot_take_the_hand_over_leaves_the_daemon_serving() {
     c.stdin(p.id, Vec::new(), true).step().await.unwrap();
 }
 
+/// A command in session `name`, waited for: its output.
+async fn in_session(c: &Client, name: &str, command: &str) -> String {
+    let req = SpawnRequest {
+        command: command.to_string(),
+        session: Some(name.to_string()),
+        ..SpawnRequest::default()
+    };
+    let p = spawn_with(c, req).await;
+    let w = wait_exit(c, p.id).await;
+    assert_eq!(w.process.exit_code, Some(0), "{:?}", w.process);
+    text(&read_all(c, p.id).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_open_session_refuses_the_upgrade_with_the_reason() {
+async fn an_idle_session_keeps_its_cd_and_exports_across_the_upgrade() {
+    let d = TestDaemon::start().await;
+    let c: Client = d.client().await;
+    let here = d.dir().join("work");
+    std::fs::create_dir_all(&here).unwrap();
+    in_session(
+        &c,
+        "s1",
+        &format!("cd '{}'; export KEPT=yes", here.display()),
+    )
+    .await;
+    let shell = c
+        .list(cuba_protocol::ListRequest::default())
+        .step()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.kind == cuba_protocol::ProcKind::Session)
+        .unwrap();
+    upgrade(&d).await;
+    let c = d.client().await;
+    let out = in_session(&c, "s1", "pwd; echo kept=$KEPT").await;
+    assert_eq!(out, format!("{}\nkept=yes\n", here.display()));
+    let again = c.info(shell.id).step().await.unwrap();
+    assert_eq!((again.pid, again.state), (shell.pid, ProcState::Running));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_running_a_command_refuses_the_upgrade_with_the_reason() {
     let d = TestDaemon::start().await;
     let c: Client = d.client().await;
     let req = SpawnRequest {
-        command: "cd /tmp".to_string(),
+        command: "echo busy; sleep 300".to_string(),
         session: Some("s1".to_string()),
         ..SpawnRequest::default()
     };
     let p = spawn_with(&c, req).await;
-    wait_exit(&c, p.id).await;
+    wait_match(&c, p.id, "^busy$").await;
     let out = bounded(
         "a refused upgrade",
         STEP,
@@ -286,9 +327,22 @@ async fn an_open_session_refuses_the_upgrade_with_the_reason() {
     .await
     .unwrap();
     assert!(!out.status.success());
+    let err = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("sessions are open"),
-        "{}",
-        text(&out.stderr)
+        err.contains("session s1") && err.contains("running a command"),
+        "{err}"
     );
+    // The old daemon carries on: the command is still the session's, and ends on request.
+    let c = d.client().await;
+    assert_eq!(c.info(p.id).step().await.unwrap().state, ProcState::Running);
+    c.signal(SignalRequest {
+        id: p.id,
+        signal: cuba_protocol::Signal::Int,
+        escalate: true,
+        grace_ms: None,
+        wait: true,
+    })
+    .step()
+    .await
+    .unwrap();
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/pts"];
 
 /// The sandbox settings of a daemon.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sandbox {
     /// `sandbox = "workspace-write"` (`CUBA_EXEC_SANDBOX`): Landlock write confinement.
     pub workspace_write: bool,

@@ -74,6 +74,10 @@ impl SavedProc {
             },
             timeout: ms(self.timeout_left_ms),
             kill_in: ms(self.kill_left_ms),
+            session: match self.session {
+                Some(s) => Some((s.name, s.nonce, own(s.commands)?, s.confinement)),
+                None => None,
+            },
         };
         Ok((output, adopted))
     }

@@ -22,6 +22,7 @@ use std::os::fd::RawFd;
 use cuba_protocol::{wire, ProcessInfo};
 use serde::{Deserialize, Serialize};
 
+use crate::launch::Confinement;
 use crate::record::StopCause;
 
 pub use load::{read, Handed};
@@ -58,6 +59,17 @@ pub struct SavedProc {
     pub stdin: Option<SavedStdin>,
     pub timeout_left_ms: Option<u64>,
     pub kill_left_ms: Option<u64>,
+    /// The shell of an idle session: what the session registry knew of it.
+    pub session: Option<SavedSession>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct SavedSession {
+    pub name: String,
+    pub nonce: String,
+    /// The write end of the pipe the shell reads its commands from.
+    pub commands: RawFd,
+    pub confinement: Confinement,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

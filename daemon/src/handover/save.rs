@@ -15,8 +15,11 @@ use cuba_protocol::{wire, ProcKind};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-use super::{put, set_cloexec, Header, SavedProc, SavedStdin, SavedTerminal, VERSION};
+use super::{
+    put, set_cloexec, Header, SavedProc, SavedSession, SavedStdin, SavedTerminal, VERSION,
+};
 use crate::daemon::Daemon;
+use crate::launch::Confinement;
 use crate::record::{Control, Paused, Proc, StdinMsg, StdinPaused};
 
 /// How long a supervisor or stdin writer may take to pause.
@@ -33,25 +36,8 @@ pub struct Inherited {
 }
 
 /// Asks `binary` which hand-over version it reads (`--handover-version`); refuses one that
-/// cannot take ours, and any session (a session's shell is not handed over).
+/// cannot take ours.
 pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
-    let sessions: Vec<String> = d
-        .table()
-        .running()
-        .iter()
-        .filter_map(|p| {
-            let rec = p.lock();
-            (rec.info.kind != ProcKind::Command)
-                .then(|| format!("{} ({})", p.id, rec.info.kind.as_str()))
-        })
-        .collect();
-    if !sessions.is_empty() {
-        return Err(format!(
-            "sessions are open (ids {}): a session's shell cannot be handed over yet; end \
-             them, or restart with --kill",
-            sessions.join(", ")
-        ));
-    }
     let mut cmd = std::process::Command::new(binary);
     cmd.arg("--handover-version")
         .stdin(std::process::Stdio::null())
@@ -100,6 +86,9 @@ pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `(shell id, name, nonce, command pipe, confinement)` of an idle session.
+type IdleSession = (u64, String, String, RawFd, Confinement);
 
 /// A paused process: its state and what resumes it.
 struct Held {
@@ -151,14 +140,29 @@ async fn pause_all(d: &Daemon) -> Result<Vec<Held>, (Vec<Held>, NotNow)> {
             let rec = p.lock();
             (rec.control.clone(), rec.stdin.clone())
         };
-        let Some(control) = control else { continue };
+        // A command in a session is its shell's: the shell is paused (idle) or busy.
+        let in_session = p.lock().info.kind == ProcKind::InSession;
+        let Some(control) = control.filter(|_| !in_session) else {
+            continue;
+        };
         let (reply, answer) = oneshot::channel();
         let (go, resume) = oneshot::channel();
         let sent = control.send(Control::Pause { reply, resume }).await.is_ok();
         let state = match timeout(PAUSE_WITHIN, answer).await {
             Ok(Ok(Some(state))) if sent => state,
             Ok(Ok(None)) | Ok(Err(_)) => {
-                let text = format!("process {} is ending; try again", p.id);
+                let (kind, session) = {
+                    let rec = p.lock();
+                    (rec.info.kind, rec.info.session.clone().unwrap_or_default())
+                };
+                let text = match kind {
+                    ProcKind::Session => format!(
+                        "session {session} (process {}) is running a command; wait for it or \
+                         interrupt it, then upgrade",
+                        p.id
+                    ),
+                    _ => format!("process {} is ending; try again", p.id),
+                };
                 return Err((held, NotNow { text, busy: true }));
             }
             _ => {
@@ -211,8 +215,21 @@ fn resume(held: Vec<Held>) {
     }
 }
 
-fn saved(h: &Held) -> Result<SavedProc, String> {
+fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
+    let session =
+        sessions
+            .iter()
+            .find(|s| s.0 == h.p.id)
+            .map(|(_, name, nonce, commands, confinement)| SavedSession {
+                name: name.clone(),
+                nonce: nonce.clone(),
+                commands: *commands,
+                confinement: confinement.clone(),
+            });
     let rec = h.p.lock();
+    if rec.info.kind == ProcKind::Session && session.is_none() {
+        return Err(format!("session process {} is not idle", h.p.id));
+    }
     let root = rec
         .root
         .clone()
@@ -256,6 +273,7 @@ fn saved(h: &Held) -> Result<SavedProc, String> {
         }),
         timeout_left_ms: ms(h.state.timeout_left),
         kill_left_ms: ms(h.state.kill_left),
+        session,
     })
 }
 
@@ -267,7 +285,11 @@ fn write_and_exec(
     binary: &Path,
     held: &[Held],
 ) -> Result<Never, String> {
-    let procs = held.iter().map(saved).collect::<Result<Vec<_>, _>>()?;
+    let sessions = d.sessions().idle();
+    let procs = held
+        .iter()
+        .map(|h| saved(h, &sessions))
+        .collect::<Result<Vec<_>, _>>()?;
     let path = d.config().state_dir.join("handover");
     let mut file = OpenOptions::new()
         .read(true)
@@ -295,6 +317,7 @@ fn write_and_exec(
         keep.extend(p.stdout.iter().chain(p.stderr.iter()));
         keep.extend(p.terminal.as_ref().map(|t| t.master));
         keep.extend(p.stdin.as_ref().and_then(|s| s.fd));
+        keep.extend(p.session.as_ref().map(|s| s.commands));
     }
     for &fd in &keep {
         set_cloexec(fd, false).map_err(|e| format!("cannot keep descriptor {fd}: {e}"))?;

@@ -15,7 +15,7 @@ use super::{Launcher, CONTROL_QUEUE};
 use crate::platform;
 use crate::reaper::Exit;
 use crate::record::{Proc, StdinMsg, StopCause, TtyData};
-use crate::supervise::{supervise, ChildIo, Cleanup, InputTarget, Job, Source};
+use crate::supervise::{supervise, ChildIo, Cleanup, InputTarget, Job, Route, Source};
 use crate::terminal::{Master, Screen};
 use crate::tree::TreeRoot;
 
@@ -32,6 +32,8 @@ pub struct Adopted {
     pub stdin: Option<(Option<OwnedFd>, Vec<u8>, bool)>,
     pub timeout: Option<Duration>,
     pub kill_in: Option<Duration>,
+    /// A session's shell: its name, nonce, command pipe and confinement.
+    pub session: Option<(String, String, OwnedFd, super::Confinement)>,
 }
 
 impl Launcher {
@@ -43,6 +45,7 @@ impl Launcher {
         p: &Arc<Proc>,
         a: Adopted,
         exit: oneshot::Receiver<Exit>,
+        route: Option<Box<dyn Route>>,
     ) -> Result<(), String> {
         let io_err = |e: std::io::Error| format!("process {}: {e}", p.id);
         let master = match a.terminal {
@@ -126,7 +129,7 @@ impl Launcher {
             table: self.table.clone(),
             grace: self.grace,
             timeout: a.timeout,
-            route: None,
+            route,
             cleanup: self.cleanup_of(p.id),
             kill_in: a.kill_in,
         };

@@ -32,7 +32,7 @@ pub enum Program {
 
 /// The sandbox a process runs in and the directories it may write under: the daemon's
 /// sandbox plus what its client asked for, confined to the client's (narrowed) roots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Confinement {
     pub sandbox: Sandbox,
     pub roots: Vec<PathBuf>,

@@ -28,7 +28,7 @@ use cuba_protocol::{ErrorKind, ProcKind, ProcessInfo, ProtocolError, SpawnReques
 use tokio::sync::oneshot;
 
 use crate::caller::Caller;
-use crate::launch::Launcher;
+use crate::launch::{Confinement, Launcher};
 use crate::record::{Control, Outcome, Proc, StdinMsg};
 use crate::table::{NewRecord, Reserved};
 use shell::{Session, Shared};
@@ -52,6 +52,41 @@ impl Sessions {
 
     fn map(&self) -> MutexGuard<'_, HashMap<String, Session>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The idle sessions, for an in-place upgrade: `(shell id, name, nonce, command pipe,
+    /// confinement)`. A session running a command is not among them.
+    pub fn idle(&self) -> Vec<(u64, String, String, std::os::fd::RawFd, Confinement)> {
+        self.map()
+            .values()
+            .filter(|s| s.shared.current().is_none() && !s.shell.lock().finished())
+            .map(|s| {
+                let sh = &s.shared;
+                (
+                    s.shell.id,
+                    sh.name.clone(),
+                    sh.nonce.clone(),
+                    sh.raw(),
+                    sh.confinement.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Takes over session `name` whose shell (record `shell`) an earlier program of this
+    /// daemon started: its command pipe and nonce as they were. Returns the route for the
+    /// shell's supervisor.
+    pub fn adopt(
+        &self,
+        shell: Arc<Proc>,
+        (name, nonce): (String, String),
+        commands: std::os::fd::OwnedFd,
+        confinement: Confinement,
+    ) -> Box<dyn crate::supervise::Route> {
+        let shared = Arc::new(Shared::new(name.clone(), nonce, confinement, commands));
+        let router = router::Router::new(shared.clone(), self.launcher.table().clone());
+        self.map().insert(name, Session { shell, shared });
+        Box::new(router)
     }
 
     /// Whether the session whose shell is record `shell_id` runs a command now.

@@ -27,6 +27,30 @@ pub struct Shared {
 }
 
 impl Shared {
+    pub fn new(
+        name: String,
+        nonce: String,
+        confinement: Confinement,
+        commands: std::os::fd::OwnedFd,
+    ) -> Shared {
+        Shared {
+            name,
+            nonce,
+            current: Mutex::new(None),
+            confinement,
+            commands: Mutex::new(std::fs::File::from(commands)),
+        }
+    }
+
+    /// The command pipe's descriptor (kept open across an in-place upgrade).
+    pub fn raw(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_raw_fd()
+    }
+
     pub fn current(&self) -> MutexGuard<'_, Option<Arc<Proc>>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -93,13 +117,12 @@ pub fn start(
     let (read, write) = crate::platform::pipe::pipe().map_err(internal)?;
     crate::fd::set_nonblocking(&write).map_err(internal)?;
     let confinement = launcher.confinement(caller);
-    let shared = Arc::new(Shared {
-        name: name.to_string(),
-        nonce: script::nonce(),
-        current: Mutex::new(None),
-        confinement: confinement.clone(),
-        commands: Mutex::new(std::fs::File::from(write)),
-    });
+    let shared = Arc::new(Shared::new(
+        name.to_string(),
+        script::nonce(),
+        confinement.clone(),
+        write,
+    ));
     // The shell's first line: the pipe's extra descriptor is not for its commands to inherit;
     // aliases work as typed.
     shared

@@ -260,9 +260,10 @@ fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
 
 impl Supervisor {
     /// What an in-place upgrade needs to carry this process on: `None` while it is ending
-    /// (its exit is being handled) or when it is a session's shell.
+    /// (its exit is being handled) or is a session's shell running a command.
     fn paused(&self) -> Option<Paused> {
-        if self.exited || self.route.is_some() || self.abandon_at.is_some() {
+        let busy_session = self.route.as_ref().is_some_and(|r| r.current().is_some());
+        if self.exited || busy_session || self.abandon_at.is_some() {
             return None;
         }
         let raw = |s: &Option<Source>| match s {
