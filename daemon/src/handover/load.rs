@@ -52,7 +52,8 @@ fn own(fd: RawFd) -> io::Result<OwnedFd> {
 impl SavedProc {
     /// The record's output and what its supervisor and stdin writer need.
     pub fn take(self) -> io::Result<(Output, Adopted)> {
-        let output: Output = wire::decode(&self.output).map_err(io::Error::other)?;
+        let mut output: Output = wire::decode(&self.output).map_err(io::Error::other)?;
+        output.reopen();
         let ms = |m: Option<u64>| m.map(Duration::from_millis);
         let adopted = Adopted {
             info: self.info,

@@ -124,6 +124,39 @@ impl Spool {
         })
     }
 
+    /// Opens the segment being written again, to append where it ended (after an in-place
+    /// upgrade: the files were written by the previous program). Without this each upgrade
+    /// would start a new segment, and enough of them would evict bytes well under the cap.
+    /// On any mismatch the next write simply starts a new segment.
+    pub fn reopen(&mut self) {
+        if self.stopped.is_some() || self.error.is_some() {
+            return;
+        }
+        let Some(seg) = self.segs.last() else { return };
+        if seg.len >= self.capacity_of(seg) {
+            return;
+        }
+        let base = self.base(seg.start);
+        let open = |ext: &str, len: u64| -> io::Result<File> {
+            let f = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(base.with_extension(ext))?;
+            // What the files hold beyond what the record counts was never acknowledged.
+            if f.metadata()?.len() != len {
+                f.set_len(len)?;
+            }
+            Ok(f)
+        };
+        let files = open("out", seg.len).and_then(|data| {
+            let tags = open("tags", seg.tag_count * TAG_LEN)?;
+            Ok(Files { data, tags })
+        });
+        if let (Ok(files), Some(seg)) = (files, self.segs.last_mut()) {
+            seg.files = Some(files);
+        }
+    }
+
     /// Closes every file: the process is done, reads open what they need.
     pub fn seal(&mut self) {
         for seg in &mut self.segs {
