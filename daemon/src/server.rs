@@ -189,7 +189,14 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         }
     }
     Ok(match header {
-        Some(h) => d.upgraded(h.started_at_ms, h.upgrades + 1),
+        Some(h) => {
+            tracing::info!(
+                processes = h.procs,
+                upgrade = h.upgrades + 1,
+                "took over from the previous program of this pid"
+            );
+            d.upgraded(h.started_at_ms, h.upgrades + 1)
+        }
         None => d,
     })
 }

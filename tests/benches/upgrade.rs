@@ -138,6 +138,24 @@ async fn main() {
         pct(&took, 0.95).as_secs_f64() * 1e3,
         took.last().unwrap().as_secs_f64() * 1e3
     );
+    let c = d.client().await;
+    let idle: Vec<_> = {
+        for _ in 0..10 {
+            spawn(&c, "sleep 300").await;
+        }
+        let mut took = Vec::new();
+        for i in 0..20 {
+            took.push(upgrade(&d, UPGRADES + i).await);
+        }
+        took.sort();
+        took
+    };
+    println!(
+        "upgrade → first answered request (20 upgrades, 10 sleeping processes, no flood): \
+         median {:.1} ms, max {:.1} ms",
+        pct(&idle, 0.5).as_secs_f64() * 1e3,
+        idle.last().unwrap().as_secs_f64() * 1e3
+    );
     let expected_lines = 60_000_000u64;
     println!(
         "flood across {UPGRADES} upgrades: {bytes} bytes read, {lines} lines; lost {} lines, \
