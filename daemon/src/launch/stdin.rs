@@ -47,13 +47,15 @@ pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) 
     let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
     let mut at = 0;
     let mut eof = false;
+    // The queue's senders are gone: nothing more comes, what is queued is still written.
+    let mut closed = false;
     loop {
-        if eof && pending.is_empty() {
+        if (eof || closed) && pending.is_empty() {
             break;
         }
         tokio::select! {
-            msg = rx.recv(), if pending.len() < QUEUE => match msg {
-                None => break,
+            msg = rx.recv(), if !closed && pending.len() < QUEUE => match msg {
+                None => closed = true,
                 Some(StdinMsg::Data(bytes)) if !eof => pending.push_back(bytes),
                 Some(StdinMsg::Data(_)) => {}
                 Some(StdinMsg::Eof) => eof = true,
