@@ -35,6 +35,7 @@ mod state_dir;
 mod supervise;
 mod table;
 mod terminal;
+mod tokens;
 pub mod tree;
 
 pub use config::Config;
