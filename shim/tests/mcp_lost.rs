@@ -22,7 +22,10 @@ use tokio::net::{UnixListener, UnixStream};
 /// What the stand-in daemon was asked, by request name, over all connections, with the
 /// request tokens each came with.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<HashMap<&'static str, Vec<Option<RequestToken>>>>>);
+struct Seen(Arc<Mutex<Asked>>);
+
+/// Request name → the token of each time it came.
+type Asked = HashMap<&'static str, Vec<Option<RequestToken>>>;
 
 impl Seen {
     fn note(&self, name: &'static str, token: Option<RequestToken>) -> usize {
