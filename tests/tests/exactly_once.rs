@@ -145,3 +145,21 @@ async fn the_same_token_on_another_command_is_refused() {
     let e = c.write_stdin(write).step().await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::BadRequest), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ensure_retried_with_its_token_gets_the_same_answer_kind() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let mut req = spawn_req("sleep 300");
+    req.name = Some("server".into());
+    req.token = Some(RequestToken::fresh());
+    let (first, existing) = c.ensure(req.clone()).step().await.unwrap();
+    assert!(!existing, "started");
+    // Without its token it would be found running (`Existing`); with it, the retry is told
+    // what the first attempt was told: started.
+    let (again, existing) = c.ensure(req.clone()).step().await.unwrap();
+    assert_eq!((again.id, existing), (first.id, false));
+    req.token = Some(RequestToken::fresh());
+    let (found, existing) = c.ensure(req).step().await.unwrap();
+    assert_eq!((found.id, existing), (first.id, true));
+}
