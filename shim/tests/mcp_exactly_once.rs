@@ -7,7 +7,7 @@ mod common;
 
 use common::mcp::binary;
 use common::TestDir;
-use cuba_protocol::Request;
+use cuba_protocol::{Request, Response};
 use cuba_tests::proxy::CutProxy;
 use serde_json::json;
 
@@ -54,5 +54,30 @@ async fn input_whose_answer_was_lost_is_written_once() {
     assert_eq!(proxy.cuts(), 1, "the first attempt was cut");
     let w = c.wait_exit(cat.id(), 0).await;
     assert_eq!(w.output(), "once\n", "{}", w.text());
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_wait_was_lost_is_waited_for_again_not_run_again() {
+    let mut t = TestDir::with_daemon().await;
+    let proxy = CutProxy::start_at_reply(
+        &t.path().join("p"),
+        &t.socket(),
+        |r| matches!(r, Request::Run(_)),
+        |r| matches!(r, Response::Waited(_)),
+    );
+    let marker = t.path().join("marker");
+    let via = proxy.path().display().to_string();
+    let c = binary(&mut t, "once-wait", &[("CUBA_EXEC_SOCKET", &via)]).await;
+    let command = format!("echo x >> {}; echo done", marker.display());
+    let r = c.call("run", json!({ "command": command })).await;
+    assert!(!r.is_error(), "{}", r.text());
+    assert_eq!(proxy.cuts(), 1, "the wait's answer was cut");
+    assert_eq!(r.output(), "done\n", "{}", r.text());
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        "x\n",
+        "ran once"
+    );
     c.close().await;
 }

@@ -1,8 +1,9 @@
 //! A Unix-socket proxy that loses one request's answer: it forwards bytes between its own socket
 //! and the daemon's, reading just enough of the framing (a 4-byte big-endian length, then the
 //! body; the handshake is the first frame each way) to find the first request a predicate picks.
-//! That frame reaches the daemon; when the daemon's first reply to it comes back, the proxy drops
-//! the reply and closes both directions, as a connection lost mid-call does. Every later byte, on
+//! That frame reaches the daemon; when the daemon's first reply to it comes back (or the first
+//! reply another predicate picks, e.g. a `Run`'s `Waited`), the proxy drops the reply and closes
+//! both directions, as a connection lost mid-call does. Every later byte, on
 //! that connection's successors, passes through.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuba_protocol::{wire, Request, RequestFrame, ResponseFrame};
+use cuba_protocol::{wire, Request, RequestFrame, Response, ResponseFrame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
@@ -20,6 +21,7 @@ use tokio::task::JoinHandle;
 const REPLY_WAIT: Duration = Duration::from_secs(20);
 
 type Pick = dyn Fn(&Request) -> bool + Send + Sync;
+type PickReply = dyn Fn(&Response) -> bool + Send + Sync;
 
 struct Shared {
     /// Still to cut: true until the picked request was seen.
@@ -27,6 +29,8 @@ struct Shared {
     /// Connections cut so far.
     cuts: AtomicUsize,
     pick: Box<Pick>,
+    /// Which reply to the picked request is lost with the connection.
+    reply: Box<PickReply>,
 }
 
 /// The proxy; dropping it stops accepting (open connections end with their peers).
@@ -44,12 +48,24 @@ impl CutProxy {
         daemon: &Path,
         pick: impl Fn(&Request) -> bool + Send + Sync + 'static,
     ) -> CutProxy {
+        Self::start_at_reply(path, daemon, pick, |_| true)
+    }
+
+    /// [`CutProxy::start`], cutting at the first reply to that request that `reply` accepts
+    /// (earlier ones pass).
+    pub fn start_at_reply(
+        path: &Path,
+        daemon: &Path,
+        pick: impl Fn(&Request) -> bool + Send + Sync + 'static,
+        reply: impl Fn(&Response) -> bool + Send + Sync + 'static,
+    ) -> CutProxy {
         let listener = UnixListener::bind(path)
             .unwrap_or_else(|e| panic!("cannot bind {}: {e}", path.display()));
         let shared = Arc::new(Shared {
             armed: AtomicBool::new(true),
             cuts: AtomicUsize::new(0),
             pick: Box::new(pick),
+            reply: Box::new(reply),
         });
         let daemon = daemon.to_path_buf();
         let state = shared.clone();
@@ -105,11 +121,13 @@ async fn forward(client: UnixStream, upstream: UnixStream, shared: Arc<Shared>) 
     // The id of the request being cut (0: none), and the signal that its reply came.
     let cutting = Arc::new(AtomicU64::new(0));
     let cut = Arc::new(Notify::new());
-    let (watch, done) = (cutting.clone(), cut.clone());
+    let (watch, done, state) = (cutting.clone(), cut.clone(), shared.clone());
     let replies = tokio::spawn(async move {
         while let Some(body) = read_frame(&mut from_daemon).await {
             let id = watch.load(Ordering::SeqCst);
-            let answers = id != 0 && wire::decode::<ResponseFrame>(&body).is_ok_and(|f| f.id == id);
+            let answers = id != 0
+                && wire::decode::<ResponseFrame>(&body)
+                    .is_ok_and(|f| f.id == id && (state.reply)(&f.response));
             if answers {
                 // The daemon has carried the request out; its reply is lost with the connection.
                 done.notify_one();
