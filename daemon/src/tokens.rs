@@ -29,7 +29,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// The stamp of a spawn-like request: its command, where and how it runs.
+    /// The stamp of a spawn-like request: its command, where and how it runs, how much input.
     pub fn of_spawn(req: &SpawnRequest) -> Option<Stamp> {
         let mut h = Fnv::default();
         h.part(b"spawn").part(req.command.as_bytes());
@@ -37,7 +37,9 @@ impl Stamp {
         h.opt(cwd).opt(req.name.as_deref().map(str::as_bytes));
         h.opt(req.session.as_deref().map(str::as_bytes));
         h.opt(req.shell.as_deref().map(str::as_bytes));
-        h.opt(req.stdin.as_deref());
+        // Its length only: input can be megabytes, and the command names the request well.
+        let stdin = req.stdin.as_ref().map(|b| (b.len() as u64).to_le_bytes());
+        h.opt(stdin.as_ref().map(|b| &b[..]));
         Some(Stamp {
             token: req.token?,
             digest: h.0,
