@@ -1,7 +1,9 @@
 //! What every subcommand gets: where the daemon is, which host it is aimed at, how to style
 //! output, and connections (one per host, kept for the whole command).
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use cuba_protocol::client::{this_client, Client, ClientError};
@@ -10,6 +12,10 @@ use cuba_protocol::ClientKind;
 
 use crate::style::{ColorChoice, Style};
 use crate::term;
+
+/// Attempts of [`Ctx::once`] after a lost connection (the shim's number: long enough for a
+/// killed daemon to finish dying and another to start).
+const RETRIES: u32 = 8;
 
 pub struct Ctx {
     pub socket: PathBuf,
@@ -93,6 +99,34 @@ impl Ctx {
     /// Forgets the connection to the host the command is aimed at (its daemon went away).
     pub async fn forget(&self) {
         self.pool.forget(self.host.as_deref()).await;
+    }
+
+    /// Sends a request carrying a request token (a spawn, a stdin write) with `f`; if the
+    /// connection is lost before the answer (the daemon restarted, a bridge dropped), connects
+    /// again (starting the daemon) and sends the same request: the daemon carries it out once
+    /// and answers a repeat with the first attempt's result. Bounded: [`RETRIES`] attempts,
+    /// about 2.5 s of pauses. Returns the connection that answered, for the calls that follow.
+    pub async fn once<T, F, Fut>(&self, f: F) -> Result<(Client, T)>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let e = match self.connect_to(self.host.as_deref()).await {
+                Ok(c) => match f(c.clone()).await {
+                    Ok(value) => return Ok((c, value)),
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            };
+            if attempt >= RETRIES || !e.connection_lost() {
+                return Err(e.into());
+            }
+            attempt += 1;
+            self.forget().await;
+            tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+        }
     }
 
     /// A connection to this machine's daemon if one already runs (for `daemon status`,

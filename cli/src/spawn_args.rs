@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use cuba_protocol::{SpawnRequest, TtySize};
+use cuba_protocol::{RequestToken, SpawnRequest, TtySize};
 
 use crate::{term, units};
 
@@ -64,6 +64,7 @@ pub struct SpawnArgs {
 }
 
 impl SpawnArgs {
+    /// The request, with a fresh request token: send this value (clones of it) on every retry.
     pub fn request(&self, close_stdin: bool) -> SpawnRequest {
         SpawnRequest {
             command: shell_text(&self.command),
@@ -77,6 +78,7 @@ impl SpawnArgs {
             side_effects: self.side_effects.clone(),
             tty: self.tty_size(),
             session: self.session.clone(),
+            token: Some(RequestToken::fresh()),
         }
     }
 

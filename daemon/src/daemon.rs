@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::launch::Launcher;
 use crate::session::Sessions;
 use crate::table::Table;
+use crate::tokens::Tokens;
 
 pub struct Daemon {
     config: Config,
@@ -110,6 +111,11 @@ impl Daemon {
 
     pub fn table(&self) -> &Arc<Table> {
         &self.table
+    }
+
+    /// The request tokens of spawn-like requests (kept by the table, with the records).
+    pub fn tokens(&self) -> &Tokens {
+        self.table.tokens()
     }
 
     pub fn launcher(&self) -> &Launcher {

@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use cuba_protocol::{ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
+use crate::tokens::Stamp;
+
 /// A process as the journal keeps it: its row, plus what identifies its tree.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Record {
@@ -21,6 +23,9 @@ pub struct Record {
     /// Start time of the pid in clock ticks (`/proc/PID/stat`), to tell a reused pid.
     pub start_time: u64,
     pub marker: String,
+    /// The request token it was started with: a retry after a restart finds this record.
+    #[serde(default)]
+    pub token: Option<Stamp>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]

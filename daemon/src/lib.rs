@@ -36,6 +36,7 @@ mod state_dir;
 mod supervise;
 mod table;
 mod terminal;
+mod tokens;
 pub mod tree;
 
 pub use config::Config;

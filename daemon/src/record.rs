@@ -18,6 +18,7 @@ use crate::output::Output;
 use crate::policy::Effective;
 use crate::reaper::Exit;
 use crate::terminal::{Master, Screen};
+use crate::tokens::Stamp;
 use crate::tree::TreeRoot;
 
 /// Why a tree is being stopped: decides the final state.
@@ -111,6 +112,9 @@ pub struct ProcData {
     /// The policy of the client that started it: a connection from inside its tree is held to
     /// it (`caller::ancestry`). `None` for records restored from the journal.
     pub policy: Option<Arc<Effective>>,
+    /// The request token it was started with (journalled, so a retry finds it after a
+    /// restart).
+    pub token: Option<Stamp>,
 }
 
 pub struct TtyData {
@@ -174,6 +178,7 @@ impl ProcData {
             stop: None,
             tty: None,
             policy: None,
+            token: None,
         }
     }
 

@@ -53,7 +53,8 @@ pub fn restore(
             tracing::warn!(id, stopped, "process of a previous daemon marked lost");
         }
         let output = Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes);
-        let data = ProcData::new(rec.info.clone(), output, true);
+        let mut data = ProcData::new(rec.info.clone(), output, true);
+        data.token = rec.token;
         procs.insert(id, Arc::new(Proc::new(data)));
         records.insert(id, rec);
     }

@@ -22,6 +22,7 @@ use crate::journal::{Journal, Record};
 use crate::output::{Output, Spool};
 use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
+use crate::tokens::{Done, Stamp, Tokens};
 use crate::tree::Scope;
 
 /// What the table needs to know to make records.
@@ -58,6 +59,8 @@ pub struct NewRecord {
     pub kind: ProcKind,
     pub tty: Option<TtySize>,
     pub session: Option<String>,
+    /// The request token of the request that makes it.
+    pub token: Option<Stamp>,
 }
 
 impl NewRecord {
@@ -72,6 +75,7 @@ impl NewRecord {
             kind: ProcKind::Command,
             tty: req.tty,
             session: req.session.clone(),
+            token: Stamp::of_spawn(req),
         }
     }
 }
@@ -90,17 +94,32 @@ pub struct Table {
     changed: watch::Sender<()>,
     journal: Journal,
     audit: Audit,
+    /// The request tokens of records (and stdin writes to them), dropped with their record.
+    tokens: Tokens,
 }
 
 impl Table {
+    /// The table of `contents`; the tokens of restored records are remembered again.
     pub fn new(settings: Settings, contents: Contents, journal: Journal, audit: Audit) -> Table {
+        let tokens = Tokens::default();
+        for (id, p) in &contents.procs {
+            if let Some(stamp) = p.lock().token {
+                let existing = false;
+                tokens.remember(stamp, Done::Record { id: *id, existing });
+            }
+        }
         Table {
             settings,
             contents: Mutex::new(contents),
             changed: watch::Sender::new(()),
             journal,
             audit,
+            tokens,
         }
+    }
+
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
     }
 
     fn lock(&self) -> MutexGuard<'_, Contents> {
@@ -205,9 +224,12 @@ impl Table {
         let id = contents.next_id;
         contents.next_id += 1;
         let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
+        let token = new.token;
         let info = row(id, new);
         let output = Output::new(self.settings.buffer_size, Some(spool));
-        let p = Arc::new(Proc::new(ProcData::new(info, output, false)));
+        let mut data = ProcData::new(info, output, false);
+        data.token = token;
+        let p = Arc::new(Proc::new(data));
         contents.procs.insert(id, p.clone());
         // Past the cap on finished records (with some slack, so the pruning's file removals
         // come in batches rather than on every spawn), the oldest go now.
@@ -224,12 +246,16 @@ impl Table {
     /// audit's decision line and the journal's start line. Before its supervisor exists, so
     /// these lines precede its end line.
     pub fn started(&self, (client, peer): (&ClientInfo, Peer), p: &Proc, start_time: u64) {
-        let info = p.info();
+        let (info, token) = {
+            let rec = p.lock();
+            (rec.snapshot(), rec.token)
+        };
         self.audit.allowed((client, peer), &info);
         self.journal.started(&Record {
             marker: self.marker(p.id),
             info,
             start_time,
+            token,
         });
     }
 
@@ -295,7 +321,8 @@ impl Table {
             // Wake followers and waiters: the record is gone.
             p.notify();
         }
-        let ids = removed.iter().map(|p| p.id).collect();
+        let ids: Vec<u64> = removed.iter().map(|p| p.id).collect();
+        self.tokens.forget(&ids.iter().copied().collect());
         self.journal.pruned(ids, || self.records());
         self.changed();
         removed.len() as u64
@@ -313,6 +340,7 @@ impl Table {
                     info: rec.snapshot(),
                     start_time: rec.root.as_ref().map_or(0, |r| r.start_time),
                     marker: self.marker(*id),
+                    token: rec.token,
                 };
                 (*id, rec)
             })
@@ -393,6 +421,7 @@ pub mod tests {
             kind,
             tty: None,
             session: None,
+            token: None,
         }
     }
 
@@ -511,5 +540,50 @@ pub mod tests {
         t.prune(Duration::from_secs(3600));
         let ids: Vec<u64> = t.all().iter().map(|p| p.id).collect();
         assert_eq!(ids, [running.id, 37, 38, 39, 40, 41]);
+    }
+
+    #[tokio::test]
+    async fn a_records_token_is_journalled_remembered_again_and_dropped_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = table(dir.path(), 5);
+        let req = SpawnRequest {
+            command: "true".into(),
+            token: Some(cuba_protocol::RequestToken([5; 16])),
+            ..SpawnRequest::default()
+        };
+        let stamp = Stamp::of_spawn(&req).unwrap();
+        let owner = new_record("x", ProcKind::Command).owner;
+        let p = new(t
+            .reserve(NewRecord::of(owner, &req, Path::new("/")), false)
+            .unwrap());
+        let client = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "t");
+        let peer = Peer { uid: 0, pid: None };
+        t.started((&client, peer), &p, 0);
+        let journal = std::fs::read_to_string(t.state_dir().journal()).unwrap();
+        let loaded = Journal::load(&t.state_dir().journal()).unwrap();
+        assert_eq!(loaded.records[&p.id].token, Some(stamp), "{journal}");
+        // A table made from restored contents knows the token again.
+        let restored = Contents {
+            procs: t.lock().procs.clone(),
+            next_id: 9,
+        };
+        let other = tempfile::tempdir().unwrap();
+        let again = table(other.path(), 5);
+        let again = Table::new(
+            again.settings.clone(),
+            restored,
+            Journal::create(other.path().join("j"), &BTreeMap::new(), 9).unwrap(),
+            Audit::new(other.path().join("a"), false, 1 << 20),
+        );
+        let claim = again.tokens().claim(stamp).await.unwrap();
+        assert!(
+            matches!(claim, crate::tokens::Claim::Again(Done::Record { id, .. }) if id == p.id)
+        );
+        // Pruned: forgotten.
+        t.finish(&p, Outcome::of_exit(None, Exit::Code(0)));
+        p.lock().drained = true;
+        t.prune(Duration::ZERO);
+        let claim = t.tokens().claim(stamp).await.unwrap();
+        assert!(matches!(claim, crate::tokens::Claim::First(_)));
     }
 }

@@ -48,6 +48,7 @@ fn spawn_frame() -> RequestFrame {
             side_effects: vec!["NONE".into()],
             tty: Some(TtySize { cols: 80, rows: 24 }),
             session: Some("dev".into()),
+            token: Some(RequestToken([0xab; 16])),
         }),
     }
 }
@@ -113,19 +114,20 @@ fn golden_spawn_request() {
     golden_request(
         &spawn_frame(),
         &[
-            "01",                   // id 1
-            "00",                   // Request::Spawn
-            "07 6563686f206869",    // command "echo hi"
-            "01 00 04 2f746d70",    // cwd Some(Unix("/tmp"))
-            "01 00 01 41 00 01 62", // env: 1 pair, ("A", "b")
-            "00",                   // shell None
-            "01 02 ff00",           // stdin Some([ff, 00])
-            "01",                   // close_stdin true
-            "01 fb 012c",           // timeout_ms Some(300): u16 marker, big-endian
-            "01 02 c3a9",           // name Some("é"), UTF-8
-            "01 04 4e4f4e45",       // side_effects: 1 entry, "NONE"
-            "01 50 18",             // tty Some(80 cols, 24 rows)
-            "01 03 646576",         // session Some("dev")
+            "01",                                  // id 1
+            "00",                                  // Request::Spawn
+            "07 6563686f206869",                   // command "echo hi"
+            "01 00 04 2f746d70",                   // cwd Some(Unix("/tmp"))
+            "01 00 01 41 00 01 62",                // env: 1 pair, ("A", "b")
+            "00",                                  // shell None
+            "01 02 ff00",                          // stdin Some([ff, 00])
+            "01",                                  // close_stdin true
+            "01 fb 012c",                          // timeout_ms Some(300): u16 marker, big-endian
+            "01 02 c3a9",                          // name Some("é"), UTF-8
+            "01 04 4e4f4e45",                      // side_effects: 1 entry, "NONE"
+            "01 50 18",                            // tty Some(80 cols, 24 rows)
+            "01 03 646576",                        // session Some("dev")
+            "01 abababababababababababababababab", // token Some: 16 bytes, no length
         ],
     );
 }

@@ -148,6 +148,7 @@ fn oversized_messages_are_not_encoded() {
             id: 1,
             data: vec![0; MAX_FRAME],
             eof: false,
+            token: None,
         }),
     };
     assert!(matches!(wire::encode(&frame), Err(WireError::TooLarge(_))));

@@ -1,7 +1,8 @@
 //! The shim's connections: to this machine's `cubad` and to each host's, made on the first
 //! call that needs it (so the owner name can come from the MCP client), shared by all calls,
 //! remade if the daemon went away or the bridge dropped. A lost connection is retried only for
-//! requests that are safe to repeat.
+//! requests that are safe to repeat: reads, and actions carrying a request token (the daemon
+//! answers a repeat with the first attempt's result).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -23,9 +24,11 @@ pub enum Repeat {
     /// A read (info, read, wait, list, screen, status): asking again changes nothing, so any
     /// lost connection is retried.
     Safe,
-    /// A spawn, run, ensure, stdin write or signal: sent again only when the daemon cannot have
-    /// seen it, or a command could run twice.
+    /// A signal (no token): sent again only when the daemon cannot have seen it.
     IfUnsent,
+    /// A spawn, run, ensure or stdin write carrying a request token: the daemon carries it out
+    /// once however often it arrives, so any lost connection is retried with the same request.
+    Tokened,
 }
 
 /// Why [`Link::call`] gave up.
@@ -41,13 +44,14 @@ pub enum LinkError {
 /// Whether to connect again and repeat the request after `e`. `connecting`: the error came
 /// from making the connection, before the request was sent.
 pub fn retry(repeat: Repeat, connecting: bool, e: &ClientError) -> bool {
-    e.connection_lost() && (connecting || repeat == Repeat::Safe || e.nothing_sent())
+    e.connection_lost() && (connecting || repeat != Repeat::IfUnsent || e.nothing_sent())
 }
 
 /// How the last error of [`Link::call`] reaches the caller.
 fn give_up(repeat: Repeat, connecting: bool, e: ClientError) -> LinkError {
+    // A tokened request given up on after its retries may still have been done once.
     let maybe_done =
-        repeat == Repeat::IfUnsent && !connecting && e.connection_lost() && !e.nothing_sent();
+        repeat != Repeat::Safe && !connecting && e.connection_lost() && !e.nothing_sent();
     match maybe_done {
         true => LinkError::MaybeDone(e),
         false => LinkError::Failed(e),
@@ -189,12 +193,22 @@ mod tests {
     }
 
     #[test]
+    fn tokened_actions_are_retried_on_any_lost_connection_and_may_be_done_when_given_up() {
+        for e in [ClientError::Closed, ClientError::Gone, io_error()] {
+            assert!(retry(Repeat::Tokened, false, &e), "{e}");
+        }
+        assert!(!retry(Repeat::Tokened, false, &remote()));
+        let given_up = give_up(Repeat::Tokened, false, ClientError::Closed);
+        assert!(matches!(given_up, LinkError::MaybeDone(_)));
+    }
+
+    #[test]
     fn answers_and_failed_starts_are_not_retried() {
         let start = ClientError::Start {
             exe: PathBuf::from("cubad"),
             reason: "not found".into(),
         };
-        for repeat in [Repeat::Safe, Repeat::IfUnsent] {
+        for repeat in [Repeat::Safe, Repeat::IfUnsent, Repeat::Tokened] {
             assert!(!retry(repeat, false, &remote()));
             assert!(!retry(repeat, true, &start));
         }

@@ -1,15 +1,16 @@
 //! The spawn request of a `run` or `start` call, from the fields the two share: the terminal it
 //! asks for and the environment it runs with. Each tool then sets its own fields.
 
-use cuba_protocol::{SpawnRequest, TtySize};
+use cuba_protocol::{RequestToken, SpawnRequest, TtySize};
 
 use crate::args::CommandArgs;
 use crate::env;
 use crate::error::Failure;
 
 impl CommandArgs {
-    /// The request to run `command` as these arguments say; shell, stdin, name and session are
-    /// left for the tool to set. `Err`: `cols` or `rows` without a terminal.
+    /// The request to run `command` as these arguments say, with a fresh request token (each
+    /// retry of this call sends it unchanged); shell, stdin, name and session are left for the
+    /// tool to set. `Err`: `cols` or `rows` without a terminal.
     pub fn spawn_request(self, command: String) -> Result<SpawnRequest, Failure> {
         let tty = terminal(self.tty, self.cols, self.rows)?;
         Ok(SpawnRequest {
@@ -24,6 +25,7 @@ impl CommandArgs {
             timeout_ms: self.timeout_ms,
             name: None,
             side_effects: self.side_effects.unwrap_or_default(),
+            token: Some(RequestToken::fresh()),
         })
     }
 }

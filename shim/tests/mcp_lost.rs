@@ -1,38 +1,58 @@
 //! A daemon that dies after a request reached it, made deterministic: a stand-in `cubad` on a
 //! temp socket completes the handshake, notes each request, and drops the connection when it
-//! gets one of the requests listed to drop. The shim must not send a command, input or signal a
-//! second time (it may have been carried out), must say so to the model, and must still retry
-//! reads.
+//! gets one of the requests listed to drop. The shim sends a command or input again only with
+//! the same request token (the daemon carries it out once), never a signal a second time (it may
+//! have been delivered); when it gives up it says the action may have been done; reads are
+//! retried.
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use common::mcp::{in_process, Mcp};
 use common::TestDir;
 use cuba_protocol::handshake::{decode_hello, encode_welcome, HelloOutcome};
-use cuba_protocol::{wire, Request, RequestFrame, Response, ResponseFrame, Welcome};
+use cuba_protocol::{wire, Request, RequestFrame, RequestToken, Response, ResponseFrame, Welcome};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
-/// What the stand-in daemon was asked, by request name, over all connections.
+/// What the stand-in daemon was asked, by request name, over all connections, with the
+/// request tokens each came with.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<HashMap<&'static str, usize>>>);
+struct Seen(Arc<Mutex<Asked>>);
+
+/// Request name → the token of each time it came.
+type Asked = HashMap<&'static str, Vec<Option<RequestToken>>>;
 
 impl Seen {
-    fn note(&self, name: &'static str) -> usize {
+    fn note(&self, name: &'static str, token: Option<RequestToken>) -> usize {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let n = seen.entry(name).or_default();
-        *n += 1;
-        *n
+        n.push(token);
+        n.len()
     }
 
     fn count(&self, name: &str) -> usize {
         let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(name).copied().unwrap_or(0)
+        seen.get(name).map_or(0, Vec::len)
+    }
+
+    /// The distinct tokens `name` requests came with.
+    fn tokens(&self, name: &str) -> HashSet<Option<RequestToken>> {
+        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(name).into_iter().flatten().copied().collect()
+    }
+}
+
+fn token(r: &Request) -> Option<RequestToken> {
+    match r {
+        Request::Spawn(s) | Request::Ensure(s) => s.token,
+        Request::Run(r) => r.spawn.token,
+        Request::Stdin(s) => s.token,
+        _ => None,
     }
 }
 
@@ -79,7 +99,7 @@ async fn serve(mut s: UnixStream, seen: Seen) -> Option<()> {
     loop {
         let frame: RequestFrame = wire::decode(&read_frame(&mut s).await?).ok()?;
         let name = name(&frame.request);
-        let n = seen.note(name);
+        let n = seen.note(name, token(&frame.request));
         // Dropping `s` is what a SIGKILLed daemon's connection does.
         if name != "list" || n == 1 {
             return None;
@@ -112,8 +132,19 @@ async fn setup() -> (TestDir, Seen, Mcp) {
     (t, seen, c)
 }
 
+/// Sent more than once, every time with one and the same token.
+fn one_token_each_time(seen: &Seen, request: &str) {
+    let tokens = seen.tokens(request);
+    assert!(seen.count(request) > 1, "{request} was retried");
+    assert_eq!(tokens.len(), 1, "{request}: {tokens:?}");
+    assert!(
+        tokens.iter().all(Option::is_some),
+        "{request} carried a token"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_lost_after_it_was_sent_is_not_sent_again() {
+async fn a_command_lost_after_it_was_sent_is_sent_again_only_with_its_token() {
     let (_t, seen, c) = setup().await;
     for (tool, request) in [("start", "spawn"), ("run", "run")] {
         let r = c.call(tool, json!({ "command": "echo once" })).await;
@@ -125,7 +156,7 @@ async fn a_command_lost_after_it_was_sent_is_not_sent_again() {
             "{tool}: {}",
             r.text()
         );
-        assert_eq!(seen.count(request), 1, "{tool} reached the daemon once");
+        one_token_each_time(&seen, request);
     }
     let r = c
         .call(
@@ -134,19 +165,19 @@ async fn a_command_lost_after_it_was_sent_is_not_sent_again() {
         )
         .await;
     assert_eq!(r.code(), Some("UNAVAILABLE"), "{}", r.text());
-    assert_eq!(seen.count("ensure"), 1);
+    one_token_each_time(&seen, "ensure");
     c.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn input_and_signals_lost_after_they_were_sent_are_not_sent_again() {
+async fn input_is_sent_again_with_its_token_and_a_lost_signal_is_not_sent_again() {
     let (_t, seen, c) = setup().await;
     let r = c
         .call("send_input", json!({ "id": 3, "text": "y\n" }))
         .await;
     assert_eq!(r.code(), Some("UNAVAILABLE"), "{}", r.text());
     assert!(r.text().contains("status(id=3)"), "{}", r.text());
-    assert_eq!(seen.count("stdin"), 1);
+    one_token_each_time(&seen, "stdin");
     let r = c.call("send_signal", json!({ "id": 3 })).await;
     assert_eq!(r.code(), Some("UNAVAILABLE"), "{}", r.text());
     assert!(r.text().contains("may have been delivered"), "{}", r.text());

@@ -6,12 +6,14 @@
 //!
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
+//! - [`proxy`]: a socket proxy that cuts the connection carrying a chosen request, once.
 //! - [`raw`]: hand-made frames on a bare socket, for hostile-client tests.
 //! - [`sshd`]: a real OpenSSH server on 127.0.0.1 and a client config naming it, for the tests
 //!   of remote hosts.
 
 pub mod daemon;
 pub mod procfs;
+pub mod proxy;
 pub mod raw;
 pub mod sshd;
 

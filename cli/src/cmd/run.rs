@@ -57,8 +57,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             || !std::io::IsTerminal::is_terminal(&std::io::stdin()));
     // A session's shell outlives the command: its input is never closed from here.
     let in_session = args.spawn.session.is_some();
-    let info = client
-        .spawn(args.spawn.request(!forward_stdin && !in_session))
+    let req = args.spawn.request(!forward_stdin && !in_session);
+    // Retried with its token if the connection drops before the answer: started once.
+    let (client, info) = ctx
+        .once(|c| {
+            let req = req.clone();
+            async move { c.spawn(req).await }
+        })
         .await?;
     if info.state == ProcState::FailedToStart {
         eprintln!("cubactl: {}", describe::sentence(&info));

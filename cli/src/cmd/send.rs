@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cuba_protocol::keys;
+use cuba_protocol::{keys, RequestToken, StdinRequest};
 
 use crate::ctx::Ctx;
 use crate::target::Target;
@@ -80,6 +80,18 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     for key in &args.keys {
         data.extend_from_slice(&key.0);
     }
-    client.stdin(id, data, args.eof).await?;
+    // One token for every attempt: written once even if the connection drops and it is sent
+    // again.
+    let req = StdinRequest {
+        id,
+        data,
+        eof: args.eof,
+        token: Some(RequestToken::fresh()),
+    };
+    ctx.once(|c| {
+        let req = req.clone();
+        async move { c.write_stdin(req).await }
+    })
+    .await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -26,8 +26,13 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
-    let client = ctx.connect().await?;
-    let info = client.spawn(args.spawn.request(args.no_stdin)).await?;
+    let req = args.spawn.request(args.no_stdin);
+    let (_, info) = ctx
+        .once(|c| {
+            let req = req.clone();
+            async move { c.spawn(req).await }
+        })
+        .await?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&info)?)?;
     }

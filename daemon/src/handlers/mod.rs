@@ -72,11 +72,14 @@ pub async fn dispatch(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out
 
 async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Responder) {
     let result = match request {
-        Request::Spawn(r) => spawn::spawn(&d, &caller, r).map(Response::Process),
-        Request::Ensure(r) => spawn::ensure(&d, &caller, r).map(|(p, existing)| match existing {
-            true => Response::Existing(p),
-            false => Response::Process(p),
-        }),
+        Request::Spawn(r) => spawn::spawn(&d, &caller, r).await.map(Response::Process),
+        Request::Ensure(r) => {
+            let ensured = spawn::ensure(&d, &caller, r).await;
+            ensured.map(|(p, existing)| match existing {
+                true => Response::Existing(p),
+                false => Response::Process(p),
+            })
+        }
         Request::Run(r) => run::run(&d, &caller, r, &out).await,
         Request::Info(r) => info::info(&d, r.id),
         Request::Read(r) => read::read(&d, r),

@@ -1,5 +1,6 @@
 //! `Run`: spawn and wait in one round trip. The record is sent first (its id, for signals and
-//! progress), then the wait's result; cancelling ends only the wait.
+//! progress), then the wait's result; cancelling ends only the wait. A retry with the request's
+//! token starts nothing: it gets the same record and waits on it from cursor 0 again.
 
 use cuba_protocol::{ProtocolError, Response, RunRequest, WaitRequest};
 
@@ -13,7 +14,7 @@ pub async fn run(
     r: RunRequest,
     out: &Responder,
 ) -> Result<Response, ProtocolError> {
-    let info = spawn::spawn(d, caller, r.spawn)?;
+    let info = spawn::spawn(d, caller, r.spawn).await?;
     let id = info.id;
     if !out.send(Response::Process(info)).await {
         return Ok(Response::End);

@@ -1,6 +1,7 @@
 //! `Spawn` and `Ensure`: validate the request, check the command policy and the side-effect
 //! declarations (a refusal is `BLOCKED` and an audit line), then run it in its session, or
-//! reserve a table slot and launch it.
+//! reserve a table slot and launch it. A request with a token is carried out once: a retry
+//! gets the first attempt's record as it is now (`Ensure`: the same answer kind).
 
 use std::path::{Path, PathBuf};
 
@@ -12,16 +13,21 @@ use crate::daemon::Daemon;
 use crate::launch::LaunchPlan;
 use crate::side_effects::{self, Refusal};
 use crate::table::{NewRecord, Reserved};
+use crate::tokens::{Claim, Done, Stamp};
 
 /// Starts `req` for `caller`. A process that cannot start (bad cwd, missing shell) is still a
 /// record, in state `FailedToStart` with the OS reason.
-pub fn spawn(d: &Daemon, caller: &Caller, req: SpawnRequest) -> Result<ProcessInfo, ProtocolError> {
-    start(d, caller, req, false).map(|(info, _)| info)
+pub async fn spawn(
+    d: &Daemon,
+    caller: &Caller,
+    req: SpawnRequest,
+) -> Result<ProcessInfo, ProtocolError> {
+    once(d, caller, req, false).await.map(|(info, _)| info)
 }
 
 /// `spawn`, unless a running process of the same name and command exists: then that one
 /// (found atomically with the reservation).
-pub fn ensure(
+pub async fn ensure(
     d: &Daemon,
     caller: &Caller,
     req: SpawnRequest,
@@ -36,7 +42,38 @@ pub fn ensure(
             "ensure cannot be combined with session: a session runs one command at a time",
         ));
     }
-    start(d, caller, req, true)
+    once(d, caller, req, true).await
+}
+
+/// [`start`], once per request token. The claim is finished before any await, so a request
+/// task dropped with its connection cannot leave a started process unremembered.
+async fn once(
+    d: &Daemon,
+    caller: &Caller,
+    req: SpawnRequest,
+    reuse: bool,
+) -> Result<(ProcessInfo, bool), ProtocolError> {
+    let Some(stamp) = Stamp::of_spawn(&req) else {
+        return start(d, caller, req, reuse);
+    };
+    match d.tokens().claim(stamp).await? {
+        Claim::Again(Done::Record { id, existing }) => {
+            tracing::debug!(id, token = %stamp.token, "a retried request: not started again");
+            Ok((d.table().get(id)?.info(), existing))
+        }
+        // Digests of spawns and stdin writes never match: the claim refuses it first.
+        Claim::Again(Done::Written { .. }) => Err(ProtocolError::bad_request(
+            "this request token named a stdin write",
+        )),
+        Claim::First(pending) => {
+            let (info, existing) = start(d, caller, req, reuse)?;
+            pending.finish(Done::Record {
+                id: info.id,
+                existing,
+            });
+            Ok((info, existing))
+        }
+    }
 }
 
 /// The process started (or, with `reuse`, found: then `true`).

@@ -1,5 +1,6 @@
 //! `Stdin`: bytes for a process's stdin (queued for its stdin writer), or closing it. The
-//! supervisor is told, and has cleared `waiting_input`, before the reply.
+//! supervisor is told, and has cleared `waiting_input`, before the reply. A write with a token
+//! is queued once: a retry is answered `Ok` without writing.
 
 use cuba_protocol::{ErrorKind, ProcKind, ProtocolError, Response, StdinRequest};
 use tokio::sync::mpsc::{self, error::TrySendError};
@@ -7,8 +8,34 @@ use tokio::sync::oneshot;
 
 use crate::daemon::Daemon;
 use crate::record::{Control, StdinMsg};
+use crate::tokens::{Claim, Done, Stamp};
 
 pub async fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
+    let id = r.id;
+    let queued = match Stamp::of_stdin(&r) {
+        None => queue(d, r)?,
+        Some(stamp) => match d.tokens().claim(stamp).await? {
+            Claim::Again(_) => return Ok(Response::Ok),
+            Claim::First(pending) => {
+                // Remembered as soon as it is queued: the reply's await below may be dropped
+                // with the connection, and the bytes are on their way by then.
+                let queued = queue(d, r)?;
+                pending.finish(Done::Written { id });
+                queued
+            }
+        },
+    };
+    let (control, close) = queued;
+    answered(control, id, close).await;
+    Ok(Response::Ok)
+}
+
+/// Queues `r` for the stdin writer (no await): the supervisor's control handle, and whether
+/// stdin is being closed.
+fn queue(
+    d: &Daemon,
+    r: StdinRequest,
+) -> Result<(Option<mpsc::Sender<Control>>, bool), ProtocolError> {
     let p = d.table().get(r.id)?;
     let (tx, control, finished, tty, kind) = {
         let data = p.lock();
@@ -49,8 +76,7 @@ pub async fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolErro
     } else if close {
         send(StdinMsg::Eof)?;
     }
-    answered(control, r.id, close).await;
-    Ok(Response::Ok)
+    Ok((control, close))
 }
 
 /// A session's stdin is shared by its commands: it is never closed, and written only while a

@@ -102,6 +102,8 @@ pub fn start(
         kind: ProcKind::Session,
         tty: None,
         session: Some(name.to_string()),
+        // The shell is made for the session, not by the request: its token names the command.
+        token: None,
     };
     let p = match table.reserve(new, false)? {
         Reserved::New(p) | Reserved::Existing(p) => p,

@@ -157,6 +157,7 @@ mod tests {
             kind: ProcKind::Command,
             tty: None,
             session: None,
+            token: None,
         };
         let Ok(Reserved::New(p)) = table.reserve(new, false) else {
             panic!("no record");

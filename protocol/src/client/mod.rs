@@ -362,11 +362,22 @@ impl Client {
         }
     }
 
+    /// Writes `data` to process `id`'s stdin (and closes it with `eof`), without a token.
     pub async fn stdin(&self, id: u64, data: Vec<u8>, eof: bool) -> Result<(), ClientError> {
-        match self
-            .call(Request::Stdin(StdinRequest { id, data, eof }))
-            .await?
-        {
+        let token = None;
+        self.write_stdin(StdinRequest {
+            id,
+            data,
+            eof,
+            token,
+        })
+        .await
+    }
+
+    /// A stdin write as given; with a token, the same request may be sent again after a lost
+    /// connection and is written once.
+    pub async fn write_stdin(&self, req: StdinRequest) -> Result<(), ClientError> {
+        match self.call(Request::Stdin(req)).await? {
             Response::Ok => Ok(()),
             other => Err(unexpected(other)),
         }

@@ -2,12 +2,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::RequestToken;
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct StdinRequest {
     pub id: u64,
     pub data: Vec<u8>,
     /// Close stdin after writing `data`.
     pub eof: bool,
+    /// As [`super::SpawnRequest::token`]: a retry with the same token is answered `Ok` without
+    /// writing again.
+    #[serde(default)]
+    pub token: Option<RequestToken>,
 }
 
 /// Signals a client may send. A real signal number exists only inside the daemon.

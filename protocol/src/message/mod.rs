@@ -13,6 +13,7 @@ mod output;
 mod process;
 mod spawn;
 mod terminal;
+mod token;
 mod wait;
 
 pub use control::*;
@@ -23,6 +24,7 @@ pub use output::*;
 pub use process::*;
 pub use spawn::*;
 pub use terminal::*;
+pub use token::*;
 pub use wait::*;
 
 use serde::{Deserialize, Serialize};

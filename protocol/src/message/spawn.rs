@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Env, TtySize, WaitSpec};
+use super::{Env, RequestToken, TtySize, WaitSpec};
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpawnRequest {
@@ -36,6 +36,11 @@ pub struct SpawnRequest {
     /// Run in the persistent shell session of this name (started on first use), so `cd`,
     /// exports and functions carry over to later commands of the same session.
     pub session: Option<String>,
+    /// The client's name for this request: a retry with the same token (after a lost
+    /// connection, a daemon restart) gets the first attempt's record instead of a second run.
+    /// `None`: no such guarantee (the client repeats the request only if it was never sent).
+    #[serde(default)]
+    pub token: Option<RequestToken>,
 }
 
 /// YieldShell's side-effect categories, the names a [`SpawnRequest::side_effects`] may use.

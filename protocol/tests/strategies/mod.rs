@@ -121,11 +121,12 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
         opt(text()),
         proptest::collection::vec(text(), 0..4),
     );
-    (fields, opt(tty_size()), opt(text())).prop_map(
+    (fields, opt(tty_size()), opt(text()), opt(token())).prop_map(
         |(
             (command, cwd, env, shell, stdin, close_stdin, timeout_ms, name, side_effects),
             tty,
             session,
+            token,
         )| SpawnRequest {
             command,
             cwd,
@@ -138,8 +139,13 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
             side_effects,
             tty,
             session,
+            token,
         },
     )
+}
+
+fn token() -> impl Strategy<Value = RequestToken> {
+    any::<[u8; 16]>().prop_map(RequestToken)
 }
 
 fn tty_size() -> impl Strategy<Value = TtySize> {
@@ -222,11 +228,14 @@ pub fn request() -> BoxedStrategy<Request> {
                     })
                 }
             ),
-        (id(), bytes(), any::<bool>()).prop_map(|(id, data, eof)| Request::Stdin(StdinRequest {
-            id,
-            data,
-            eof
-        })),
+        (id(), bytes(), any::<bool>(), opt(token())).prop_map(|(id, data, eof, token)| {
+            Request::Stdin(StdinRequest {
+                id,
+                data,
+                eof,
+                token,
+            })
+        }),
         (
             id(),
             signal(),

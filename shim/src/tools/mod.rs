@@ -88,8 +88,10 @@ impl CubaExec {
         }
     }
 
-    /// An action the daemon must not carry out twice (`sent` says which): repeated only if it
-    /// never left; if the connection was lost after it was sent, the failure says so.
+    /// An action the daemon must not carry out twice (`sent` says which). A command or an input
+    /// carries a request token (`f` sends the same request each time), so it is repeated after
+    /// any lost connection; a signal only if it never left. If the link gives up after it was
+    /// sent, the failure says it may have been done.
     async fn act<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
@@ -101,8 +103,12 @@ impl CubaExec {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
+        let repeat = match sent {
+            Sent::Command | Sent::Input(_) => Repeat::Tokened,
+            Sent::Signal(_) => Repeat::IfUnsent,
+        };
         self.link
-            .call(ctx, host, Repeat::IfUnsent, f)
+            .call(ctx, host, repeat, f)
             .await
             .map_err(|e| error::link(e, sent))
     }

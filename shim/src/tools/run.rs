@@ -66,11 +66,23 @@ impl CubaExec {
             let req = req.clone();
             async move { c.run(req).await }
         };
-        let (client, running) = self.act(&ctx, host, Sent::Command, run).await?;
-        let info = running.info.clone();
-        let w = match guarded(&ctx, &client, info.id, running.result()).await {
-            Guarded::Done(w) => w.map_err(|e| lost_while_running(&info, e))?,
-            Guarded::Cancelled => return Err(cancel(&client, &info).await.into()),
+        let mut lost = 0;
+        let (client, info, w) = loop {
+            let (client, running) = self.act(&ctx, host, Sent::Command, run).await?;
+            let info = running.info.clone();
+            match guarded(&ctx, &client, info.id, running.result()).await {
+                // Lost while waiting: the same request (its token) starts nothing, and the
+                // daemon waits on the same record again from cursor 0.
+                Guarded::Done(Err(e)) if e.connection_lost() && lost < WAIT_RETRIES => {
+                    tracing::debug!(id = info.id, "connection lost during a run's wait: {e}");
+                    lost += 1;
+                }
+                Guarded::Done(w) => {
+                    let w = w.map_err(|e| lost_while_running(&info, e))?;
+                    break (client, info, w);
+                }
+                Guarded::Cancelled => return Err(cancel(&client, &info).await.into()),
+            }
         };
         let mut process = w.process;
         // The notice is about this call (e.g. a session started again): keep it even if the
@@ -91,6 +103,10 @@ impl CubaExec {
         Ok(reply.into_result())
     }
 }
+
+/// Times a run's wait is asked again (the whole request, with its token) after its connection
+/// was lost.
+const WAIT_RETRIES: u32 = 2;
 
 /// The wait of a run that started failed: the process exists, so the model must not run the
 /// command again if only the connection went.

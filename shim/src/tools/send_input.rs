@@ -2,6 +2,7 @@
 //! its terminal when it has one).
 
 use cuba_protocol::client::Client;
+use cuba_protocol::{RequestToken, StdinRequest};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
@@ -49,9 +50,16 @@ impl CubaExec {
             data.extend(keys_bytes(&keys, info.tty.is_some())?);
         }
         let sent = data.len();
+        // One token for every attempt: a retry after a lost connection is written once.
+        let req = StdinRequest {
+            id,
+            data,
+            eof,
+            token: Some(RequestToken::fresh()),
+        };
         let write = |c: Client| {
-            let bytes = data.clone();
-            async move { c.stdin(id, bytes, eof).await }
+            let req = req.clone();
+            async move { c.write_stdin(req).await }
         };
         let (client, ()) = self.act(&ctx, host, Sent::Input(id), write).await?;
         let info = client.info(id).await.map_err(remote)?;
