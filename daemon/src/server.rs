@@ -117,10 +117,11 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         &config.state_dir,
     )
     .context("the configured sandbox is not available")?;
-    let (header, saved) = match handed {
+    let (mut header, saved) = match handed {
         Some(h) => (Some(h.header), h.procs),
         None => (None, Vec::new()),
     };
+    let tokens = header.as_mut().map(|h| std::mem::take(&mut h.tokens));
     let pids: Vec<i32> = saved.iter().map(|p| p.info.pid as i32).collect();
     let (reaper, exits) =
         Reaper::start_adopting(&pids).context("cannot become a child subreaper")?;
@@ -138,11 +139,14 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
             info: p.info.clone(),
             start_time: p.start_time,
             marker: p.marker.clone(),
+            token: p.token,
         };
         let id = p.info.id;
         match p.take() {
             Ok((output, a)) => {
-                let proc = Arc::new(Proc::new(ProcData::new(a.info.clone(), output, false)));
+                let mut data = ProcData::new(a.info.clone(), output, false);
+                data.token = record.token;
+                let proc = Arc::new(Proc::new(data));
                 contents.procs.insert(id, proc.clone());
                 records.insert(id, record);
                 adopted.push((proc, a, exit));
@@ -169,6 +173,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         max_finished: config.max_finished,
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
+    table.tokens().import(tokens.unwrap_or_default());
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
     let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
     let d = Daemon::new(config, launcher);

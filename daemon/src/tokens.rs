@@ -102,9 +102,7 @@ impl Done {
     }
 }
 
-/// A remembered token as plain data, for a hand-over to another daemon.
-// Used by the in-place upgrade's hand-over (built separately) and the tests.
-#[allow(dead_code)]
+/// A remembered token as plain data, for an in-place upgrade's hand-over.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Exported {
     pub stamp: Stamp,
@@ -284,7 +282,6 @@ impl Tokens {
     }
 
     /// Every finished entry, oldest first, as plain data.
-    #[allow(dead_code)]
     pub fn export(&self) -> Vec<Exported> {
         let inner = self.lock();
         let mut out: Vec<(u64, Exported)> = inner
@@ -306,7 +303,6 @@ impl Tokens {
     }
 
     /// Takes over exported entries (tokens already known keep what they have).
-    #[allow(dead_code)]
     pub fn import(&self, entries: impl IntoIterator<Item = Exported>) {
         for e in entries {
             self.remember(e.stamp, e.done);

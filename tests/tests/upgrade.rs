@@ -346,3 +346,40 @@ async fn a_session_running_a_command_refuses_the_upgrade_with_the_reason() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_and_a_stdin_write_retried_after_the_upgrade_are_not_carried_out_again() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let marker = d.dir().join("marker");
+    let spawn_req = SpawnRequest {
+        command: format!("echo x >> '{}'; cat", marker.display()),
+        token: Some(cuba_protocol::RequestToken::fresh()),
+        ..SpawnRequest::default()
+    };
+    let first = spawn_with(&c, spawn_req.clone()).await;
+    let input = cuba_protocol::StdinRequest {
+        id: first.id,
+        data: b"once\n".to_vec(),
+        eof: false,
+        token: Some(cuba_protocol::RequestToken::fresh()),
+    };
+    let write = |c: Client, r: cuba_protocol::StdinRequest| async move {
+        match c.call(Request::Stdin(r)).await.unwrap() {
+            Response::Ok => {}
+            other => panic!("stdin write: {other:?}"),
+        }
+    };
+    write(c.clone(), input.clone()).await;
+    wait_match(&c, first.id, "^once$").await;
+    upgrade(&d).await;
+    let c = d.client().await;
+    // The retries a client makes when it lost the first answers: same requests, same tokens.
+    let again = spawn_with(&c, spawn_req).await;
+    assert_eq!((again.id, again.pid), (first.id, first.pid));
+    write(c.clone(), input).await;
+    c.stdin(first.id, Vec::new(), true).step().await.unwrap();
+    wait_exit(&c, first.id).await;
+    assert_eq!(text(&read_all(&c, first.id).await), "once\n");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "x\n");
+}

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::launch::Confinement;
 use crate::record::StopCause;
+use crate::tokens::{Exported, Stamp};
 
 pub use load::{read, Handed};
 pub use save::{check_binary, hand_over, Inherited};
@@ -42,6 +43,9 @@ pub struct Header {
     pub lock: RawFd,
     pub next_id: u64,
     pub procs: u32,
+    /// The request tokens the daemon remembers: a retry after the upgrade is still answered
+    /// with its first attempt's result.
+    pub tokens: Vec<Exported>,
 }
 
 /// One running process as the new program takes it over.
@@ -50,6 +54,7 @@ pub struct SavedProc {
     pub info: ProcessInfo,
     pub start_time: u64,
     pub marker: String,
+    pub token: Option<Stamp>,
     /// The record's `Output`, encoded on its own (it is the large part).
     pub output: Vec<u8>,
     pub stop: Option<StopCause>,

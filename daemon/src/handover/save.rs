@@ -257,6 +257,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         info: rec.snapshot(),
         start_time: root.start_time,
         marker: root.marker,
+        token: rec.token,
         output,
         stop: rec.stop,
         stdout: if terminal.is_some() {
@@ -309,6 +310,7 @@ fn write_and_exec(
         lock: inherited.lock,
         next_id: d.table().next_id(),
         procs: procs.len() as u32,
+        tokens: d.table().tokens().export(),
     };
     write_file(&mut file, &header, &procs)
         .map_err(|e| format!("cannot write the hand-over: {e}"))?;
