@@ -1,5 +1,5 @@
-//! `daemon status|start|stop|restart`, including a restart over a daemon that speaks another
-//! protocol version.
+//! `daemon status|start|stop|restart`: a restart in place keeps processes, `--kill` stops them,
+//! and a restart over a daemon that speaks another protocol version replaces it.
 
 mod common;
 
@@ -40,12 +40,21 @@ fn status_start_stop_restart() {
     let first = status_pid(&env);
 
     let id = env.start(&["--", "sleep 300"]);
-    for action in ["stop", "restart"] {
-        let out = env.output(&["daemon", action]);
-        assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
-    }
-    let out = env.ok(&["daemon", "restart", "--force"]);
+    let out = env.output(&["daemon", "stop"]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    // In place: the same pid, the process still running.
+    let out = env.ok(&["daemon", "restart"]);
+    assert!(
+        out.contains(&format!("restarted in place (pid {first}")),
+        "{out}"
+    );
+    assert_eq!(status_pid(&env), first);
+    assert_eq!(env.row(id)["state"], "Running");
+    assert!(env
+        .ok(&["daemon", "status"])
+        .contains("in place (1 time(s)"));
+    let out = env.ok(&["daemon", "restart", "--kill"]);
     assert!(out.contains(&format!("then cubad (pid {first})")), "{out}");
     assert!(exited_within(first as i32, LIMIT));
     let second = status_pid(&env);

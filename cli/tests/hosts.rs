@@ -363,7 +363,14 @@ fn daemon_commands_on_another_host() {
     let started = w.ok(&["--host", "other", "daemon", "start"]);
     assert!(started.contains(&format!("pid {first}")), "{started}");
 
+    // In place: the same daemon carries on.
     let out = w.ok(&["--host", "other", "daemon", "restart"]);
+    assert!(
+        out.contains(&format!("restarted in place (pid {first}")),
+        "{out}"
+    );
+    assert_eq!(w.other_pid(), first);
+    let out = w.ok(&["--host", "other", "daemon", "restart", "--kill"]);
     assert!(out.contains("started cubad on host other"), "{out}");
     assert!(exited_within(first, LIMIT), "the old daemon is gone");
     let second = w.other_pid();

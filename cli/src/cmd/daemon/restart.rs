@@ -16,7 +16,7 @@ use crate::exit;
 pub struct Args {
     /// Stop the running processes (gracefully: TERM, grace period, KILL) and start a fresh
     /// daemon, instead of re-executing it in place with its processes.
-    #[arg(long)]
+    #[arg(long, alias = "force")]
     pub kill: bool,
 }
 

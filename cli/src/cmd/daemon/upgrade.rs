@@ -39,9 +39,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
 /// Upgrades in place; `None` when no daemon runs, or it speaks another protocol version (it
 /// cannot be handed over: the caller stops and starts instead).
 pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<Option<ExitCode>> {
-    let client = match ctx.connect_existing().await {
+    let client = match existing(ctx).await {
         Ok(c) => c,
-        Err(ClientError::Connect { .. }) | Err(ClientError::Handshake(_)) => return Ok(None),
+        Err(ClientError::Connect { .. })
+        | Err(ClientError::Handshake(_))
+        | Err(ClientError::Bridge { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let before = client.status().await?;
@@ -62,7 +64,7 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
     ctx.forget().await;
     let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
     loop {
-        if let Ok(c) = ctx.connect_existing().await {
+        if let Ok(c) = existing(ctx).await {
             if let Ok(s) = c.status().await {
                 if s.upgrades > before.upgrades {
                     outln!(
@@ -89,5 +91,14 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
             );
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// The daemon aimed at, if one runs: this machine's (never started here), or another host's
+/// through its bridge.
+async fn existing(ctx: &Ctx) -> Result<cuba_protocol::client::Client, ClientError> {
+    match ctx.is_remote() {
+        true => ctx.connect_to(ctx.host.as_deref()).await,
+        false => ctx.connect_existing().await,
     }
 }
