@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::journal::Journal;
 use crate::launch::Launcher;
+use crate::platform::cgroup::Cgroups;
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
@@ -105,8 +106,12 @@ fn start(config: Config) -> Result<Daemon> {
     let (contents, records) = restore::restore(&state, config.grace, loaded);
     let journal = Journal::create(journal_path.clone(), &records, next_id)
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
-    let limiter = Limiter::setup(&config.limits, &instance)
+    let limiter = Limiter::setup(&config.limits)
         .context("the configured resource limits cannot be applied")?;
+    // After the restore: what it could not find by pid and marker is killed with its cgroup.
+    let cgroups = Cgroups::setup(&config.limits.cgroups, &config.limits, &instance)
+        .context("the configured resource limits cannot be applied")?;
+    tracing::info!("supervision: {}", cgroups.mode());
     let audit = Audit::new(state.audit(), config.audit_stderr, config.audit_max);
     let settings = Settings {
         state,
@@ -119,7 +124,8 @@ fn start(config: Config) -> Result<Daemon> {
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
-    let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
+    let limits = (Arc::new(limiter), Arc::new(cgroups));
+    let launcher = Launcher::new(table, reaper, limits, defaults);
     Ok(Daemon::new(config, launcher))
 }
 

@@ -230,7 +230,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "00000009",             // protocol version 9, fixed u32 big-endian
+            "0000000a",             // protocol version 10, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -251,7 +251,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000009",      // protocol version 9
+            "0000000a",      // protocol version 10
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -262,7 +262,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000009 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 0000000a 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -464,6 +464,9 @@ mod tests {
             session: Some("dev".into()),
             notice: None,
             spool: None,
+            cpu_ms: None,
+            memory_bytes: None,
+            memory_peak_bytes: None,
         }
     }
 

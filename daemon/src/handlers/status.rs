@@ -48,5 +48,6 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         hostname: cuba_protocol::hosts::hostname().unwrap_or_default(),
         shell: d.config().shell.clone(),
         notices,
+        supervision: d.launcher().supervision().to_string(),
     }
 }

@@ -46,4 +46,8 @@ pub struct DaemonStatus {
     /// What the daemon could not do as it should (a full disk: spools stopped, log lines or
     /// journal entries not written), one line each; empty when all is well.
     pub notices: Vec<String>,
+    /// How processes are supervised, and why: `cgroup v2 at …` (with the controllers or
+    /// cgroup v1 hierarchies limits go through), or `process groups + /proc tree walk: …`.
+    #[serde(default)]
+    pub supervision: String,
 }

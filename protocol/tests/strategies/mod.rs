@@ -301,11 +301,13 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(text()),
         opt(text()),
     );
-    (first, second, third).prop_map(
+    let usage = (opt(any::<u64>()), opt(any::<u64>()), opt(any::<u64>()));
+    (first, second, third, usage).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
+            (cpu_ms, memory_bytes, memory_peak_bytes),
         )| ProcessInfo {
             id,
             pid,
@@ -328,6 +330,9 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             session,
             notice,
             spool,
+            cpu_ms,
+            memory_bytes,
+            memory_peak_bytes,
         },
     )
 }
@@ -366,6 +371,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
         (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (text(), text(), text(), text()),
+        text(),
     );
     fields.prop_map(
         |(
@@ -373,6 +379,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
             (os, arch, hostname, shell),
+            supervision,
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -389,6 +396,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             arch,
             hostname,
             shell,
+            supervision,
         },
     )
 }
