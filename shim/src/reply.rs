@@ -63,10 +63,10 @@ impl ProcessFacts {
             spool: info.spool.clone(),
             cpu_ms: info.cpu_ms,
             // Now while it runs; the peak once it ended.
-            mem_bytes: match info.state.is_finished() {
-                true => info.memory_peak_bytes.or(info.memory_bytes),
-                false => info.memory_bytes,
-            },
+            mem_bytes: info
+                .memory_peak_bytes
+                .filter(|_| info.state.is_finished())
+                .or(info.memory_bytes),
         }
     }
 
@@ -436,11 +436,9 @@ impl ProcessRow {
         if let Some(n) = &f.name {
             l.push_str(&format!(" name:{n}"));
         }
-        if let Some(c) = f.cpu_ms {
-            l.push_str(&format!(" cpu:{c}ms"));
-        }
-        if let Some(m) = f.mem_bytes {
-            l.push_str(&format!(" mem:{m}"));
+        let usage = [("cpu:", f.cpu_ms, "ms"), ("mem:", f.mem_bytes, "")];
+        for (key, value, unit) in usage.iter().filter_map(|(k, v, u)| Some((k, (*v)?, u))) {
+            l.push_str(&format!(" {key}{value}{unit}"));
         }
         if let Some(s) = &f.spool {
             l.push_str(&format!(" [{s}]"));
