@@ -46,10 +46,7 @@ impl Cgroups {
     /// `memory_max` are configured and cannot be applied.
     pub fn setup(mode: &CgroupMode, limits: &Limits, instance: &str) -> Result<Cgroups> {
         let name = format!("cuba-exec-{instance}");
-        let v2 = match v2_base(mode, &name, instance) {
-            Ok(base) => Ok(base),
-            Err(why) => Err(format!("{why:#}")),
-        };
+        let v2 = v2_base(mode, &name, instance).map_err(|why| format!("{why:#}"));
         let mut c = Cgroups {
             v2: v2.as_ref().ok().cloned(),
             v2_pids: false,
@@ -84,8 +81,17 @@ impl Cgroups {
                 format!("memory_max needs the memory controller, in cgroup v2 or v1; {hint}")
             })?);
         }
-        c.mode = c.describe(v2.err());
-        c.probe()?;
+        let mut no_v2 = v2.err();
+        if let Err(e) = c.probe() {
+            if limits.wants_cgroup() {
+                return Err(e);
+            }
+            // Without limits a cgroup is a help, not a requirement: fall back.
+            no_v2 = Some(format!("{e:#}"));
+            c.v2 = None;
+            c.v2_memory = false;
+        }
+        c.mode = c.describe(no_v2);
         Ok(c)
     }
 
@@ -384,5 +390,42 @@ mod tests {
         let c = Cgroups::setup(&mode, &Limits::default(), "t").unwrap();
         assert!(!c.is_active());
         assert!(c.mode().contains("/nonexistent/cg"), "{}", c.mode());
+    }
+
+    #[test]
+    fn a_child_is_in_its_cgroup_from_its_first_instruction() {
+        let instance = format!("unit{}", std::process::id());
+        let c = Cgroups::setup(&CgroupMode::Auto, &Limits::default(), &instance).unwrap();
+        let Some(base) = c.v2.clone() else {
+            eprintln!("NOTE: no writable cgroup v2 tree here: {}", c.mode());
+            return;
+        };
+        // Removes what the test made, however it ends.
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = fs::remove_dir(self.0.join("7"));
+                let _ = fs::remove_dir(&self.0);
+            }
+        }
+        let _rm = Rm(base.clone());
+        let placement = c.prepare(7).unwrap();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg("cat /proc/self/cgroup");
+        placement.install(&mut cmd);
+        let out = cmd.output().unwrap();
+        let cg = placement.handle();
+        drop(placement);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let leaf = format!("/cuba-exec-{instance}/7");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(&leaf)),
+            "{text}"
+        );
+        assert!(!cg.populated(), "the child was reaped");
+        assert!(cg.usage().cpu_ms.is_some(), "cpu.stat is readable");
+        cg.remove();
+        assert!(!base.join("7").exists());
     }
 }
