@@ -72,6 +72,7 @@ pub async fn run(
     d.shutdown().cancel();
     pruner.abort();
     stop_all(&d).await;
+    d.launcher().remove_cgroups();
     let _ = timeout_at(Instant::now() + Duration::from_secs(2), async {
         while conns.join_next().await.is_some() {}
     })

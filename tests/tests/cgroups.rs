@@ -53,23 +53,8 @@ impl Drop for Cg {
     fn drop(&mut self) {
         self.d.kill9();
         if let Some(base) = &self.base {
-            clean(base);
+            cuba_tests::cgroups::remove_tree(base);
         }
-    }
-}
-
-fn clean(base: &Path) {
-    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
-        let _ = std::fs::write(e.path().join("cgroup.kill"), "1");
-    }
-    for _ in 0..50 {
-        for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
-            let _ = std::fs::remove_dir(e.path());
-        }
-        if std::fs::remove_dir(base).is_ok() || !base.exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -94,6 +94,11 @@ impl Launcher {
         &self.shell
     }
 
+    /// At an orderly shutdown, after every process was stopped: the cgroups go.
+    pub fn remove_cgroups(&self) {
+        self.cgroups.remove();
+    }
+
     /// Which supervision mode is active, and why (`DaemonStatus.supervision`).
     pub fn supervision(&self) -> &str {
         self.cgroups.mode()

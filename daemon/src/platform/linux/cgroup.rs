@@ -143,6 +143,22 @@ impl Cgroups {
         Placement::make(cg, &limits)
     }
 
+    /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups
+    /// still there and the bases go.
+    pub fn remove(&self) {
+        for base in [&self.v2, &self.v1_pids, &self.v1_memory]
+            .into_iter()
+            .flatten()
+        {
+            for e in fs::read_dir(base).into_iter().flatten().flatten() {
+                let _ = fs::remove_dir(e.path());
+            }
+            if let Err(e) = fs::remove_dir(base) {
+                tracing::debug!("cannot remove {}: {e}", base.display());
+            }
+        }
+    }
+
     fn describe(&self, no_v2: Option<String>) -> String {
         let mut via = Vec::new();
         let mut v1 = Vec::new();

@@ -51,6 +51,8 @@ impl Cgroups {
         false
     }
 
+    pub fn remove(&self) {}
+
     pub fn prepare(&self, _id: u64) -> Result<Placement, String> {
         Err("cgroups are unavailable on macOS".into())
     }
