@@ -47,6 +47,14 @@ pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> S
     render_entries(ctx, &entries, false)
 }
 
+/// The daemon's memory figure of a row (its cgroup's): now while it runs, its peak once ended.
+pub fn memory(p: &ProcessInfo) -> Option<u64> {
+    match p.state.is_finished() {
+        true => p.memory_peak_bytes.or(p.memory_bytes),
+        false => p.memory_bytes,
+    }
+}
+
 /// The table of `entries`, with a `HOST` column first when `hosts`.
 pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
     // KIND only when some row is not a plain command on pipes: the usual table stays narrow.
@@ -68,6 +76,8 @@ pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
         Column::right("AGE").optional(3),
         Column::right("CPU%").optional(1),
         Column::right("RSS").optional(2),
+        Column::right("CPU").optional(3),
+        Column::right("MEM").optional(3),
         Column::left("PORTS").optional(6),
         Column::left("COMMAND").flex(),
     ]);
@@ -103,6 +113,8 @@ pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
                     .map_or("-".to_string(), |c| format!("{c:.1}")),
             ),
             Cell::new(u.map_or("-".to_string(), |u| units::bytes(u.rss_bytes))),
+            Cell::new(p.cpu_ms.map_or("-".to_string(), units::age)),
+            Cell::new(memory(p).map_or("-".to_string(), units::bytes)),
             Cell::new(
                 u.map(|u| usage::ports_text(&u.listening))
                     .filter(|s| !s.is_empty())

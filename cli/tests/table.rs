@@ -42,7 +42,8 @@ fn ps_json_shows_what_an_agent_started() {
     let table = env.ok(&["ps", "--running", "--owner", "agent"]);
     let header = table.lines().next().unwrap_or_default();
     for col in [
-        "ID", "NAME", "OWNER", "STATE", "EXIT", "AGE", "CPU%", "RSS", "PORTS", "COMMAND",
+        "ID", "NAME", "OWNER", "STATE", "EXIT", "AGE", "CPU%", "RSS", "CPU", "MEM", "PORTS",
+        "COMMAND",
     ] {
         assert!(header.contains(col), "{col} missing: {table}");
     }

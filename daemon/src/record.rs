@@ -15,6 +15,7 @@ use cuba_protocol::{ProcState, ProcessInfo, Signal, TtySize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::output::Output;
+use crate::platform::cgroup::ProcCgroup;
 use crate::policy::Effective;
 use crate::reaper::Exit;
 use crate::terminal::{Master, Screen};
@@ -106,6 +107,8 @@ pub struct ProcData {
     pub stdin: Option<mpsc::Sender<StdinMsg>>,
     pub control: Option<mpsc::Sender<Control>>,
     pub root: Option<TreeRoot>,
+    /// Its cgroup, when it has one: exact stop, CPU and memory.
+    pub cgroup: Option<Arc<ProcCgroup>>,
     pub stop: Option<StopCause>,
     /// The terminal of a PTY process: its master end and the screen rendered from its output.
     pub tty: Option<TtyData>,
@@ -152,9 +155,18 @@ impl Proc {
         self.changed.send_replace(());
     }
 
-    /// The row as clients see it, with live byte counts.
+    /// The row as clients see it, with live byte counts, and CPU and memory read from its
+    /// cgroup while it runs (outside the lock: a few small files).
     pub fn info(&self) -> ProcessInfo {
-        self.lock().snapshot()
+        let (mut info, live) = {
+            let rec = self.lock();
+            let live = rec.cgroup.clone().filter(|_| !rec.finished());
+            (rec.snapshot(), live)
+        };
+        if let Some(cg) = live {
+            set_usage(&mut info, cg.usage());
+        }
+        info
     }
 
     /// Whether it has ended and all its output is in.
@@ -162,6 +174,13 @@ impl Proc {
         let rec = self.lock();
         rec.finished() && rec.drained
     }
+}
+
+/// Puts the figures of a cgroup into a row (a figure not known keeps the row's).
+pub fn set_usage(info: &mut ProcessInfo, u: crate::platform::cgroup::Usage) {
+    info.cpu_ms = u.cpu_ms.or(info.cpu_ms);
+    info.memory_bytes = u.memory_bytes.or(info.memory_bytes);
+    info.memory_peak_bytes = u.memory_peak_bytes.or(info.memory_peak_bytes);
 }
 
 impl ProcData {
@@ -175,6 +194,7 @@ impl ProcData {
             stdin: None,
             control: None,
             root: None,
+            cgroup: None,
             stop: None,
             tty: None,
             policy: None,

@@ -23,6 +23,7 @@ use crate::daemon::Daemon;
 use crate::handover::{self, Handed, Inherited};
 use crate::journal::Journal;
 use crate::launch::Launcher;
+use crate::platform::cgroup::Cgroups;
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
@@ -93,6 +94,7 @@ pub async fn run(
     d.shutdown().cancel();
     pruner.abort();
     stop_all(&d).await;
+    d.launcher().remove_cgroups();
     let _ = timeout_at(Instant::now() + Duration::from_secs(2), async {
         while conns.join_next().await.is_some() {}
     })
@@ -160,8 +162,12 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     }
     let journal = Journal::create(journal_path.clone(), &records, next_id)
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
-    let limiter = Limiter::setup(&config.limits, &instance)
+    let limiter = Limiter::setup(&config.limits)
         .context("the configured resource limits cannot be applied")?;
+    // After the restore: what it could not find by pid and marker is killed with its cgroup.
+    let cgroups = Cgroups::setup(&config.limits.cgroups, &config.limits, &instance, &handed_ids)
+        .context("the configured resource limits cannot be applied")?;
+    tracing::info!("supervision: {}", cgroups.mode());
     let audit = Audit::new(state.audit(), config.audit_stderr, config.audit_max);
     let settings = Settings {
         state,
@@ -175,7 +181,8 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     table.tokens().import(tokens.unwrap_or_default());
     let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
-    let launcher = Launcher::new(table, reaper, Arc::new(limiter), defaults);
+    let limits = (Arc::new(limiter), Arc::new(cgroups));
+    let launcher = Launcher::new(table, reaper, limits, defaults);
     let d = Daemon::new(config, launcher);
     for (p, mut a, exit) in adopted {
         let root = TreeRoot {

@@ -393,6 +393,9 @@ fn row(id: u64, new: NewRecord) -> ProcessInfo {
         session: new.session,
         notice: None,
         spool: None,
+        cpu_ms: None,
+        memory_bytes: None,
+        memory_peak_bytes: None,
     }
 }
 

@@ -35,6 +35,15 @@ pub struct ProcessFacts {
     /// The spool stopped (a full disk): why, and the bytes not kept on disk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<String>,
+    /// CPU time and memory (now; the peak once ended) of its whole tree, where its cgroup
+    /// tells. Present in replies and rows but declared in no schema: every tool's schema would
+    /// pay for them in every turn (the tools/list budget); docs/tools.md names them.
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_bytes: Option<u64>,
 }
 
 impl ProcessFacts {
@@ -52,6 +61,12 @@ impl ProcessFacts {
             time_ms: info.elapsed_ms(now),
             bytes: info.total_bytes(),
             spool: info.spool.clone(),
+            cpu_ms: info.cpu_ms,
+            // Now while it runs; the peak once it ended.
+            mem_bytes: info
+                .memory_peak_bytes
+                .filter(|_| info.state.is_finished())
+                .or(info.memory_bytes),
         }
     }
 
@@ -421,6 +436,10 @@ impl ProcessRow {
         if let Some(n) = &f.name {
             l.push_str(&format!(" name:{n}"));
         }
+        let usage = [("cpu:", f.cpu_ms, "ms"), ("mem:", f.mem_bytes, "")];
+        for (key, value, unit) in usage.iter().filter_map(|(k, v, u)| Some((k, (*v)?, u))) {
+            l.push_str(&format!(" {key}{value}{unit}"));
+        }
         if let Some(s) = &f.spool {
             l.push_str(&format!(" [{s}]"));
         }
@@ -464,6 +483,9 @@ mod tests {
             session: Some("dev".into()),
             notice: None,
             spool: None,
+            cpu_ms: None,
+            memory_bytes: None,
+            memory_peak_bytes: None,
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::mcp::{in_process, Mcp};
 use common::TestDir;
-use serde_json::json;
+use serde_json::{json, Value};
 
 async fn setup() -> (TestDir, Mcp) {
     let t = TestDir::with_daemon().await;
@@ -254,5 +254,38 @@ async fn a_process_reading_its_stdin_is_reported_waiting_input() {
         "run returns at once when input is awaited, took {:?}",
         started.elapsed()
     );
+    c.close().await;
+}
+
+// Where the daemon has a cgroup per process, a busy row carries its CPU time, in the row's
+// structured content and its text line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_row_shows_its_cpu_time_where_the_daemon_has_cgroups() {
+    let (_t, c) = setup().await;
+    let id = c.start("while :; do :; done").await.id();
+    let mut row = Value::Null;
+    for _ in 0..100 {
+        let rows = c.rows(json!({ "state": "running" })).await;
+        row = rows
+            .into_iter()
+            .find(|r| r["id"] == json!(id))
+            .unwrap_or_default();
+        if row["cpu_ms"].as_u64().is_some_and(|ms| ms > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if row["cpu_ms"].is_null() {
+        eprintln!("NOTE: no cpu_ms in the row (no cgroup v2 tree for the daemon here): {row}");
+    } else {
+        assert!(row["cpu_ms"].as_u64().is_some_and(|ms| ms > 0), "{row}");
+        let list = c
+            .call("list_processes", json!({ "state": "running" }))
+            .await;
+        assert!(list.text().contains(" cpu:"), "{}", list.text());
+    }
+    c.call("send_signal", json!({ "id": id, "signal": "KILL" }))
+        .await;
+    assert_ne!(c.wait_exit(id, 0).await.state(), "running");
     c.close().await;
 }

@@ -421,5 +421,8 @@ impl Drop for TestDaemon {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        if let Some(instance) = self.instance() {
+            crate::cgroups::remove_instance(&instance);
+        }
     }
 }

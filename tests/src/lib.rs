@@ -11,6 +11,7 @@
 //! - [`sshd`]: a real OpenSSH server on 127.0.0.1 and a client config naming it, for the tests
 //!   of remote hosts.
 
+pub mod cgroups;
 pub mod daemon;
 pub mod procfs;
 pub mod proxy;

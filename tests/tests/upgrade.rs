@@ -213,8 +213,18 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
     );
     let mut members = d.marked(tree.id);
     members.push(tree.pid as i32);
+    let supervision = c.status().step().await.unwrap().supervision;
+    let cgroup = supervision
+        .strip_prefix("cgroup v2 at ")
+        .map(|rest| std::path::PathBuf::from(rest.split(';').next().unwrap_or(rest)))
+        .map(|base| base.join(tree.id.to_string()));
     upgrade(&d).await;
     let c = d.client().await;
+    // Where processes have cgroups, the new program keeps theirs (and stops through it).
+    if let Some(dir) = &cgroup {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        assert!(procs.lines().count() >= 3, "{}: {procs}", dir.display());
+    }
     let killed: ProcessInfo = c
         .signal(SignalRequest {
             id: tree.id,
@@ -235,6 +245,9 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
             .filter(|p| pid_alive(**p))
             .collect::<Vec<_>>()
     );
+    if let Some(dir) = &cgroup {
+        assert!(wait_for(|| !dir.exists(), STEP).await, "{} was left", dir.display());
+    }
     let w = wait_exit(&c, timed.id).await;
     assert_eq!(w.process.state, ProcState::TimedOut, "{:?}", w.process);
 }

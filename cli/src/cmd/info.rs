@@ -109,6 +109,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ),
         None,
     ));
+    // The daemon's own figures, from the process's cgroup (kept once it ended).
+    if p.cpu_ms.is_some() || p.memory_bytes.is_some() {
+        let mut text = format!("cpu time {}", p.cpu_ms.map_or_else(dash, units::age));
+        if let Some(m) = p.memory_bytes {
+            text.push_str(&format!(", memory {}", units::bytes(m)));
+        }
+        if let Some(m) = p.memory_peak_bytes {
+            text.push_str(&format!(" (peak {})", units::bytes(m)));
+        }
+        lines.push(("cgroup", text, None));
+    }
     if let Some(u) = u {
         let pids: Vec<String> = u.pids.iter().map(i32::to_string).collect();
         lines.push(("tree", pids.join(" "), None));

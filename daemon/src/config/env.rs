@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::{parse_duration, parse_size, Config};
+use super::{parse_duration, parse_size, CgroupMode, Config};
 use crate::policy::{dir_list, name_list};
 
 impl Config {
@@ -156,6 +156,21 @@ impl Config {
         }
         if let Some(n) = size("CUBA_EXEC_MEMORY_MAX")? {
             l.memory_max = Some(n);
+        }
+        // `cgroups = "off"` wins over a parent: turning them off is the way out of a bad one.
+        if let Some(v) = get("CUBA_EXEC_CGROUP_PARENT") {
+            let path = PathBuf::from(v.trim());
+            if !path.is_absolute() {
+                bail!("CUBA_EXEC_CGROUP_PARENT={v:?}: expected an absolute path");
+            }
+            l.cgroups = CgroupMode::Parent(path);
+        }
+        if let Some(v) = get("CUBA_EXEC_CGROUPS") {
+            match v.trim() {
+                "off" => l.cgroups = CgroupMode::Off,
+                "auto" => {}
+                _ => bail!("CUBA_EXEC_CGROUPS={v:?}: expected \"auto\" or \"off\""),
+            }
         }
         Ok(())
     }

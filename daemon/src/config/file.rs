@@ -37,6 +37,8 @@ struct File {
     network: Option<bool>,
     audit_max: Option<Scalar>,
     limits: Option<LimitsTable>,
+    cgroups: Option<String>,
+    cgroup_parent: Option<String>,
     /// `[hosts.NAME]` and `allowed_hosts` are the clients' part of the file (read by
     /// `cuba_protocol::hosts`, which checks them): accepted here, not used.
     #[allow(dead_code)]
@@ -102,6 +104,12 @@ impl File {
         }
         if let Some(sandbox) = self.sandbox {
             vars.insert("CUBA_EXEC_SANDBOX", sandbox);
+        }
+        if let Some(v) = self.cgroups {
+            vars.insert("CUBA_EXEC_CGROUPS", v);
+        }
+        if let Some(v) = self.cgroup_parent {
+            vars.insert("CUBA_EXEC_CGROUP_PARENT", v);
         }
         if let Some(network) = self.network {
             vars.insert(

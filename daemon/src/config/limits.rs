@@ -15,6 +15,19 @@ pub enum Rlimit {
     AddressSpace,
 }
 
+/// Whether processes get a cgroup of their own (`CUBA_EXEC_CGROUPS`, `cgroups`;
+/// `CUBA_EXEC_CGROUP_PARENT`, `cgroup_parent`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// Under the daemon's own cgroup v2, where it is writable (the default).
+    #[default]
+    Auto,
+    /// Under this cgroup v2 directory.
+    Parent(std::path::PathBuf),
+    /// Never: process groups and the `/proc` tree walk only.
+    Off,
+}
+
 /// `None` everywhere: no limits (the default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -30,6 +43,8 @@ pub struct Limits {
     pub pids_max: Option<u64>,
     /// cgroup `memory.max`, bytes (`CUBA_EXEC_MEMORY_MAX`, `[limits] memory_max`).
     pub memory_max: Option<u64>,
+    /// Where the per-process cgroups go.
+    pub cgroups: CgroupMode,
 }
 
 impl Limits {

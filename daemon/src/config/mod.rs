@@ -15,7 +15,7 @@ mod limits;
 mod sandbox;
 mod units;
 
-pub use limits::{Limits, Rlimit};
+pub use limits::{CgroupMode, Limits, Rlimit};
 pub use sandbox::Sandbox;
 pub use units::{parse_duration, parse_size};
 

@@ -53,5 +53,6 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         notices,
         upgraded_at_ms: d.upgraded_at_ms(),
         upgrades: d.upgrades().1,
+        supervision: d.launcher().supervision().to_string(),
     }
 }

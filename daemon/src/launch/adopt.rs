@@ -107,9 +107,11 @@ impl Launcher {
             pid: a.info.pid as i32,
             ..a.root
         };
+        let cgroup = self.cgroups.existing(p.id);
         {
             let mut rec = p.lock();
             rec.root = Some(root);
+            rec.cgroup = cgroup.clone();
             rec.stop = a.stop;
             rec.control = Some(control_tx);
             rec.stdin = writer.as_ref().map(|(_, _, tx)| tx.clone());
@@ -130,7 +132,7 @@ impl Launcher {
             grace: self.grace,
             timeout: a.timeout,
             route,
-            cleanup: self.cleanup_of(p.id),
+            cleanup: self.cleanup_of(p.id, cgroup),
             kill_in: a.kill_in,
         };
         tokio::spawn(supervise(job, p.clone(), io, control_rx));
@@ -138,14 +140,16 @@ impl Launcher {
     }
 
     /// What the layers of a command's launch leave to undo, made again for a process this
-    /// program did not start: its script file and its cgroup.
-    fn cleanup_of(&self, id: u64) -> Vec<Cleanup> {
-        let mut cleanup = vec![super::program::remove_script(
-            self.table.state_dir().script(id),
-        )];
-        if self.limiter.is_active() {
-            let limiter = self.limiter.clone();
-            cleanup.push(Box::new(move || limiter.release(id)));
+    /// program did not start: its script file and its cgroups.
+    fn cleanup_of(
+        &self,
+        id: u64,
+        cgroup: Option<Arc<crate::platform::cgroup::ProcCgroup>>,
+    ) -> Vec<Cleanup> {
+        let script = self.table.state_dir().script(id);
+        let mut cleanup = vec![super::program::remove_script(script)];
+        if let Some(cg) = cgroup {
+            cleanup.push(Box::new(move || cg.remove()));
         }
         cleanup
     }

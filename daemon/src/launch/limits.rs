@@ -1,17 +1,15 @@
-//! The resource-limits layer: rlimits and the per-process cgroup, applied to the new pid right
-//! after the spawn on Linux (so the fast posix_spawn path stays; see docs/decisions.md for the
-//! moment the shell runs unlimited), or by the child before its exec where the OS cannot limit
-//! another process (macOS); the cgroup is removed when the process has ended.
+//! The rlimits layer: applied to the new pid right after the spawn on Linux (see
+//! docs/decisions.md for the moment the shell runs without them), or by the child before its
+//! exec where the OS cannot limit another process (macOS). `pids_max` / `memory_max` are the
+//! cgroup layer's (`cgroup.rs`).
 
 use std::sync::Arc;
 
 use super::layer::Layer;
 use crate::platform::limits::Limiter;
-use crate::supervise::Cleanup;
 
 pub struct Limits {
     pub limiter: Arc<Limiter>,
-    pub id: u64,
 }
 
 impl Layer for Limits {
@@ -22,11 +20,6 @@ impl Layer for Limits {
     }
 
     fn after(&mut self, pid: i32) -> Result<(), String> {
-        self.limiter.apply(self.id, pid)
-    }
-
-    fn undo(&mut self) -> Option<Cleanup> {
-        let (limiter, id) = (self.limiter.clone(), self.id);
-        Some(Box::new(move || limiter.release(id)))
+        self.limiter.apply(pid)
     }
 }

@@ -5,6 +5,7 @@
 //! handles and the child goes to its supervisor, and the stdin writer starts.
 
 mod adopt;
+mod cgroup;
 mod group;
 mod layer;
 mod limits;
@@ -23,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::caller::Caller;
 use crate::config::Sandbox;
+use crate::platform::cgroup::{Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
 use crate::reaper::Reaper;
 use crate::record::{Outcome, Proc, StdinMsg, TtyData};
@@ -43,6 +45,8 @@ pub struct Launcher {
     table: Arc<Table>,
     reaper: Arc<Reaper>,
     limiter: Arc<Limiter>,
+    /// The per-process cgroups, or the mode without them.
+    cgroups: Arc<Cgroups>,
     /// TERM → KILL grace period when stopping a tree.
     grace: Duration,
     /// The shell that runs commands unless a request names another.
@@ -62,6 +66,7 @@ pub struct Connected {
 struct Started {
     connected: Connected,
     root: TreeRoot,
+    cgroup: Option<Arc<ProcCgroup>>,
     cleanup: Vec<Cleanup>,
 }
 
@@ -69,13 +74,14 @@ impl Launcher {
     pub fn new(
         table: Arc<Table>,
         reaper: Arc<Reaper>,
-        limiter: Arc<Limiter>,
+        (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
         (grace, shell, sandbox): (Duration, String, Sandbox),
     ) -> Launcher {
         Launcher {
             table,
             reaper,
             limiter,
+            cgroups,
             grace,
             shell,
             sandbox,
@@ -92,6 +98,16 @@ impl Launcher {
 
     pub fn shell(&self) -> &str {
         &self.shell
+    }
+
+    /// At an orderly shutdown, after every process was stopped: the cgroups go.
+    pub fn remove_cgroups(&self) {
+        self.cgroups.remove();
+    }
+
+    /// Which supervision mode is active, and why (`DaemonStatus.supervision`).
+    pub fn supervision(&self) -> &str {
+        self.cgroups.mode()
     }
 
     /// The confinement of what `caller` starts.
@@ -127,6 +143,7 @@ impl Launcher {
         let Started {
             connected,
             root,
+            cgroup,
             cleanup,
         } = started;
         tracing::debug!(
@@ -142,6 +159,7 @@ impl Launcher {
             rec.tty = connected.tty;
             rec.info.pid = root.pid as u32;
             rec.root = Some(root.clone());
+            rec.cgroup = cgroup;
             rec.control = Some(control_tx);
             rec.stdin = Some(stdin_tx.clone());
         }
@@ -193,7 +211,19 @@ impl Launcher {
         };
         cmd.current_dir(&cwd).env_clear().envs(env);
         let script = self.table.state_dir().script(id);
-        let mut layers: Vec<Box<dyn Layer>> = vec![program::layer(program, &shell, script)];
+        let mut layers: Vec<Box<dyn Layer>> = Vec::new();
+        // First: its hook runs before every other one, so the child is in its cgroup before
+        // it does anything else.
+        let cgroup = match self.cgroups.is_active() {
+            true => {
+                let layer = cgroup::Cgroup::of(&self.cgroups, id)?;
+                let handle = layer.handle();
+                layers.push(Box::new(layer));
+                Some(handle)
+            }
+            false => None,
+        };
+        layers.push(program::layer(program, &shell, script));
         let terminal = match terminal {
             Some(size) => Some(terminal::Terminal::open(&self.reaper, size)?),
             None => {
@@ -207,7 +237,7 @@ impl Launcher {
         }
         if self.limiter.is_active() {
             let limiter = self.limiter.clone();
-            layers.push(Box::new(limits::Limits { limiter, id }));
+            layers.push(Box::new(limits::Limits { limiter }));
         }
         let result = self.spawn(&mut cmd, &mut layers, terminal, (&shell, sandboxed));
         let cleanup: Vec<Cleanup> = layers.iter_mut().filter_map(|l| l.undo()).collect();
@@ -219,6 +249,7 @@ impl Launcher {
                     start_time,
                     marker: self.table.marker(id),
                 },
+                cgroup,
                 cleanup,
             }),
             Err(e) => {

@@ -11,7 +11,9 @@
 //!   randomness).
 //! - [`pipe`]: pipes for children (close-on-exec, larger buffers, identity).
 //! - [`terminal`]: what a child needs to take a terminal as its controlling one.
-//! - [`limits`]: per-process resource limits (rlimits, cgroups).
+//! - [`limits`]: per-process rlimits.
+//! - [`cgroup`]: a cgroup per process, entered before the exec: exact stop, CPU and memory,
+//!   `pids_max` / `memory_max`, OOM kills (a stub reporting "unavailable" on macOS).
 //! - [`sandbox`]: write confinement and network isolation (the command to run, and what the
 //!   child does before its exec).
 //! - [`descriptors`]: how many descriptors the daemon has open.
@@ -26,7 +28,7 @@
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
+    cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
 
 #[cfg(target_os = "macos")]
@@ -35,7 +37,7 @@ mod macos;
 mod posix;
 #[cfg(target_os = "macos")]
 pub use macos::{
-    descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
+    cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;

@@ -7,8 +7,12 @@ use cuba_protocol::Signal;
 use tokio::time::Instant;
 
 use super::{Supervisor, ABANDON_AFTER};
+
+/// How long the cgroup may take to empty after `cgroup.kill` (the kernel is quick; this bounds
+/// a stuck uninterruptible sleep).
+const EMPTY_WITHIN: Duration = Duration::from_secs(2);
 use crate::reaper::Exit;
-use crate::record::{Outcome, Proc, StopCause};
+use crate::record::{set_usage, Outcome, Proc, StopCause};
 use crate::table::Table;
 use crate::tree;
 
@@ -18,8 +22,19 @@ impl Supervisor {
     pub(super) fn on_exit(&mut self, status: Exit) {
         tracing::debug!(id = self.p.id, ?status, "exited");
         self.exited = true;
-        let stop = self.p.lock().stop;
-        self.table.finish(&self.p, Outcome::of_exit(stop, status));
+        let (stop, cgroup) = {
+            let rec = self.p.lock();
+            (rec.stop, rec.cgroup.clone())
+        };
+        let mut outcome = Outcome::of_exit(stop, status);
+        if let Some(cg) = &cgroup {
+            // Read at the exit, before the row is final: the kernel counted its OOM kill.
+            if let Some(why) = cg.oom_reason() {
+                outcome.error = Some(why);
+            }
+            set_usage(&mut self.p.lock().info, cg.usage());
+        }
+        self.table.finish(&self.p, outcome);
         if let Some(route) = self.route.as_mut() {
             route.shell_ended(&self.p);
             self.cmd_kill_at = None;
@@ -28,8 +43,14 @@ impl Supervisor {
         // Nothing leaks: most processes leave nothing, and two cheap checks say so without
         // walking the process table.
         let root = self.p.lock().root.clone();
-        let left = match root {
-            Some(root) if tree::may_have_leftovers(&root, &self.table.scope()) => {
+        let left = match (root, cgroup) {
+            // Exact: anything left is in the cgroup. Counted at least once, so the KILL
+            // (`cgroup.kill`) follows the grace even if the walk finds nothing to TERM.
+            (Some(_), Some(cg)) if cg.exact() => match cg.populated() {
+                true => self.signal_tree(libc::SIGTERM).max(1),
+                false => 0,
+            },
+            (Some(root), _) if tree::may_have_leftovers(&root, &self.table.scope()) => {
                 self.signal_tree(libc::SIGTERM)
             }
             _ => 0,
@@ -85,18 +106,37 @@ impl Supervisor {
     }
 
     pub(super) fn kill_now(&mut self) {
-        let root = self.p.lock().root.clone();
-        if let Some(root) = root {
-            let n = tree::kill_tree(&root, Some(&self.table.scope()));
-            tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
+        let n = kill(&self.table, &self.p);
+        tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
+    }
+
+    /// Once the output is in: whatever is still in the cgroup is killed and waited for (the
+    /// `populated 0` event), and the last CPU and peak memory kept, before the cgroup goes.
+    pub(super) async fn empty_cgroup(&mut self) {
+        let Some(cg) = self.p.lock().cgroup.clone() else {
+            return;
+        };
+        if cg.populated() {
+            let n = cg.kill().unwrap_or(0);
+            tracing::debug!(id = self.p.id, killed = n, "cgroup.kill of what was left");
         }
+        if !cg.emptied(EMPTY_WITHIN).await {
+            tracing::warn!(id = self.p.id, "its cgroup did not empty after cgroup.kill");
+        }
+        let last = cg.usage();
+        let mut rec = self.p.lock();
+        rec.info.cpu_ms = last.cpu_ms.or(rec.info.cpu_ms);
+        rec.info.memory_peak_bytes = last.memory_peak_bytes.or(rec.info.memory_peak_bytes);
     }
 
     /// All output is in: the record lets go of its handles, and what its launch left (a
     /// cgroup, a script file) is removed.
     pub(super) fn finish(&mut self) {
-        for undo in self.cleanup.drain(..) {
-            undo();
+        let cleanup: Vec<_> = self.cleanup.drain(..).collect();
+        if !cleanup.is_empty() {
+            // Off the runtime's threads: a cgroup's rmdir waits for the kernel (RCU grace
+            // periods, milliseconds), which would stall every other task on this worker.
+            tokio::task::spawn_blocking(move || cleanup.into_iter().for_each(|undo| undo()));
         }
         {
             let mut rec = self.p.lock();
@@ -114,10 +154,7 @@ impl Supervisor {
 /// What is left to do when supervision of `p` failed: kill its tree, end the record, let go of
 /// its handles.
 pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
-    let root = p.lock().root.clone();
-    if let Some(root) = root {
-        tree::kill_tree(&root, Some(&table.scope()));
-    }
+    kill(table, p);
     let why = format!("its supervisor failed ({what}); the process tree was killed");
     table.finish(p, Outcome::lost(why));
     {
@@ -130,6 +167,19 @@ pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
     }
     p.notify();
     table.changed();
+}
+
+/// SIGKILLs `p`'s whole tree: its cgroup at once where it has one, else the tree walk. How many
+/// processes were killed.
+fn kill(table: &Table, p: &Proc) -> usize {
+    let (root, cgroup) = {
+        let rec = p.lock();
+        (rec.root.clone(), rec.cgroup.clone())
+    };
+    if let Some(n) = cgroup.and_then(|cg| cg.kill()) {
+        return n;
+    }
+    root.map_or(0, |root| tree::kill_tree(&root, Some(&table.scope())))
 }
 
 #[cfg(test)]

@@ -248,6 +248,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     }
     // The exit is published (and its waiters run): only now are the spool's files made.
     spill_off_thread(s.p.clone()).await;
+    s.empty_cgroup().await;
     s.finish();
 }
 

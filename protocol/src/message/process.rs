@@ -107,6 +107,16 @@ pub struct ProcessInfo {
     /// bytes it does not have (`spool stopped: no space left on device; 1 234 bytes …`).
     #[serde(default)]
     pub spool: Option<String>,
+    /// CPU time of the whole tree, milliseconds (from its cgroup; `None` where unknown). Kept
+    /// when the process ends.
+    #[serde(default)]
+    pub cpu_ms: Option<u64>,
+    /// Memory of the whole tree now (the last value once it ended), bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// The most memory the tree used at once, bytes.
+    #[serde(default)]
+    pub memory_peak_bytes: Option<u64>,
 }
 
 /// What a row of the table is.

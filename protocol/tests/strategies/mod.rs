@@ -313,11 +313,13 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(text()),
         opt(text()),
     );
-    (first, second, third).prop_map(
+    let usage = (opt(any::<u64>()), opt(any::<u64>()), opt(any::<u64>()));
+    (first, second, third, usage).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
+            (cpu_ms, memory_bytes, memory_peak_bytes),
         )| ProcessInfo {
             id,
             pid,
@@ -340,6 +342,9 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             session,
             notice,
             spool,
+            cpu_ms,
+            memory_bytes,
+            memory_peak_bytes,
         },
     )
 }
@@ -378,7 +383,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
         (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (text(), text(), text(), text()),
-        (proptest::option::of(any::<u64>()), any::<u32>()),
+        ((proptest::option::of(any::<u64>()), any::<u32>()), text()),
     );
     fields.prop_map(
         |(
@@ -386,7 +391,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
             (os, arch, hostname, shell),
-            (upgraded_at_ms, upgrades),
+            ((upgraded_at_ms, upgrades), supervision),
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -405,6 +410,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             shell,
             upgraded_at_ms,
             upgrades,
+            supervision,
         },
     )
 }

@@ -92,6 +92,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                 s.running, s.max_procs, s.total
             ),
         ),
+        ("supervise", s.supervision.clone()),
     ];
     if let Some(host) = &ctx.host {
         let via = ctx.hosts().get(host).map(|h| h.via()).unwrap_or_default();

@@ -1,6 +1,8 @@
-//! Linux: `/proc`, pidfds, `prctl`, Landlock, namespaces, `prlimit`, cgroup v2 and glibc's
+//! Linux: `/proc`, pidfds, `prctl`, Landlock, namespaces, `prlimit`, cgroups (v2, v1 for limits) and glibc's
 //! `malloc_trim`.
 
+pub mod cgroup;
+mod cgroup_proc;
 pub mod descriptors;
 pub mod input;
 pub mod limits;

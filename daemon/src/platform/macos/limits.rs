@@ -3,7 +3,7 @@
 //! `pre_exec` hook, as macOS has no `prlimit` to set them on another process. That closes the
 //! window Linux has (the shell never runs unlimited) at the price of a fork instead of
 //! posix_spawn for every spawn when limits are configured. There are no cgroups: `pids_max` and
-//! `memory_max` stop the daemon at start-up.
+//! `memory_max` stop the daemon at start-up (`platform::cgroup`).
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -32,13 +32,7 @@ pub struct Limiter {
 impl Limiter {
     /// Checks that every configured limit can be applied here. An error names what is missing
     /// and how to turn it off.
-    pub fn setup(limits: &Limits, _instance: &str) -> Result<Limiter> {
-        if limits.wants_cgroup() {
-            bail!(
-                "pids_max / memory_max (CUBA_EXEC_PIDS_MAX, CUBA_EXEC_MEMORY_MAX) need Linux \
-                 cgroup v2, which macOS does not have; unset them"
-            );
-        }
+    pub fn setup(limits: &Limits) -> Result<Limiter> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         for (limit, value, name) in limits.rlimits() {
@@ -65,7 +59,7 @@ impl Limiter {
 
     /// Whether any limit applies.
     pub fn is_active(&self) -> bool {
-        !self.limits.is_empty()
+        !self.limits.rlimits().is_empty()
     }
 
     /// Adds the `pre_exec` hook that sets the rlimits (soft = hard, so the command cannot raise
@@ -99,12 +93,9 @@ impl Limiter {
     }
 
     /// Nothing left to do after the spawn: the child set its own limits before it exec'd.
-    pub fn apply(&self, _id: u64, _pid: i32) -> Result<(), String> {
+    pub fn apply(&self, _pid: i32) -> Result<(), String> {
         Ok(())
     }
-
-    /// Nothing to remove: there is no per-process cgroup.
-    pub fn release(&self, _id: u64) {}
 }
 
 #[cfg(test)]
@@ -113,13 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cgroup_limits_fail_at_setup() {
-        let limits = Limits {
-            pids_max: Some(5),
-            ..Limits::default()
-        };
-        let err = Limiter::setup(&limits, "x").unwrap_err();
-        assert!(format!("{err:#}").contains("cgroup v2"), "{err:#}");
-        assert!(!Limiter::setup(&Limits::default(), "x").unwrap().is_active());
+    fn no_limits_need_nothing() {
+        assert!(!Limiter::setup(&Limits::default()).unwrap().is_active());
     }
 }

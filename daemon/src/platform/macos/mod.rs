@@ -2,6 +2,7 @@
 //! in the child, Seatbelt through `sandbox-exec`, and malloc's pressure relief. No subreaper,
 //! no pidfds, no cgroups: what that costs is said in each module.
 
+pub mod cgroup;
 pub mod descriptors;
 pub mod input;
 pub mod limits;

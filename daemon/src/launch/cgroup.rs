@@ -1,0 +1,50 @@
+//! The cgroup layer: process `id` gets its own cgroup(s), made in the daemon before the spawn
+//! and entered by the child before its exec (`platform::cgroup`), so nothing of its tree ever
+//! runs outside. The record keeps the handle (stop, CPU and memory); the cgroup is removed once
+//! the process has ended and its output is in.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use super::layer::Layer;
+use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
+use crate::supervise::Cleanup;
+
+pub struct Cgroup {
+    /// Open until the spawn has returned: the child writes to its `cgroup.procs`.
+    placement: Option<Placement>,
+    handle: Arc<ProcCgroup>,
+}
+
+impl Cgroup {
+    pub fn of(cgroups: &Cgroups, id: u64) -> Result<Cgroup, String> {
+        let placement = cgroups.prepare(id)?;
+        Ok(Cgroup {
+            handle: placement.handle(),
+            placement: Some(placement),
+        })
+    }
+
+    pub fn handle(&self) -> Arc<ProcCgroup> {
+        self.handle.clone()
+    }
+}
+
+impl Layer for Cgroup {
+    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+        if let Some(p) = &self.placement {
+            p.install(cmd);
+        }
+        Ok(())
+    }
+
+    fn after(&mut self, _pid: i32) -> Result<(), String> {
+        self.placement = None;
+        Ok(())
+    }
+
+    fn undo(&mut self) -> Option<Cleanup> {
+        let handle = self.handle.clone();
+        Some(Box::new(move || handle.remove()))
+    }
+}

@@ -1,0 +1,483 @@
+//! Per-process cgroups (Linux): where they go, and the mode the daemon runs in.
+//!
+//! The cgroup v2 tree is found in `/proc/self/mountinfo` (it is not always `/sys/fs/cgroup`:
+//! a hybrid machine mounts it at `/sys/fs/cgroup/unified`). Each process gets
+//! `<parent>/cuba-exec-<instance>/<id>` — a function of (base, id) only, so a re-executed daemon
+//! finds its processes' cgroups again — where the parent is the daemon's own cgroup, or the
+//! configured `cgroup_parent`. The child enters it before its exec (`cgroup_proc.rs`).
+//!
+//! `pids_max` / `memory_max` need the `pids` / `memory` controllers. Where the v2 tree offers
+//! them they are enabled for the per-process cgroups; v2 allows that only in a cgroup without
+//! processes of its own ("no internal processes"), so when the daemon's own cgroup refuses
+//! (EBUSY) the daemon moves itself to a leaf beside the base, `cubad-<instance>`. Where the v2
+//! tree lacks a controller, a writable cgroup v1 hierarchy of it is used instead, entered the
+//! same way. Without a writable v2 tree supervision falls back to process groups and the
+//! `/proc` tree walk (`tree.rs`); limits that cannot be applied at all stop the daemon at start.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+
+use super::cgroup_proc::{empty_now, V1};
+pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
+use crate::config::{CgroupMode, Limits};
+
+/// The per-process cgroups of this daemon, or why there are none.
+#[derive(Debug)]
+pub struct Cgroups {
+    /// `<parent>/cuba-exec-<instance>` in the v2 tree.
+    v2: Option<PathBuf>,
+    /// Controllers enabled for the per-process v2 cgroups.
+    v2_pids: bool,
+    v2_memory: bool,
+    /// `<v1 mount><daemon's v1 cgroup>/cuba-exec-<instance>`, for limits v2 cannot apply.
+    v1_pids: Option<PathBuf>,
+    v1_memory: Option<PathBuf>,
+    limits: Limits,
+    mode: String,
+}
+
+impl Cgroups {
+    /// Finds the tree, makes the base (removing what a crashed daemon left in it, its live
+    /// processes killed first) and checks that the configured limits can be applied. Never
+    /// fails for want of a cgroup alone: that is the fallback mode. It fails when `pids_max` /
+    /// `memory_max` are configured and cannot be applied.
+    /// `keep`: processes an in-place upgrade handed over, whose cgroups are theirs still.
+    pub fn setup(
+        mode: &CgroupMode,
+        limits: &Limits,
+        instance: &str,
+        keep: &HashSet<u64>,
+    ) -> Result<Cgroups> {
+        let name = format!("cuba-exec-{instance}");
+        let v2 = v2_base(mode, &name, instance, keep).map_err(|why| format!("{why:#}"));
+        let mut c = Cgroups {
+            v2: v2.as_ref().ok().cloned(),
+            v2_pids: false,
+            v2_memory: false,
+            v1_pids: None,
+            v1_memory: None,
+            limits: limits.clone(),
+            mode: String::new(),
+        };
+        let hint = "unset CUBA_EXEC_PIDS_MAX / CUBA_EXEC_MEMORY_MAX, or run cubad in a \
+                    delegated cgroup (e.g. `systemd-run --user -p Delegate=yes cubad`)";
+        if let Some(base) = c.v2.clone() {
+            let parent = base.parent().map(Path::to_path_buf).unwrap_or_default();
+            let available = read(&parent.join("cgroup.controllers")).unwrap_or_default();
+            let has = |c: &str| available.split_whitespace().any(|a| a == c);
+            if limits.pids_max.is_some() && has("pids") {
+                c.v2_pids = enable(&parent, &base, "pids", instance).is_ok();
+            }
+            // The memory controller also gives `memory.current` / `peak`: worth enabling
+            // whenever it is offered.
+            if has("memory") {
+                c.v2_memory = enable(&parent, &base, "memory", instance).is_ok();
+            }
+        }
+        if limits.pids_max.is_some() && !c.v2_pids {
+            c.v1_pids = Some(v1_base("pids", &name, keep).with_context(|| {
+                format!("pids_max needs the pids controller, in cgroup v2 or v1; {hint}")
+            })?);
+        }
+        if limits.memory_max.is_some() && !c.v2_memory {
+            c.v1_memory = Some(v1_base("memory", &name, keep).with_context(|| {
+                format!("memory_max needs the memory controller, in cgroup v2 or v1; {hint}")
+            })?);
+        }
+        let mut no_v2 = v2.err();
+        if let Err(e) = c.probe() {
+            if limits.wants_cgroup() {
+                return Err(e);
+            }
+            // Without limits a cgroup is a help, not a requirement: fall back.
+            no_v2 = Some(format!("{e:#}"));
+            c.v2 = None;
+            c.v2_memory = false;
+        }
+        c.mode = c.describe(no_v2);
+        Ok(c)
+    }
+
+    /// Which mode is active and why, one line (`DaemonStatus.supervision`).
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    /// Whether processes get a cgroup (a spawn then has a layer more).
+    pub fn is_active(&self) -> bool {
+        self.v2.is_some() || self.v1_pids.is_some() || self.v1_memory.is_some()
+    }
+
+    /// The cgroups process `id` is in already: one a previous program of this daemon made
+    /// (an in-place upgrade), for its stop, figures and removal.
+    pub fn existing(&self, id: u64) -> Option<Arc<ProcCgroup>> {
+        if !self.is_active() {
+            return None;
+        }
+        let leaf = id.to_string();
+        let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
+        Some(Arc::new(ProcCgroup {
+            v2: self.v2.as_ref().map(|b| b.join(&leaf)),
+            v2_memory: self.v2_memory,
+            v1_pids: v1(&self.v1_pids),
+            v1_memory: v1(&self.v1_memory),
+            memory_max: self.limits.memory_max,
+        }))
+    }
+
+    /// The per-process cgroups of process `id`, made and with their limits set, their
+    /// `cgroup.procs` open for the child to enter before its exec.
+    pub fn prepare(&self, id: u64) -> Result<Placement, String> {
+        let leaf = id.to_string();
+        let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
+        let cg = ProcCgroup {
+            v2: self.v2.as_ref().map(|b| b.join(&leaf)),
+            v2_memory: self.v2_memory,
+            v1_pids: v1(&self.v1_pids),
+            v1_memory: v1(&self.v1_memory),
+            memory_max: self.limits.memory_max,
+        };
+        let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
+        if let Some(n) = self.limits.pids_max {
+            let file = if self.v2_pids {
+                "pids.max"
+            } else {
+                V1::PIDS_MAX
+            };
+            let dir = if self.v2_pids { &cg.v2 } else { &cg.v1_pids };
+            limits.push((dir.clone(), file, n));
+        }
+        if let Some(n) = self.limits.memory_max {
+            let file = if self.v2_memory {
+                "memory.max"
+            } else {
+                V1::MEMORY_MAX
+            };
+            let dir = if self.v2_memory {
+                &cg.v2
+            } else {
+                &cg.v1_memory
+            };
+            limits.push((dir.clone(), file, n));
+        }
+        Placement::make(cg, &limits)
+    }
+
+    /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups
+    /// still there and the bases go.
+    pub fn remove(&self) {
+        for base in [&self.v2, &self.v1_pids, &self.v1_memory]
+            .into_iter()
+            .flatten()
+        {
+            for e in fs::read_dir(base).into_iter().flatten().flatten() {
+                let _ = fs::remove_dir(e.path());
+            }
+            if let Err(e) = fs::remove_dir(base) {
+                tracing::debug!("cannot remove {}: {e}", base.display());
+            }
+        }
+    }
+
+    fn describe(&self, no_v2: Option<String>) -> String {
+        let mut via = Vec::new();
+        let mut v1 = Vec::new();
+        for (on, name) in [(self.v2_pids, "pids"), (self.v2_memory, "memory")] {
+            if on {
+                via.push(name);
+            }
+        }
+        if self.v1_pids.is_some() {
+            v1.push("pids");
+        }
+        if self.v1_memory.is_some() {
+            v1.push("memory");
+        }
+        let mut text = match (&self.v2, no_v2) {
+            (Some(base), _) => format!("cgroup v2 at {}", base.display()),
+            (None, why) => format!(
+                "process groups + /proc tree walk: {}",
+                why.unwrap_or_else(|| "no cgroup v2 tree".into())
+            ),
+        };
+        if !via.is_empty() {
+            text.push_str(&format!("; cgroup v2 controllers {}", via.join(", ")));
+        }
+        if !v1.is_empty() {
+            text.push_str(&format!("; limits via cgroup v1 {}", v1.join(", ")));
+        }
+        text
+    }
+
+    /// A trial per-process cgroup: the limit files must be there and writable.
+    fn probe(&self) -> Result<()> {
+        if !self.is_active() {
+            return Ok(());
+        }
+        let placement = self
+            .prepare(0)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("cannot make a trial per-process cgroup")?;
+        placement.handle().remove();
+        Ok(())
+    }
+}
+
+/// The v2 base for `mode`, made and emptied of leftovers; an error says why there is none.
+fn v2_base(mode: &CgroupMode, name: &str, instance: &str, keep: &HashSet<u64>) -> Result<PathBuf> {
+    let parent = match mode {
+        CgroupMode::Off => bail!("cgroups are off (CUBA_EXEC_CGROUPS=off)"),
+        CgroupMode::Parent(p) => {
+            if !p.join("cgroup.procs").is_file() {
+                bail!(
+                    "cgroup_parent {} is not a cgroup v2 directory (CUBA_EXEC_CGROUP_PARENT)",
+                    p.display()
+                );
+            }
+            p.clone()
+        }
+        CgroupMode::Auto => {
+            let mount = v2_mount()?;
+            let own = own_path(&mount, "0::")?;
+            // A daemon that moved itself to its leaf (see `enable`) keeps the same base.
+            match own.file_name() {
+                Some(n) if n.to_string_lossy() == leaf_name(instance) => {
+                    own.parent().map(Path::to_path_buf).unwrap_or(own)
+                }
+                _ => own,
+            }
+        }
+    };
+    let base = parent.join(name);
+    match fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => remove_leftovers(&base, keep),
+        Err(e) => bail!("cannot create {}: {e}", base.display()),
+    }
+    Ok(base)
+}
+
+fn leaf_name(instance: &str) -> String {
+    format!("cubad-{instance}")
+}
+
+/// Enables `controller` in `parent` and `base` for the per-process cgroups. When `parent` has
+/// processes (EBUSY: v2's "no internal processes" rule) the daemon moves itself to its leaf
+/// `<parent>/cubad-<instance>` and tries again; other processes of that cgroup are not ours to
+/// move, and then the controller is not used from v2.
+fn enable(parent: &Path, base: &Path, controller: &str, instance: &str) -> io::Result<()> {
+    let add = |dir: &Path| {
+        let control = dir.join("cgroup.subtree_control");
+        let have = read(&control)?;
+        if have.split_whitespace().any(|c| c == controller) {
+            return Ok(());
+        }
+        fs::write(&control, format!("+{controller}"))
+    };
+    match add(parent) {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let leaf = parent.join(leaf_name(instance));
+            match fs::create_dir(&leaf) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+            fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
+            add(parent)?;
+        }
+        r => r?,
+    }
+    add(base)
+}
+
+/// Per-process cgroups left under `base` by an earlier daemon of this state directory: their
+/// processes (already marked `lost` by the restore) are killed, and the cgroups removed.
+/// Whether `dir` is the cgroup of a process in `keep`.
+fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|id| keep.contains(&id))
+}
+
+fn remove_leftovers(base: &Path, keep: &HashSet<u64>) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let dir = e.path();
+        if !dir.is_dir() || kept(&dir, keep) {
+            continue;
+        }
+        if !empty_now(&dir) {
+            tracing::warn!(
+                "{}: a leftover with live processes; killing them",
+                dir.display()
+            );
+        }
+        if let Err(e) = fs::remove_dir(&dir) {
+            tracing::warn!("cannot remove leftover cgroup {}: {e}", dir.display());
+        }
+    }
+}
+
+/// The v1 base for `controller`: its hierarchy's mount, the daemon's cgroup in it, and
+/// `cuba-exec-<instance>` made (leftovers removed).
+fn v1_base(controller: &str, name: &str, keep: &HashSet<u64>) -> Result<PathBuf> {
+    let mount = mounts()?
+        .into_iter()
+        .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == controller))
+        .map(|m| m.point)
+        .with_context(|| format!("no cgroup v1 {controller} hierarchy is mounted"))?;
+    let own = own_path(&mount, &format!(":{controller}:"))?;
+    let base = own.join(name);
+    match fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            for e in fs::read_dir(&base).into_iter().flatten().flatten() {
+                if kept(&e.path(), keep) {
+                    continue;
+                }
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+        Err(e) => bail!("cannot create {}: {e}", base.display()),
+    }
+    Ok(base)
+}
+
+struct Mount {
+    point: PathBuf,
+    fstype: String,
+    /// The super options (`rw,pids`): which v1 controllers a hierarchy has.
+    options: String,
+}
+
+/// `/proc/self/mountinfo`: `ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS…] - FSTYPE SOURCE SUPER`.
+fn mounts() -> Result<Vec<Mount>> {
+    let text = read(Path::new("/proc/self/mountinfo")).context("cannot read mountinfo")?;
+    Ok(text.lines().filter_map(parse_mount).collect())
+}
+
+fn parse_mount(line: &str) -> Option<Mount> {
+    let (left, right) = line.split_once(" - ")?;
+    let point = left.split(' ').nth(4)?;
+    let mut r = right.split(' ');
+    let fstype = r.next()?.to_string();
+    let options = r.nth(1).unwrap_or_default().to_string();
+    // Octal escapes (`\040` for a space) in mount points.
+    let point = point.replace("\\040", " ");
+    Some(Mount {
+        point: PathBuf::from(point),
+        fstype,
+        options,
+    })
+}
+
+fn v2_mount() -> Result<PathBuf> {
+    mounts()?
+        .into_iter()
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| m.point)
+        .context("no cgroup v2 tree is mounted")
+}
+
+/// The daemon's cgroup under `mount`, from its `/proc/self/cgroup` line containing `tag`
+/// (`0::` for v2, `:pids:` for a v1 hierarchy).
+fn own_path(mount: &Path, tag: &str) -> Result<PathBuf> {
+    let text = read(Path::new("/proc/self/cgroup")).context("cannot read /proc/self/cgroup")?;
+    let rel = text
+        .lines()
+        .find_map(|l| match tag {
+            "0::" => l.strip_prefix("0::"),
+            _ => l.find(tag).map(|at| &l[at + tag.len()..]),
+        })
+        .with_context(|| format!("/proc/self/cgroup has no {tag} entry"))?;
+    Ok(mount.join(rel.trim().trim_start_matches('/')))
+}
+
+fn read(path: &Path) -> io::Result<String> {
+    fs::read_to_string(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_parse() {
+        let m = parse_mount(
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw",
+        )
+        .unwrap();
+        assert_eq!(m.point, Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(m.fstype, "cgroup2");
+        let m = parse_mount("39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids").unwrap();
+        assert_eq!(
+            (m.fstype.as_str(), m.options.as_str()),
+            ("cgroup", "rw,pids")
+        );
+    }
+
+    #[test]
+    fn off_is_the_fallback_and_says_so() {
+        let c = Cgroups::setup(&CgroupMode::Off, &Limits::default(), "t").unwrap();
+        assert!(!c.is_active());
+        assert!(
+            c.mode().starts_with("process groups + /proc tree walk"),
+            "{}",
+            c.mode()
+        );
+        assert!(c.mode().contains("off"), "{}", c.mode());
+    }
+
+    #[test]
+    fn a_parent_that_is_not_a_cgroup_falls_back() {
+        let mode = CgroupMode::Parent("/nonexistent/cg".into());
+        let c = Cgroups::setup(&mode, &Limits::default(), "t").unwrap();
+        assert!(!c.is_active());
+        assert!(c.mode().contains("/nonexistent/cg"), "{}", c.mode());
+    }
+
+    #[test]
+    fn a_child_is_in_its_cgroup_from_its_first_instruction() {
+        let instance = format!("unit{}", std::process::id());
+        let c = Cgroups::setup(&CgroupMode::Auto, &Limits::default(), &instance).unwrap();
+        let Some(base) = c.v2.clone() else {
+            eprintln!("NOTE: no writable cgroup v2 tree here: {}", c.mode());
+            return;
+        };
+        // Removes what the test made, however it ends.
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = fs::remove_dir(self.0.join("7"));
+                let _ = fs::remove_dir(&self.0);
+            }
+        }
+        let _rm = Rm(base.clone());
+        let placement = c.prepare(7).unwrap();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg("cat /proc/self/cgroup");
+        placement.install(&mut cmd);
+        let out = cmd.output().unwrap();
+        let cg = placement.handle();
+        drop(placement);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let leaf = format!("/cuba-exec-{instance}/7");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(&leaf)),
+            "{text}"
+        );
+        assert!(!cg.populated(), "the child was reaped");
+        assert!(cg.usage().cpu_ms.is_some(), "cpu.stat is readable");
+        cg.remove();
+        assert!(!base.join("7").exists());
+    }
+}

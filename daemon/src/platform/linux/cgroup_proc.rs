@@ -1,0 +1,345 @@
+//! One process's cgroups (Linux): made before the spawn, entered by the child itself before its
+//! exec, killed whole with `cgroup.kill`, watched until empty through inotify on
+//! `cgroup.events`, read for CPU, memory and OOM kills, and removed once the process has ended.
+//!
+//! The child's hook only `write(2)`s "0" to `cgroup.procs` descriptors the daemon opened (a
+//! write of 0 moves the writer): async-signal-safe, and the shell never runs a single
+//! instruction of its own outside its cgroup. The price is std's fork path instead of
+//! posix_spawn (measured in docs/decisions.md).
+
+use std::ffi::CString;
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// The cgroup v1 file names used for limits where v2 lacks a controller.
+pub struct V1;
+
+impl V1 {
+    pub const PIDS_MAX: &'static str = "pids.max";
+    pub const MEMORY_MAX: &'static str = "memory.limit_in_bytes";
+}
+
+/// CPU and memory of a process's cgroup (the whole tree, all it ever ran).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub memory_peak_bytes: Option<u64>,
+}
+
+/// Process `id`'s cgroups: `<base>/<id>` in each tree used.
+#[derive(Debug)]
+pub struct ProcCgroup {
+    pub(super) v2: Option<PathBuf>,
+    /// The v2 memory controller is on: memory figures and OOM kills come from v2.
+    pub(super) v2_memory: bool,
+    pub(super) v1_pids: Option<PathBuf>,
+    pub(super) v1_memory: Option<PathBuf>,
+    pub(super) memory_max: Option<u64>,
+}
+
+/// The cgroups made for a spawn and their `cgroup.procs`, open until the spawn has returned.
+pub struct Placement {
+    procs: Vec<OwnedFd>,
+    cgroup: Arc<ProcCgroup>,
+}
+
+impl Placement {
+    /// Makes the directories, writes the `limits` (directory, file, value) and opens each
+    /// `cgroup.procs` close-on-exec. On an error nothing is left behind.
+    pub(super) fn make(
+        cgroup: ProcCgroup,
+        limits: &[(Option<PathBuf>, &str, u64)],
+    ) -> Result<Placement, String> {
+        let cgroup = Arc::new(cgroup);
+        let made = (|| {
+            let mut procs = Vec::new();
+            for dir in cgroup.dirs() {
+                match fs::create_dir(dir) {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err((dir, e)),
+                    _ => {}
+                }
+                for (at, file, value) in limits {
+                    if at.as_deref() == Some(dir) {
+                        fs::write(dir.join(file), value.to_string()).map_err(|e| (dir, e))?;
+                    }
+                }
+                let f = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(dir.join("cgroup.procs"))
+                    .map_err(|e| (dir, e))?;
+                procs.push(OwnedFd::from(f));
+            }
+            Ok(procs)
+        })();
+        match made {
+            Ok(procs) => Ok(Placement { procs, cgroup }),
+            Err((dir, e)) => {
+                cgroup.remove();
+                Err(format!("cannot make cgroup {}: {e}", dir.display()))
+            }
+        }
+    }
+
+    /// The child enters every cgroup before it execs.
+    pub fn install(&self, cmd: &mut Command) {
+        let fds: Vec<RawFd> = self.procs.iter().map(AsRawFd::as_raw_fd).collect();
+        // SAFETY: between fork and exec the hook only reads a list built here and calls
+        // write(2), which is async-signal-safe; the descriptors stay open until the spawn has
+        // returned (the layer holds this `Placement`).
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &fds {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+
+    pub fn handle(&self) -> Arc<ProcCgroup> {
+        self.cgroup.clone()
+    }
+}
+
+impl ProcCgroup {
+    fn dirs(&self) -> impl Iterator<Item = &Path> {
+        [&self.v2, &self.v1_pids, &self.v1_memory]
+            .into_iter()
+            .filter_map(|d| d.as_deref())
+    }
+
+    /// Whether the tree can be killed and watched exactly (a v2 cgroup).
+    pub fn exact(&self) -> bool {
+        self.v2.is_some()
+    }
+
+    /// SIGKILLs everything in the cgroup at once (`cgroup.kill`), forks in flight included.
+    /// Returns how many processes it held, or `None` without a v2 cgroup.
+    pub fn kill(&self) -> Option<usize> {
+        let dir = self.v2.as_ref()?;
+        let n = fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        match fs::write(dir.join("cgroup.kill"), "1") {
+            Ok(()) => Some(n),
+            Err(e) => {
+                tracing::warn!("cannot kill cgroup {}: {e}", dir.display());
+                None
+            }
+        }
+    }
+
+    /// Whether any process is left (`populated 1` in `cgroup.events`).
+    pub fn populated(&self) -> bool {
+        self.v2.as_deref().is_some_and(populated)
+    }
+
+    /// Waits (as an event: inotify on `cgroup.events`) until the cgroup is empty, at most
+    /// `limit`. Whether it is.
+    pub async fn emptied(&self, limit: Duration) -> bool {
+        let Some(dir) = self.v2.as_deref() else {
+            return true;
+        };
+        let watch = match Watch::new(&dir.join("cgroup.events")) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("cannot watch {}: {e}", dir.display());
+                return !populated(dir);
+            }
+        };
+        if let Ok(Err(e)) = tokio::time::timeout(limit, watch.until_empty(dir)).await {
+            tracing::warn!("cannot watch {}: {e}", dir.display());
+        }
+        !populated(dir)
+    }
+
+    /// CPU time and memory, now (or the last values, just before the cgroup is removed).
+    pub fn usage(&self) -> Usage {
+        let v2 = |f: &str| {
+            self.v2
+                .as_ref()
+                .and_then(|d| fs::read_to_string(d.join(f)).ok())
+        };
+        let cpu_ms = v2("cpu.stat")
+            .and_then(|t| field(&t, "usage_usec"))
+            .map(|us| us / 1000);
+        let num = |dir: Option<&PathBuf>, f: &str| {
+            dir.and_then(|d| fs::read_to_string(d.join(f)).ok())
+                .and_then(|t| t.trim().parse().ok())
+        };
+        let (memory_bytes, memory_peak_bytes) = if self.v2_memory {
+            let dir = self.v2.as_ref();
+            (num(dir, "memory.current"), num(dir, "memory.peak"))
+        } else {
+            let dir = self.v1_memory.as_ref();
+            (
+                num(dir, "memory.usage_in_bytes"),
+                num(dir, "memory.max_usage_in_bytes"),
+            )
+        };
+        Usage {
+            cpu_ms,
+            memory_bytes,
+            memory_peak_bytes,
+        }
+    }
+
+    /// Why the kernel ended the process, if it did: an OOM kill in its cgroup
+    /// (`memory.events` in v2, `memory.oom_control` in v1).
+    pub fn oom_reason(&self) -> Option<String> {
+        let kills = if self.v2_memory {
+            let dir = self.v2.as_ref()?;
+            field(
+                &fs::read_to_string(dir.join("memory.events")).ok()?,
+                "oom_kill",
+            )
+        } else {
+            let dir = self.v1_memory.as_ref()?;
+            field(
+                &fs::read_to_string(dir.join("memory.oom_control")).ok()?,
+                "oom_kill",
+            )
+        }?;
+        (kills > 0).then(|| match self.memory_max {
+            Some(max) => format!(
+                "killed by the kernel: out of memory (memory_max {})",
+                human(max)
+            ),
+            None => "killed by the kernel: out of memory".to_string(),
+        })
+    }
+
+    /// Removes the cgroups (an empty one only: the kernel refuses a populated one).
+    pub fn remove(&self) {
+        for dir in self.dirs() {
+            if let Err(e) = fs::remove_dir(dir) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove cgroup {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+}
+
+/// A leftover cgroup `dir` is killed and waited for (bounded; at start-up, blocking). Whether
+/// it was empty already.
+pub(super) fn empty_now(dir: &Path) -> bool {
+    if !populated(dir) {
+        return true;
+    }
+    let _ = fs::write(dir.join("cgroup.kill"), "1");
+    if let Ok(w) = Watch::new(&dir.join("cgroup.events")) {
+        for _ in 0..20 {
+            if !populated(dir) {
+                break;
+            }
+            w.block(100);
+        }
+    }
+    false
+}
+
+fn populated(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("cgroup.events"))
+        .ok()
+        .and_then(|t| field(&t, "populated"))
+        .is_some_and(|n| n > 0)
+}
+
+/// The value of `key` in a flat-keyed file (`key value` lines).
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn human(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    match bytes {
+        b if b % (1024 * MIB) == 0 => format!("{} GiB", b / (1024 * MIB)),
+        b if b % MIB == 0 => format!("{} MiB", b / MIB),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// An inotify watch for `IN_MODIFY` on one file (the kernel signals `cgroup.events` changes
+/// that way).
+struct Watch {
+    fd: OwnedFd,
+}
+
+impl Watch {
+    fn new(path: &Path) -> io::Result<Watch> {
+        // SAFETY: inotify_init1 has no memory arguments; the result is checked.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let c = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: a valid descriptor and a NUL-terminated path.
+        if unsafe { libc::inotify_add_watch(raw, c.as_ptr(), libc::IN_MODIFY) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Watch { fd })
+    }
+
+    /// Waits until `dir` is empty, each change an event of the runtime.
+    async fn until_empty(self, dir: &Path) -> io::Result<()> {
+        // SAFETY: an OwnedFd: valid and the same descriptor for the AsyncFd's whole life.
+        let fd = unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) }
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        // Checked after the watch exists, so no change can fall in between.
+        while populated(dir) {
+            let mut guard = fd.readable().await?;
+            if !drain(fd.get_ref().as_raw_fd()) {
+                guard.clear_ready();
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits up to `ms` for a change, blocking the thread (start-up only).
+    fn block(&self, ms: i32) {
+        let raw = self.fd.as_raw_fd();
+        let mut pfd = libc::pollfd {
+            fd: raw,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, ms) };
+        drain(raw);
+    }
+}
+
+/// Reads every pending event; whether there was one.
+fn drain(fd: RawFd) -> bool {
+    let mut buf = [0u8; 1024];
+    let mut any = false;
+    loop {
+        // SAFETY: read into a local buffer of the given length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return any;
+        }
+        any = true;
+    }
+}

@@ -1,0 +1,104 @@
+//! macOS has no cgroups: supervision is process groups and the tree walk, and `pids_max` /
+//! `memory_max` stop the daemon at start-up. The types exist so callers need no `cfg`.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::config::{CgroupMode, Limits};
+
+/// Never active here.
+#[derive(Debug)]
+pub struct Cgroups {
+    mode: String,
+}
+
+/// CPU and memory of a process's cgroup; never known here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub memory_peak_bytes: Option<u64>,
+}
+
+/// Never made here.
+#[derive(Debug)]
+pub struct ProcCgroup;
+
+/// Never made here.
+pub struct Placement;
+
+impl Cgroups {
+    pub fn setup(
+        _mode: &CgroupMode,
+        limits: &Limits,
+        _instance: &str,
+        _keep: &std::collections::HashSet<u64>,
+    ) -> Result<Cgroups> {
+        if limits.wants_cgroup() {
+            bail!(
+                "pids_max / memory_max (CUBA_EXEC_PIDS_MAX, CUBA_EXEC_MEMORY_MAX) need Linux \
+                 cgroups, which macOS does not have; unset them"
+            );
+        }
+        Ok(Cgroups {
+            mode: "process groups + process tree walk: cgroups are unavailable on macOS".into(),
+        })
+    }
+
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    pub fn is_active(&self) -> bool {
+        false
+    }
+
+    pub fn remove(&self) {}
+
+    pub fn existing(&self, _id: u64) -> Option<Arc<ProcCgroup>> {
+        None
+    }
+
+    pub fn prepare(&self, _id: u64) -> Result<Placement, String> {
+        Err("cgroups are unavailable on macOS".into())
+    }
+}
+
+impl Placement {
+    pub fn install(&self, _cmd: &mut Command) {}
+
+    pub fn handle(&self) -> Arc<ProcCgroup> {
+        Arc::new(ProcCgroup)
+    }
+}
+
+impl ProcCgroup {
+    pub fn exact(&self) -> bool {
+        false
+    }
+
+    pub fn kill(&self) -> Option<usize> {
+        None
+    }
+
+    pub fn populated(&self) -> bool {
+        false
+    }
+
+    pub async fn emptied(&self, _limit: Duration) -> bool {
+        true
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage::default()
+    }
+
+    pub fn oom_reason(&self) -> Option<String> {
+        None
+    }
+
+    pub fn remove(&self) {}
+}

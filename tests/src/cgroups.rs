@@ -1,0 +1,71 @@
+//! Removing the cgroups a test daemon made (`cuba-exec-<instance>` in the cgroup v2 tree and in
+//! the v1 `pids` / `memory` hierarchies), so killed daemons leave nothing in the machine's tree.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Kills what is left in instance `instance`'s cgroups and removes them.
+pub fn remove_instance(instance: &str) {
+    let name = format!("cuba-exec-{instance}");
+    for base in bases(&name) {
+        remove_tree(&base);
+    }
+}
+
+/// Kills (`cgroup.kill`, v2) what is in `base`'s per-process cgroups and removes them and it.
+pub fn remove_tree(base: &Path) {
+    if !base.is_dir() {
+        return;
+    }
+    for e in fs::read_dir(base).into_iter().flatten().flatten() {
+        let _ = fs::write(e.path().join("cgroup.kill"), "1");
+    }
+    for _ in 0..50 {
+        for e in fs::read_dir(base).into_iter().flatten().flatten() {
+            let _ = fs::remove_dir(e.path());
+        }
+        if fs::remove_dir(base).is_ok() || !base.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `<mount><this process's cgroup>/<name>` for the v2 tree and the v1 pids and memory
+/// hierarchies (a test's daemon starts in the test's cgroups).
+fn bases(name: &str) -> Vec<PathBuf> {
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut out = Vec::new();
+    for line in mounts.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let (Some(point), mut r) = (left.split(' ').nth(4), right.split(' ')) else {
+            continue;
+        };
+        let fstype = r.next().unwrap_or_default();
+        let options = r.nth(1).unwrap_or_default();
+        let tag = match fstype {
+            "cgroup2" => "0::".to_string(),
+            "cgroup" => match ["pids", "memory"]
+                .into_iter()
+                .find(|c| options.split(',').any(|o| o == *c))
+            {
+                Some(c) => format!(":{c}:"),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let rel = own.lines().find_map(|l| match tag.as_str() {
+            "0::" => l.strip_prefix("0::"),
+            t => l.find(t).map(|at| &l[at + t.len()..]),
+        });
+        if let Some(rel) = rel {
+            let dir = Path::new(point).join(rel.trim().trim_start_matches('/'));
+            out.push(dir.join(name));
+        }
+    }
+    out
+}
