@@ -165,8 +165,13 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let limiter = Limiter::setup(&config.limits)
         .context("the configured resource limits cannot be applied")?;
     // After the restore: what it could not find by pid and marker is killed with its cgroup.
-    let cgroups = Cgroups::setup(&config.limits.cgroups, &config.limits, &instance, &handed_ids)
-        .context("the configured resource limits cannot be applied")?;
+    let cgroups = Cgroups::setup(
+        &config.limits.cgroups,
+        &config.limits,
+        &instance,
+        &handed_ids,
+    )
+    .context("the configured resource limits cannot be applied")?;
     tracing::info!("supervision: {}", cgroups.mode());
     let audit = Audit::new(state.audit(), config.audit_stderr, config.audit_max);
     let settings = Settings {

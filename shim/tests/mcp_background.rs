@@ -261,7 +261,8 @@ async fn a_process_reading_its_stdin_is_reported_waiting_input() {
 // structured content and its text line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_row_shows_its_cpu_time_where_the_daemon_has_cgroups() {
-    let (_t, c) = setup().await;
+    let t = TestDir::with_daemon_env(&[("CUBA_EXEC_CGROUPS", "on")]).await;
+    let c = in_process(&t.socket(), "background-test").await;
     let id = c.start("while :; do :; done").await.id();
     let mut row = Value::Null;
     for _ in 0..100 {

@@ -24,8 +24,10 @@ struct Cg {
 }
 
 impl Cg {
+    /// A daemon with per-process cgroups asked for (`auto` takes them only where entering one
+    /// is cheap), and `envs` on top.
     async fn start(envs: &[(&str, &str)]) -> Cg {
-        let mut b = TestDaemon::builder();
+        let mut b = TestDaemon::builder().env("CUBA_EXEC_CGROUPS", "on");
         for (k, v) in envs {
             b = b.env(k, v);
         }

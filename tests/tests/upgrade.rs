@@ -194,7 +194,11 @@ async fn a_terminal_keeps_its_screen_and_its_input_across_the_upgrade() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
-    let d = TestDaemon::start().await;
+    // With cgroups asked for: where the tree is writable, the hand-over keeps them.
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_CGROUPS", "on")
+        .start()
+        .await;
     let c = d.client().await;
     let timed = spawn_with(
         &c,
@@ -246,7 +250,11 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
             .collect::<Vec<_>>()
     );
     if let Some(dir) = &cgroup {
-        assert!(wait_for(|| !dir.exists(), STEP).await, "{} was left", dir.display());
+        assert!(
+            wait_for(|| !dir.exists(), STEP).await,
+            "{} was left",
+            dir.display()
+        );
     }
     let w = wait_exit(&c, timed.id).await;
     assert_eq!(w.process.state, ProcState::TimedOut, "{:?}", w.process);

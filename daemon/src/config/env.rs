@@ -168,8 +168,9 @@ impl Config {
         if let Some(v) = get("CUBA_EXEC_CGROUPS") {
             match v.trim() {
                 "off" => l.cgroups = CgroupMode::Off,
-                "auto" => {}
-                _ => bail!("CUBA_EXEC_CGROUPS={v:?}: expected \"auto\" or \"off\""),
+                "on" if l.cgroups == CgroupMode::Auto => l.cgroups = CgroupMode::On,
+                "on" | "auto" => {}
+                _ => bail!("CUBA_EXEC_CGROUPS={v:?}: expected \"auto\", \"on\" or \"off\""),
             }
         }
         Ok(())
