@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use cuba_protocol::client::{Client, ClientError};
-use cuba_protocol::{FollowRequest, Request, Response, StreamFilter, UpgradeRequest};
+use cuba_protocol::{Request, Response, UpgradeRequest};
 use cuba_tests::{spawn, TestDaemon};
 
 const UPGRADES: u32 = 100;
@@ -46,66 +46,31 @@ async fn upgrade(d: &TestDaemon, before: u32) -> Duration {
     }
 }
 
-/// Reads process `id` with cursors to its end, reconnecting whenever the connection goes;
-/// returns (lines checked, bytes read, lines out of sequence).
+/// Reads process `id` to its end across upgrades (reconnecting from the last cursor); returns
+/// (lines checked, bytes read, lines out of sequence).
 async fn read_sequence(d: &TestDaemon, id: u64) -> (u64, u64, u64) {
-    let (mut since, mut bytes, mut next_line, mut bad) = (0u64, 0u64, 1u64, 0u64);
+    let (mut bytes, mut next_line, mut bad) = (0u64, 1u64, 0u64);
     let mut partial: Vec<u8> = Vec::new();
-    loop {
-        let Ok(c) = Client::connect(d.socket(), me()).await else {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            continue;
-        };
-        let req = Request::Follow(FollowRequest {
-            id,
-            since: Some(since),
-            backlog: 0,
-            stream: StreamFilter::Both,
-        });
-        let Ok(mut frames) = c.subscribe(req).await else {
-            continue;
-        };
-        loop {
-            match frames.next().await {
-                None => return (next_line - 1, bytes, bad),
-                Some(Ok(Response::Output(read))) => {
-                    assert_eq!(
-                        read.start,
-                        since,
-                        "gap or overlap at {since}: {:?}",
-                        (
-                            read.start,
-                            read.next,
-                            read.total,
-                            read.dropped,
-                            read.chunks.len()
-                        )
-                    );
-                    assert_eq!(read.dropped, 0);
-                    since = read.next;
-                    for b in read.bytes() {
-                        bytes += 1;
-                        if b == b'\n' {
-                            let line: u64 = std::str::from_utf8(&partial)
-                                .ok()
-                                .and_then(|s| s.parse().ok())
-                                .unwrap_or(0);
-                            if line != next_line {
-                                bad += 1;
-                            }
-                            next_line = line + 1;
-                            partial.clear();
-                        } else {
-                            partial.push(b);
-                        }
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) if e.connection_lost() => break,
-                Some(Err(e)) => panic!("follow failed: {e}"),
+    cuba_tests::follow::follow_across(d, id, |read| {
+        for b in read.bytes() {
+            bytes += 1;
+            if b != b'\n' {
+                partial.push(b);
+                continue;
             }
+            let line: u64 = std::str::from_utf8(&partial)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            if line != next_line {
+                bad += 1;
+            }
+            next_line = line + 1;
+            partial.clear();
         }
-    }
+    })
+    .await;
+    (next_line - 1, bytes, bad)
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {

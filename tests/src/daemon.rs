@@ -336,6 +336,17 @@ impl TestDaemon {
     }
 
     /// The pid of the current `cubad`.
+    /// `cubactl ARGS` aimed at this daemon (no colour, no stdin, killed if dropped).
+    pub fn cubactl(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(crate::bin("cubactl"));
+        cmd.args(args)
+            .env("CUBA_EXEC_SOCKET", &self.socket)
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
     pub fn pid(&self) -> i32 {
         self.child
             .as_ref()

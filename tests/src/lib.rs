@@ -13,6 +13,7 @@
 
 pub mod cgroups;
 pub mod daemon;
+pub mod follow;
 pub mod procfs;
 pub mod proxy;
 pub mod raw;

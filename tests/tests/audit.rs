@@ -126,13 +126,7 @@ async fn the_audit_log_rotates_keeping_three_generations() {
 }
 
 fn cubactl(d: &TestDaemon, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(bin("cubactl"));
-    cmd.args(args)
-        .env("CUBA_EXEC_SOCKET", d.socket())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
+    d.cubactl(args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,13 +19,7 @@ use cuba_tests::{
 };
 
 fn cubactl(d: &TestDaemon, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(bin("cubactl"));
-    cmd.args(args)
-        .env("CUBA_EXEC_SOCKET", d.socket())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
+    d.cubactl(args)
 }
 
 async fn upgrade(d: &TestDaemon) -> Output {
@@ -50,37 +44,11 @@ fn counted(n: u32) -> String {
     (0..n).map(|i| format!("{i}\n")).collect()
 }
 
-/// Follows `id` from cursor 0 to its end, connecting again (from the last cursor) whenever
-/// the connection goes: what a reader sees across upgrades.
+/// Everything process `id` printed, read across upgrades as a reconnecting client does.
 async fn follow_across(d: &TestDaemon, id: u64) -> Vec<u8> {
     let mut seen = Vec::new();
-    let mut since = 0;
-    loop {
-        let c = d.client().await;
-        let req = Request::Follow(FollowRequest {
-            id,
-            since: Some(since),
-            backlog: 0,
-            stream: StreamFilter::Both,
-        });
-        let Ok(mut frames) = c.subscribe(req).await else {
-            continue;
-        };
-        loop {
-            match frames.next().await {
-                None => return seen,
-                Some(Ok(Response::Output(read))) => {
-                    assert_eq!(read.dropped, 0, "{read:?}");
-                    assert_eq!(read.start, since, "a gap or overlap at {since}: {read:?}");
-                    seen.extend(read.bytes());
-                    since = read.next;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) if e.connection_lost() => break,
-                Some(Err(e)) => panic!("follow failed: {e}"),
-            }
-        }
-    }
+    cuba_tests::follow::follow_across(d, id, |read| seen.extend(read.bytes())).await;
+    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
