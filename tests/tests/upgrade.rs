@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use cuba_protocol::client::Client;
 use cuba_protocol::{
-    FollowRequest, ProcState, ProcessInfo, Request, Response, SignalRequest, SpawnRequest,
-    StreamFilter, TtySize, WaitReason, WaitRequest, WaitSpec,
+    ProcState, ProcessInfo, Request, Response, SignalRequest, SpawnRequest, TtySize, WaitReason,
+    WaitRequest, WaitSpec,
 };
 use cuba_tests::{
-    bin, bounded, pid_alive, read_all, spawn, spawn_with, text, wait_exit, wait_for, wait_match,
-    Step, TestDaemon, STEP,
+    bounded, pid_alive, read_all, spawn, spawn_with, text, wait_exit, wait_for, wait_match, Step,
+    TestDaemon, STEP,
 };
 
 fn cubactl(d: &TestDaemon, args: &[&str]) -> tokio::process::Command {
