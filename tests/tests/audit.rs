@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use cuba_tests::{bin, bounded, spawn, wait_exit, TestDaemon, STEP};
+use cuba_tests::{bounded, spawn, wait_exit, TestDaemon, STEP};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
