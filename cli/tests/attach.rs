@@ -95,9 +95,11 @@ fn eof_closes_stdin_only_when_asked() {
     assert_eq!(env.ok(&["logs", &ids]), "one\ntwo\ndone\n");
 }
 
-/// A shell loop on a terminal that prints its size at start and whenever it changes.
-const SIZE_REPORTER: &str =
-    "bash -c 'trap \"stty size\" WINCH; stty size; while :; do sleep 0.1; done'";
+/// A shell loop on a terminal that prints its size at start and whenever it changes: at once
+/// on SIGWINCH, and at its next turn should bash have folded a SIGWINCH into the trap it was
+/// running (it does under load).
+const SIZE_REPORTER: &str = "bash -c 'last=; show() { s=$(stty size); [ \"$s\" = \"$last\" ] || \
+     { echo \"$s\"; last=$s; }; }; trap show WINCH; show; while :; do sleep 0.1; show; done'";
 
 #[test]
 fn attach_to_a_terminal_passes_keys_through_and_detaches() {
