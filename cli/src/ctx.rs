@@ -78,9 +78,22 @@ impl Ctx {
 
     /// A connection to the daemon of the host the command is aimed at: on this machine
     /// starting it when none runs; on another through its bridge (which starts one there).
+    /// A connection reset while it is being made (the daemon re-executing itself in place
+    /// closes every connection, one in its handshake too) is tried again, bounded as `once`.
     pub async fn connect(&self) -> Result<Client> {
         let host = self.host.as_deref();
-        match self.connect_to(host).await {
+        let mut attempt = 0;
+        let made = loop {
+            match self.connect_to(host).await {
+                Err(e) if e.connection_lost() && attempt < RETRIES => {
+                    attempt += 1;
+                    self.forget().await;
+                    tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+                }
+                made => break made,
+            }
+        };
+        match made {
             Ok(c) => Ok(c),
             // These already name the host and say what to do.
             Err(e @ (ClientError::Bridge { .. } | ClientError::Host(_))) => Err(e.into()),

@@ -53,11 +53,27 @@ pub fn mode(json: bool, plain: bool) -> Mode {
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
-    let client = ctx.connect().await?;
-    let id = args.process.resolve(&client).await?;
     let stream = filter(args.stdout, args.stderr);
     let mut sink = Sink::new(mode(args.json, args.plain), false);
-    let (chunks, read) = print::last_lines(&client, id, args.lines, stream).await?;
+    // Reads only: a connection lost on the way (an upgrade in place) is simply made again.
+    let mut attempt = 0;
+    let (client, id, chunks, read) = loop {
+        let first = async {
+            let client = ctx.connect().await?;
+            let id = args.process.resolve(&client).await?;
+            let (chunks, read) = print::last_lines(&client, id, args.lines, stream).await?;
+            anyhow::Ok((client, id, chunks, read))
+        };
+        match first.await {
+            Ok(done) => break done,
+            Err(e) if attempt < 8 && connection_lost(&e) => {
+                attempt += 1;
+                ctx.forget().await;
+                tokio::time::sleep(std::time::Duration::from_millis(10 << attempt)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     sink.chunks(&chunks)?;
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
@@ -131,4 +147,11 @@ async fn reconnect(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     Err(last.into())
+}
+
+fn connection_lost(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<cuba_protocol::client::ClientError>()
+            .is_some_and(cuba_protocol::client::ClientError::connection_lost)
+    })
 }
