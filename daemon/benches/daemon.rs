@@ -121,9 +121,12 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let Some(token) = token else { return };
+        remove_cgroups(&token);
         for _ in 0..100 {
             let pids = marked_pids(&token);
             if pids.is_empty() {
+                // Empty now: the cgroups that `cgroup.kill` above emptied can go.
+                remove_cgroups(&token);
                 return;
             }
             for pid in pids {
@@ -133,6 +136,32 @@ impl Drop for Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         eprintln!("warning: processes of cubad instance {token} survived cleanup");
+    }
+}
+
+/// Removes what a killed daemon of instance `token` left in the machine's cgroup trees
+/// (`cuba-exec-<token>` and its per-process cgroups, with `CUBA_EXEC_CGROUPS=on`).
+fn remove_cgroups(token: &str) {
+    let name = format!("cuba-exec-{token}");
+    let mut dirs = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if e.file_name().to_string_lossy() != name {
+                if depth < 4 {
+                    dirs.push((path, depth + 1));
+                }
+                continue;
+            }
+            for leaf in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                let _ = std::fs::write(leaf.path().join("cgroup.kill"), "1");
+                let _ = std::fs::remove_dir(leaf.path());
+            }
+            let _ = std::fs::remove_dir(&path);
+        }
     }
 }
 

@@ -30,7 +30,6 @@ use crate::record::{Control, StopCause};
 use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::table::{Settings, Table};
-use crate::tree::TreeRoot;
 use crate::{conn, journal, restore, tree};
 
 /// Runs the daemon on `listener` until `shutdown` completes or a client asks it to stop.
@@ -190,10 +189,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let launcher = Launcher::new(table, reaper, limits, defaults);
     let d = Daemon::new(config, launcher);
     for (p, mut a, exit) in adopted {
-        let root = TreeRoot {
-            pid: a.info.pid as i32,
-            ..a.root.clone()
-        };
+        let root = a.root.clone();
         let route = a.session.take().map(|(name, nonce, pipe, conf)| {
             d.sessions().adopt(p.clone(), (name, nonce), pipe, conf)
         });

@@ -35,9 +35,8 @@ pub struct ProcessFacts {
     /// The spool stopped (a full disk): why, and the bytes not kept on disk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<String>,
-    /// CPU time and memory (now; the peak once ended) of its whole tree, where its cgroup
-    /// tells. Present in replies and rows but declared in no schema: every tool's schema would
-    /// pay for them in every turn (the tools/list budget); docs/tools.md names them.
+    /// CPU time and memory (now; the peak once ended) of its tree, where its cgroup tells. In no
+    /// schema: every turn would pay for them (the tools/list budget); docs/tools.md names them.
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms: Option<u64>,

@@ -56,12 +56,12 @@ impl SavedProc {
         output.reopen();
         let ms = |m: Option<u64>| m.map(Duration::from_millis);
         let adopted = Adopted {
-            info: self.info,
             root: TreeRoot {
-                pid: 0,
+                pid: self.info.pid as i32,
                 start_time: self.start_time,
                 marker: self.marker,
             },
+            info: self.info,
             stop: self.stop,
             stdout: self.stdout.map(own).transpose()?,
             stderr: self.stderr.map(own).transpose()?,

@@ -2,6 +2,7 @@
 //! stdin writer, write the hand-over file, keep the descriptors open, and `execve`. Any
 //! failure before the exec succeeds resumes everything as it was.
 
+use std::convert::Infallible;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, Write};
@@ -278,14 +279,12 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
     })
 }
 
-enum Never {}
-
 fn write_and_exec(
     d: &Daemon,
     inherited: Inherited,
     binary: &Path,
     held: &[Held],
-) -> Result<Never, String> {
+) -> Result<Infallible, String> {
     let sessions = d.sessions().idle();
     let procs = held
         .iter()

@@ -103,14 +103,10 @@ impl Launcher {
             }
             writer = Some((sink, rx, tx));
         }
-        let root = TreeRoot {
-            pid: a.info.pid as i32,
-            ..a.root
-        };
         let cgroup = self.cgroups.existing(p.id);
         {
             let mut rec = p.lock();
-            rec.root = Some(root);
+            rec.root = Some(a.root);
             rec.cgroup = cgroup.clone();
             rec.stop = a.stop;
             rec.control = Some(control_tx);

@@ -56,3 +56,12 @@ pub fn pipe_id(fd: &impl AsRawFd) -> Option<u64> {
     let st = unsafe { st.assume_init() };
     Some(st.st_ino)
 }
+
+/// CPU and memory of a process's cgroup (the whole tree, all it ever ran); where there are no
+/// cgroups (macOS), never known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupUsage {
+    pub cpu_ms: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub memory_peak_bytes: Option<u64>,
+}

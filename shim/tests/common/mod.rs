@@ -277,5 +277,9 @@ impl Drop for TestDir {
             left.into_iter().for_each(kill9);
             std::thread::sleep(Duration::from_millis(5));
         }
+        // A killed daemon's cgroups (`CUBA_EXEC_CGROUPS=on`) are not left in the machine's tree.
+        if let Some(instance) = self.instance() {
+            cuba_tests::cgroups::remove_instance(&instance);
+        }
     }
 }

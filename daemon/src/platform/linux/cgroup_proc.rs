@@ -29,13 +29,7 @@ impl V1 {
     pub const MEMORY_MAX: &'static str = "memory.limit_in_bytes";
 }
 
-/// CPU and memory of a process's cgroup (the whole tree, all it ever ran).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub cpu_ms: Option<u64>,
-    pub memory_bytes: Option<u64>,
-    pub memory_peak_bytes: Option<u64>,
-}
+pub use crate::platform::posix::CgroupUsage as Usage;
 
 /// Process `id`'s cgroups: `<base>/<id>` in each tree used.
 #[derive(Debug)]

@@ -15,13 +15,8 @@ pub struct Cgroups {
     mode: String,
 }
 
-/// CPU and memory of a process's cgroup; never known here.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub cpu_ms: Option<u64>,
-    pub memory_bytes: Option<u64>,
-    pub memory_peak_bytes: Option<u64>,
-}
+/// Never known here.
+pub use crate::platform::posix::CgroupUsage as Usage;
 
 /// Never made here.
 #[derive(Debug)]
