@@ -3,13 +3,12 @@
 //!
 //! On each SIGCHLD, `waitpid(-1, WNOHANG)` collects every exited child; a tracked process's status
 //! goes to its supervisor through a oneshot channel, anything else is just reaped. Spawning and
-//! reaping share one lock: `std::process::Command::spawn` waits for a child whose `exec` failed,
+//! reaping share one lock: a spawn waits for a child whose `exec` failed,
 //! and that child must not be reaped from under it; and a pid is registered before its status can
 //! be collected.
 
 use std::collections::HashMap;
 use std::io;
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -18,6 +17,8 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
+
+use crate::platform::spawn::Spawn;
 
 /// How a tracked process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,14 +93,13 @@ impl Reaper {
     /// Spawns `cmd` and registers the child, atomically with respect to reaping. Also returns
     /// the child's start time, read while it cannot yet have been reaped (it identifies the
     /// pid for later signals).
-    pub fn spawn(&self, cmd: &mut Command) -> io::Result<(Child, oneshot::Receiver<Exit>, u64)> {
+    pub fn spawn(&self, cmd: Spawn) -> io::Result<(i32, oneshot::Receiver<Exit>, u64)> {
         let mut waiters = self.lock();
-        let child = cmd.spawn()?;
-        let pid = child.id() as i32;
+        let pid = cmd.start()?;
         let start_time = crate::platform::proc::stat(pid).map_or(0, |s| s.start_time);
         let (tx, rx) = oneshot::channel();
         waiters.insert(pid, tx);
-        Ok((child, rx, start_time))
+        Ok((pid, rx, start_time))
     }
 
     fn reap(&self) {

@@ -24,8 +24,8 @@ struct Cg {
 }
 
 impl Cg {
-    /// A daemon with per-process cgroups asked for (`auto` takes them only where entering one
-    /// is cheap), and `envs` on top.
+    /// A daemon with per-process cgroups asked for (`on`, so a kernel without
+    /// `CLONE_INTO_CGROUP` is tested too), and `envs` on top.
     async fn start(envs: &[(&str, &str)]) -> Cg {
         let mut b = TestDaemon::builder().env("CUBA_EXEC_CGROUPS", "on");
         for (k, v) in envs {
@@ -152,6 +152,27 @@ async fn a_busy_loop_shows_its_cpu_time() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_holding_memory_shows_it() {
+    // From `memory.current` where the memory controller is on, else the summed RSS of the
+    // cgroup's processes.
+    let cg = Cg::start(&[]).await;
+    if cg.base.is_none() {
+        return;
+    }
+    let c = cg.d.client().await;
+    let p = spawn(
+        &c,
+        "x=$(head -c 40000000 /dev/zero | tr '\\0' a); echo go; sleep 30",
+    )
+    .await;
+    wait_match(&c, p.id, "^go$").await;
+    let info = c.info(p.id).await.unwrap();
+    let bytes = info.memory_bytes.unwrap_or(0);
+    assert!(bytes >= 30_000_000, "{info:?}");
+    stop(&cg.d, p.id).await;
+}
+
 async fn wait_for_async<F, Fut>(mut cond: F) -> bool
 where
     F: FnMut() -> Fut,
@@ -215,6 +236,32 @@ async fn an_oom_kill_is_the_reason_given() {
     let error = w.process.error.clone().unwrap_or_default();
     assert!(error.contains("out of memory"), "{:?}", w.process);
     assert!(error.contains("memory_max 32 MiB"), "{error}");
+}
+
+/// Whether this kernel can start a process in its cgroup (clone3 `CLONE_INTO_CGROUP`, 5.7).
+fn kernel_at_least_5_7() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (5, 7)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_takes_a_cgroup_per_process_where_one_can_be_born_in_it() {
+    // Where `on` finds a tree and the kernel clones into cgroups, the default does the same.
+    let on = Cg::start(&[]).await;
+    if on.base.is_none() || !kernel_at_least_5_7() {
+        return;
+    }
+    drop(on);
+    let auto = Cg::start(&[("CUBA_EXEC_CGROUPS", "auto")]).await;
+    assert!(auto.base.is_some(), "auto went without cgroups");
+    let c = auto.d.client().await;
+    let p = spawn(&c, "cat /proc/self/cgroup; sleep 30").await;
+    let leaf = format!("/{}", p.id);
+    wait_match(&c, p.id, &format!("^0::.*{leaf}$")).await;
+    assert_eq!(stop(&auto.d, p.id).await.state, ProcState::Killed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,9 +19,9 @@ pub enum Rlimit {
 /// `CUBA_EXEC_CGROUP_PARENT`, `cgroup_parent`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum CgroupMode {
-    /// Under the daemon's own cgroup v2, where it is writable and entering a cgroup is cheap
-    /// (the tree is mounted with `favordynmods`), or where `pids_max` / `memory_max` need one
-    /// (the default).
+    /// Under the daemon's own cgroup v2, where it is writable and a process can be born in its
+    /// cgroup (clone3 `CLONE_INTO_CGROUP`) or moved there cheaply (`favordynmods`), or where
+    /// `pids_max` / `memory_max` need one (the default).
     #[default]
     Auto,
     /// Under the daemon's own cgroup v2, where it is writable, whatever entering one costs.

@@ -21,6 +21,7 @@ use super::{
 };
 use crate::daemon::Daemon;
 use crate::launch::Confinement;
+use crate::platform::spawn::Spawn;
 use crate::record::{Control, Paused, Proc, StdinMsg, StdinPaused};
 
 /// How long a supervisor or stdin writer may take to pause.
@@ -39,29 +40,31 @@ pub struct Inherited {
 /// Asks `binary` which hand-over version it reads (`--handover-version`); refuses one that
 /// cannot take ours.
 pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
-    let mut cmd = std::process::Command::new(binary);
-    cmd.arg("--handover-version")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
+    let cannot = |e: std::io::Error| format!("cannot run {}: {e}", binary.display());
+    let (read_end, write_end) = crate::platform::pipe::pipe().map_err(cannot)?;
+    let null = || {
+        std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+    };
+    let mut cmd = Spawn::new(binary);
+    cmd.arg("--handover-version").stdio(
+        null().map_err(cannot)?.into(),
+        write_end,
+        null().map_err(cannot)?.into(),
+    );
     // The reaper collects every child of the daemon: this one's exit comes from it too.
-    let (mut child, exit, _) = d
-        .launcher()
-        .reaper()
-        .spawn(&mut cmd)
-        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-    let stdout = child.stdout.take();
+    let (pid, exit, _) = d.launcher().reaper().spawn(cmd).map_err(cannot)?;
     let read = tokio::task::spawn_blocking(move || {
         let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-        }
+        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(read_end), &mut text);
         text
     });
     let text = match timeout(Duration::from_secs(5), read).await {
         Ok(Ok(text)) => text,
         _ => {
-            crate::platform::signal::kill_child(child.id() as i32);
+            crate::platform::signal::kill_child(pid);
             return Err(format!(
                 "{} did not answer --handover-version",
                 binary.display()

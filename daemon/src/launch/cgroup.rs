@@ -1,13 +1,13 @@
 //! The cgroup layer: process `id` gets its own cgroup(s), made in the daemon before the spawn
-//! and entered by the child before its exec (`platform::cgroup`), so nothing of its tree ever
+//! and the child born in them (`platform::cgroup`, `spawn`), so nothing of its tree ever
 //! runs outside. The record keeps the handle (stop, CPU and memory); the cgroup is removed once
 //! the process has ended and its output is in.
 
-use std::process::Command;
 use std::sync::Arc;
 
 use super::layer::Layer;
 use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
+use crate::platform::spawn::Spawn;
 use crate::supervise::Cleanup;
 
 pub struct Cgroup {
@@ -31,7 +31,7 @@ impl Cgroup {
 }
 
 impl Layer for Cgroup {
-    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         if let Some(p) = &self.placement {
             p.install(cmd);
         }

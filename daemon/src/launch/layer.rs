@@ -3,13 +3,12 @@
 //! layers leave to undo to the supervisor (or undoes it at once when the launch failed). A new
 //! concern (a cgroup, a hand-over) is a new layer, not an edit of the launch.
 
-use std::process::Command;
-
+use crate::platform::spawn::Spawn;
 use crate::supervise::Cleanup;
 
 pub trait Layer: Send {
-    /// Before the spawn, in the daemon: arguments, descriptors, `pre_exec` hooks.
-    fn before(&mut self, _cmd: &mut Command) -> Result<(), String> {
+    /// Before the spawn, in the daemon: arguments, descriptors, hooks run in the child.
+    fn before(&mut self, _cmd: &mut Spawn) -> Result<(), String> {
         Ok(())
     }
 

@@ -13,7 +13,7 @@ pub struct Limits {
 }
 
 impl Layer for Limits {
-    fn before(&mut self, cmd: &mut std::process::Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut crate::platform::spawn::Spawn) -> Result<(), String> {
         // Where the OS cannot limit another process (macOS), the child limits itself.
         self.limiter.install(cmd);
         Ok(())

@@ -16,7 +16,6 @@ mod sandbox;
 mod stdin;
 mod terminal;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use crate::caller::Caller;
 use crate::config::Sandbox;
 use crate::platform::cgroup::{Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
+use crate::platform::spawn::Spawn;
 use crate::reaper::Reaper;
 use crate::record::{Outcome, Proc, StdinMsg, TtyData};
 use crate::supervise::{supervise, ChildIo, Cleanup, Job, Route};
@@ -207,9 +207,9 @@ impl Launcher {
         let sandbox = sandbox::Sandbox::of(&confinement, &cwd)?;
         let mut cmd = match &sandbox {
             Some(layer) => layer.command(&shell),
-            None => Command::new(&shell),
+            None => Spawn::new(&shell),
         };
-        cmd.current_dir(&cwd).env_clear().envs(env);
+        cmd.current_dir(&cwd).env(env);
         let script = self.table.state_dir().script(id);
         let mut layers: Vec<Box<dyn Layer>> = Vec::new();
         // First: its hook runs before every other one, so the child is in its cgroup before
@@ -239,7 +239,7 @@ impl Launcher {
             let limiter = self.limiter.clone();
             layers.push(Box::new(limits::Limits { limiter }));
         }
-        let result = self.spawn(&mut cmd, &mut layers, terminal, (&shell, sandboxed));
+        let result = self.spawn(cmd, &mut layers, terminal, (&shell, sandboxed));
         let cleanup: Vec<Cleanup> = layers.iter_mut().filter_map(|l| l.undo()).collect();
         match result {
             Ok((connected, pid, start_time)) => Ok(Started {
@@ -262,30 +262,33 @@ impl Launcher {
     /// The spawn between the layers: the child's ends, pid and start time.
     fn spawn(
         &self,
-        cmd: &mut Command,
+        mut cmd: Spawn,
         layers: &mut [Box<dyn Layer>],
         terminal: Option<terminal::Terminal>,
         (shell, sandboxed): (&str, bool),
     ) -> Result<(Connected, i32, u64), String> {
         for layer in layers.iter_mut() {
-            layer.before(cmd)?;
+            layer.before(&mut cmd)?;
         }
-        match &terminal {
-            Some(t) => t.before(cmd)?,
-            None => pipes::before(cmd),
-        }
+        let pipes = match &terminal {
+            Some(t) => {
+                t.before(&mut cmd)?;
+                None
+            }
+            None => Some(pipes::before(&mut cmd)?),
+        };
         let spawned = self.reaper.spawn(cmd);
-        let (mut child, exit, start_time) = spawned.map_err(|e| match sandboxed {
+        let (pid, exit, start_time) = spawned.map_err(|e| match sandboxed {
             true => format!("cannot run {shell} in the sandbox: {e}"),
             false => format!("cannot run {shell}: {e}"),
         })?;
-        let pid = child.id() as i32;
         let connected = layers
             .iter_mut()
             .try_for_each(|layer| layer.after(pid))
-            .and_then(|()| match terminal {
-                Some(t) => Ok(t.connect(exit)),
-                None => pipes::connect(&mut child, exit),
+            .and_then(|()| match (terminal, pipes) {
+                (Some(t), _) => Ok(t.connect(exit)),
+                (None, Some(pipes)) => pipes::connect(pipes, exit),
+                (None, None) => Err("child has no pipes".to_string()),
             });
         match connected {
             Ok(connected) => Ok((connected, pid, start_time)),

@@ -2,35 +2,50 @@
 //! stdout and stderr drained by the supervisor, stdin written by the stdin writer.
 
 use std::os::fd::OwnedFd;
-use std::process::{Child, Command, Stdio};
 
 use tokio::net::unix::pipe;
 
 use super::stdin::StdinSink;
 use super::Connected;
 use crate::platform;
+use crate::platform::spawn::Spawn;
 use crate::supervise::{ChildIo, InputTarget, Source};
 
 /// Pipe buffer asked for, so a fast writer needs fewer wake-ups (capped by the kernel setting).
 const PIPE_SIZE: i32 = 1024 * 1024;
 
-pub fn before(cmd: &mut Command) {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+/// The daemon's ends of a child's three pipes.
+pub struct Pipes {
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+/// Makes the pipes: the child's ends go to `cmd`, the daemon's are returned.
+pub fn before(cmd: &mut Spawn) -> Result<Pipes, String> {
+    let made = (|| {
+        let (in_r, in_w) = platform::pipe::pipe()?;
+        let (out_r, out_w) = platform::pipe::pipe()?;
+        let (err_r, err_w) = platform::pipe::pipe()?;
+        cmd.stdio(in_r, out_w, err_w);
+        Ok::<_, std::io::Error>(Pipes {
+            stdin: in_w,
+            stdout: out_r,
+            stderr: err_r,
+        })
+    })();
+    made.map_err(|e| format!("cannot make the child's pipes: {e}"))
 }
 
 /// The daemon's ends of the child's pipes, ready for the runtime.
-pub fn connect(child: &mut Child, exit: ChildExit) -> Result<Connected, String> {
-    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-        return Err("child has no pipes".to_string());
-    };
-    let out_fd = OwnedFd::from(stdout);
-    let err_fd = OwnedFd::from(stderr);
+pub fn connect(pipes: Pipes, exit: ChildExit) -> Result<Connected, String> {
+    let Pipes {
+        stdin,
+        stdout: out_fd,
+        stderr: err_fd,
+    } = pipes;
     platform::pipe::grow(&out_fd, PIPE_SIZE);
     platform::pipe::grow(&err_fd, PIPE_SIZE);
-    let stdin = OwnedFd::from(stdin);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
     let io = ChildIo {
         stdout: Some(Source::Pipe(

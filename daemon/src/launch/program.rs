@@ -3,12 +3,11 @@
 //! shell the pipe its commands come through, as fd 3.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::layer::Layer;
 use super::plan::Program;
+use crate::platform::spawn::Spawn;
 use crate::supervise::Cleanup;
 
 /// The layer that gives the shell its program.
@@ -29,7 +28,7 @@ pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {
 struct Inline(Option<String>);
 
 impl Layer for Inline {
-    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         cmd.arg("-c").arg(self.0.take().unwrap_or_default());
         Ok(())
     }
@@ -41,7 +40,7 @@ struct Script {
 }
 
 impl Layer for Script {
-    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let text = self.text.take().unwrap_or_default();
         let written = self
             .path
@@ -70,7 +69,7 @@ struct CommandPipe {
 }
 
 impl Layer for CommandPipe {
-    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let fd = self
             .read
             .as_ref()
@@ -82,22 +81,21 @@ impl Layer for CommandPipe {
             cmd.arg("--noprofile").arg("--norc");
         }
         cmd.arg("/dev/fd/3");
-        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let ok = if fd == 3 {
+        cmd.hook(Box::new(move || {
+            // SAFETY: dup2 / fcntl on integers only, async-signal-safe.
+            let ok = unsafe {
+                if fd == 3 {
                     // dup2 onto itself would keep close-on-exec.
                     libc::fcntl(3, libc::F_SETFD, 0) == 0
                 } else {
                     libc::dup2(fd, 3) == 3
-                };
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
                 }
-            });
-        }
+            };
+            match ok {
+                true => Ok(()),
+                false => Err(std::io::Error::last_os_error()),
+            }
+        }));
         Ok(())
     }
 

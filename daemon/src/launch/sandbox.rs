@@ -1,12 +1,10 @@
 //! The sandbox layer: the child enters its confinement (Landlock write rules, a network
-//! namespace) in a `pre_exec` hook prepared in the daemon. Only sandboxed processes pay for the
-//! hook, which makes std fork instead of posix_spawn.
-
-use std::process::Command;
+//! namespace) in a hook prepared in the daemon and run in the child before its exec.
 
 use super::layer::Layer;
 use super::plan::Confinement;
 use crate::platform::sandbox::{self, Prepared};
+use crate::platform::spawn::Spawn;
 
 pub struct Sandbox {
     /// Alive until the spawn has returned: the child enters its ruleset.
@@ -28,16 +26,16 @@ impl Sandbox {
     }
 
     /// The command that runs `program` in this sandbox (on macOS, under `sandbox-exec`).
-    pub fn command(&self, program: &str) -> Command {
+    pub fn command(&self, program: &str) -> Spawn {
         match &self.prepared {
             Some(p) => p.command(program),
-            None => Command::new(program),
+            None => Spawn::new(program),
         }
     }
 }
 
 impl Layer for Sandbox {
-    fn before(&mut self, cmd: &mut Command) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         if let Some(p) = &self.prepared {
             p.install(cmd);
         }

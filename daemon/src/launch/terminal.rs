@@ -3,8 +3,6 @@
 //! the line discipline, SIGWINCH, SIGHUP when the terminal goes).
 
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use cuba_protocol::TtySize;
@@ -12,6 +10,7 @@ use cuba_protocol::TtySize;
 use super::pipes::ChildExit;
 use super::stdin::StdinSink;
 use super::Connected;
+use crate::platform::spawn::{Group, Spawn};
 use crate::reaper::Reaper;
 use crate::record::TtyData;
 use crate::supervise::{ChildIo, InputTarget, Source};
@@ -39,20 +38,16 @@ impl Terminal {
         })
     }
 
-    pub fn before(&self, cmd: &mut Command) -> Result<(), String> {
+    pub fn before(&self, cmd: &mut Spawn) -> Result<(), String> {
         let dup = |fd: &OwnedFd| {
             fd.try_clone()
-                .map(Stdio::from)
                 .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))
         };
-        cmd.stdin(dup(&self.slave)?)
-            .stdout(dup(&self.slave)?)
-            .stderr(dup(&self.slave)?);
+        cmd.stdio(dup(&self.slave)?, dup(&self.slave)?, dup(&self.slave)?);
         // setsid also makes it a process group leader: the group is the tree's handle.
-        // SAFETY: the hook only makes async-signal-safe system calls.
-        unsafe {
-            cmd.pre_exec(crate::platform::terminal::take_controlling_terminal);
-        }
+        cmd.group(Group::Session).hook(Box::new(
+            crate::platform::terminal::take_controlling_terminal,
+        ));
         Ok(())
     }
 

@@ -12,6 +12,8 @@
 //! - [`pipe`]: pipes for children (close-on-exec, larger buffers, identity).
 //! - [`terminal`]: what a child needs to take a terminal as its controlling one.
 //! - [`limits`]: per-process rlimits.
+//! - [`spawn`]: what a child is started with, and its start; [`clone`] (Linux) is the
+//!   vfork-style `clone3` start, into the child's cgroup.
 //! - [`cgroup`]: a cgroup per process, entered before the exec: exact stop, CPU and memory,
 //!   `pids_max` / `memory_max`, OOM kills (a stub reporting "unavailable" on macOS).
 //! - [`sandbox`]: write confinement and network isolation (the command to run, and what the
@@ -28,13 +30,16 @@
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
+    cgroup, clone, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal,
+    terminal,
 };
 
 #[cfg(target_os = "macos")]
 mod macos;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod posix;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+pub mod spawn;
 #[cfg(target_os = "macos")]
 pub use macos::{
     cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,

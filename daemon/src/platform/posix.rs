@@ -65,3 +65,26 @@ pub struct CgroupUsage {
     pub memory_bytes: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
 }
+
+/// The hook that sets `limits` (resource, value; soft = hard, so the command cannot raise
+/// them) in the child before its exec, with `set` (the platform's `setrlimit`): no moment in
+/// which the command runs without them. A limit that cannot be set fails the spawn.
+pub fn rlimit_hook<R: Copy + Send + Sync + 'static>(
+    limits: Vec<(R, u64)>,
+    set: unsafe extern "C" fn(R, *const libc::rlimit) -> libc::c_int,
+) -> crate::platform::spawn::Hook {
+    // The hook only reads the list built here and calls setrlimit, async-signal-safe.
+    Box::new(move || {
+        for &(resource, value) in &limits {
+            let lim = libc::rlimit {
+                rlim_cur: value as libc::rlim_t,
+                rlim_max: value as libc::rlim_t,
+            };
+            // SAFETY: setrlimit with a valid rlimit.
+            if unsafe { set(resource, &lim) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    })
+}

@@ -54,10 +54,7 @@ impl Cgroups {
         keep: &HashSet<u64>,
     ) -> Result<Cgroups> {
         let name = format!("cuba-exec-{instance}");
-        let v2 = match costly(mode, limits) {
-            Some(why) => Err(why),
-            None => v2_base(mode, &name, instance, keep).map_err(|why| format!("{why:#}")),
-        };
+        let v2 = v2_base(mode, &name, instance, keep).map_err(|why| format!("{why:#}"));
         let mut c = Cgroups {
             v2: v2.as_ref().ok().cloned(),
             v2_pids: false,
@@ -93,7 +90,7 @@ impl Cgroups {
             })?);
         }
         let mut no_v2 = v2.err();
-        if let Err(e) = c.probe() {
+        if let Err(e) = c.probe(mode) {
             if limits.wants_cgroup() {
                 return Err(e);
             }
@@ -217,8 +214,9 @@ impl Cgroups {
         text
     }
 
-    /// A trial per-process cgroup: the limit files must be there and writable.
-    fn probe(&self) -> Result<()> {
+    /// A trial per-process cgroup: the limit files must be there and writable, and in `auto`
+    /// mode placing a process must be cheap (see [`costly`]).
+    fn probe(&self, mode: &CgroupMode) -> Result<()> {
         if !self.is_active() {
             return Ok(());
         }
@@ -226,17 +224,22 @@ impl Cgroups {
             .prepare(0)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .context("cannot make a trial per-process cgroup")?;
+        let costly = costly(mode, &self.limits, &placement);
         placement.handle().remove();
-        Ok(())
+        match costly {
+            Some(why) => Err(anyhow::anyhow!(why)),
+            None => Ok(()),
+        }
     }
 }
 
-/// Why `auto` mode goes without per-process cgroups, if it does: entering a cgroup is a
-/// migration, which on a cgroup2 tree mounted without `favordynmods` waits for an RCU grace
-/// period (measured here: a spawn 2.7 → 6.2 ms median, 5 → 22 ms p90). Limits that need a
+/// Why `auto` mode goes without per-process cgroups, if it does: a child born in its cgroup
+/// (clone3 with `CLONE_INTO_CGROUP`, Linux 5.7) costs nothing, but entering one is a migration,
+/// which on a cgroup2 tree mounted without `favordynmods` waits for an RCU grace period (~12 ms
+/// here). So without the former and the latter, `auto` goes without. Limits that need a
 /// cgroup, `cgroups = "on"` or a `cgroup_parent` take them whatever the cost.
-fn costly(mode: &CgroupMode, limits: &Limits) -> Option<String> {
-    if *mode != CgroupMode::Auto || limits.wants_cgroup() {
+fn costly(mode: &CgroupMode, limits: &Limits, trial: &Placement) -> Option<String> {
+    if *mode != CgroupMode::Auto || limits.wants_cgroup() || trial.can_start_inside() {
         return None;
     }
     let cheap = mounts()
@@ -245,8 +248,9 @@ fn costly(mode: &CgroupMode, limits: &Limits) -> Option<String> {
         .find(|m| m.fstype == "cgroup2")
         .is_some_and(|m| m.options.split(',').any(|o| o == "favordynmods"));
     (!cheap).then(|| {
-        "entering a per-process cgroup costs a few ms per spawn here (the cgroup2 tree is not \
-         mounted with favordynmods); cgroups = \"on\" (CUBA_EXEC_CGROUPS=on) turns them on"
+        "this kernel cannot start a process in its cgroup (clone3 CLONE_INTO_CGROUP, Linux \
+         5.7), and moving one there costs milliseconds per spawn (the cgroup2 tree is not \
+         mounted with favordynmods); cgroups = \"on\" (CUBA_EXEC_CGROUPS=on) takes them anyway"
             .to_string()
     })
 }
@@ -491,13 +495,13 @@ mod tests {
         }
         let _rm = Rm(base.clone());
         let placement = c.prepare(7).unwrap();
-        let mut cmd = std::process::Command::new("/bin/sh");
+        let mut cmd = crate::platform::spawn::Spawn::new("/bin/sh");
         cmd.arg("-c").arg("cat /proc/self/cgroup");
         placement.install(&mut cmd);
-        let out = cmd.output().unwrap();
+        let (status, text) = crate::platform::spawn::tests::capture(cmd);
+        assert_eq!(status, 0, "{text}");
         let cg = placement.handle();
         drop(placement);
-        let text = String::from_utf8_lossy(&out.stdout);
         let leaf = format!("/cuba-exec-{instance}/7");
         assert!(
             text.lines()

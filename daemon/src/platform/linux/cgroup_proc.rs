@@ -2,24 +2,26 @@
 //! exec, killed whole with `cgroup.kill`, watched until empty through inotify on
 //! `cgroup.events`, read for CPU, memory and OOM kills, and removed once the process has ended.
 //!
-//! The child's hook only `write(2)`s "0" to `cgroup.procs` descriptors the daemon opened (a
-//! write of 0 moves the writer): async-signal-safe, and the shell never runs a single
-//! instruction of its own outside its cgroup. The price is std's fork path instead of
-//! posix_spawn (measured in docs/decisions.md).
+//! The child is born in its v2 cgroup (`clone3` with `CLONE_INTO_CGROUP`, see `spawn`): no
+//! migration, so no cost. The v1 hierarchies used for limits have no such start: there the
+//! child's hook `write(2)`s "0" to `cgroup.procs` descriptors the daemon opened (a write of 0
+//! moves the writer), so the shell never runs an instruction of its own outside its cgroups.
+//! That migration waits for an RCU grace period (measured in docs/decisions.md), paid only by
+//! processes whose limits need v1.
 
 use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+
+use crate::platform::spawn::{CgroupEntry, Spawn};
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
 pub struct V1;
@@ -44,6 +46,9 @@ pub struct ProcCgroup {
 
 /// The cgroups made for a spawn and their `cgroup.procs`, open until the spawn has returned.
 pub struct Placement {
+    /// The v2 cgroup's directory and `cgroup.procs`.
+    v2: Option<(OwnedFd, OwnedFd)>,
+    /// The v1 cgroups' `cgroup.procs`.
     procs: Vec<OwnedFd>,
     cgroup: Arc<ProcCgroup>,
 }
@@ -57,7 +62,7 @@ impl Placement {
     ) -> Result<Placement, String> {
         let cgroup = Arc::new(cgroup);
         let made = (|| {
-            let mut procs = Vec::new();
+            let (mut v2, mut procs) = (None, Vec::new());
             for dir in cgroup.dirs() {
                 match fs::create_dir(dir) {
                     Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err((dir, e)),
@@ -73,12 +78,21 @@ impl Placement {
                     .custom_flags(libc::O_CLOEXEC)
                     .open(dir.join("cgroup.procs"))
                     .map_err(|e| (dir, e))?;
-                procs.push(OwnedFd::from(f));
+                if cgroup.v2.as_deref() == Some(dir) {
+                    let d = OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
+                        .open(dir)
+                        .map_err(|e| (dir, e))?;
+                    v2 = Some((OwnedFd::from(d), OwnedFd::from(f)));
+                } else {
+                    procs.push(OwnedFd::from(f));
+                }
             }
-            Ok(procs)
+            Ok((v2, procs))
         })();
         match made {
-            Ok(procs) => Ok(Placement { procs, cgroup }),
+            Ok((v2, procs)) => Ok(Placement { v2, procs, cgroup }),
             Err((dir, e)) => {
                 cgroup.remove();
                 Err(format!("cannot make cgroup {}: {e}", dir.display()))
@@ -86,26 +100,40 @@ impl Placement {
         }
     }
 
-    /// The child enters every cgroup before it execs.
-    pub fn install(&self, cmd: &mut Command) {
-        let fds: Vec<RawFd> = self.procs.iter().map(AsRawFd::as_raw_fd).collect();
-        // SAFETY: between fork and exec the hook only reads a list built here and calls
-        // write(2), which is async-signal-safe; the descriptors stay open until the spawn has
-        // returned (the layer holds this `Placement`).
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &fds {
-                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
+    /// The child is born in the v2 cgroup and enters the v1 ones before it execs.
+    pub fn install(&self, cmd: &mut Spawn) {
+        if let Some((dir, procs)) = &self.v2 {
+            cmd.cgroup(CgroupEntry {
+                dir: dir.as_raw_fd(),
+                procs: procs.as_raw_fd(),
             });
         }
+        if self.procs.is_empty() {
+            return;
+        }
+        let fds: Vec<RawFd> = self.procs.iter().map(AsRawFd::as_raw_fd).collect();
+        // The hook only reads a list built here and calls write(2), async-signal-safe; the
+        // descriptors stay open until the spawn has returned (the layer holds this `Placement`).
+        cmd.hook(Box::new(move || {
+            for &fd in &fds {
+                // SAFETY: write(2) of one byte from a static buffer.
+                if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        }));
     }
 
     pub fn handle(&self) -> Arc<ProcCgroup> {
         self.cgroup.clone()
+    }
+
+    /// Whether a process can be born in the v2 cgroup (a trial child).
+    pub fn can_start_inside(&self) -> bool {
+        self.v2
+            .as_ref()
+            .is_some_and(|(dir, _)| super::clone::can_start_in(dir.as_raw_fd()))
     }
 }
 
@@ -148,6 +176,10 @@ impl ProcCgroup {
         let Some(dir) = self.v2.as_deref() else {
             return true;
         };
+        // Most trees are gone by the time their shell's exit is seen: no watch needed.
+        if !populated(dir) {
+            return true;
+        }
         let watch = match Watch::new(&dir.join("cgroup.events")) {
             Ok(w) => w,
             Err(e) => {
@@ -178,6 +210,9 @@ impl ProcCgroup {
         let (memory_bytes, memory_peak_bytes) = if self.v2_memory {
             let dir = self.v2.as_ref();
             (num(dir, "memory.current"), num(dir, "memory.peak"))
+        } else if self.v1_memory.is_none() {
+            // No memory controller: the resident memory of the processes in the cgroup.
+            (self.v2.as_deref().and_then(rss_sum), None)
         } else {
             let dir = self.v1_memory.as_ref();
             (
@@ -247,6 +282,18 @@ pub(super) fn empty_now(dir: &Path) -> bool {
     false
 }
 
+/// The summed resident memory of the processes in the v2 cgroup `dir` (`None`: it is empty or
+/// unreadable).
+fn rss_sum(dir: &Path) -> Option<u64> {
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    let sum = procs
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter_map(crate::platform::proc::rss_bytes)
+        .sum::<u64>();
+    (sum > 0).then_some(sum)
+}
+
 fn populated(dir: &Path) -> bool {
     fs::read_to_string(dir.join("cgroup.events"))
         .ok()
@@ -301,13 +348,21 @@ impl Watch {
         let fd = unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) }
             .map_err(|e| io::Error::other(e.to_string()))?;
         // Checked after the watch exists, so no change can fall in between.
-        while populated(dir) {
-            let mut guard = fd.readable().await?;
-            if !drain(fd.get_ref().as_raw_fd()) {
-                guard.clear_ready();
+        let waited = async {
+            while populated(dir) {
+                let mut guard = fd.readable().await?;
+                if !drain(fd.get_ref().as_raw_fd()) {
+                    guard.clear_ready();
+                }
             }
+            Ok(())
         }
-        Ok(())
+        .await;
+        // Closing an inotify instance waits for an SRCU grace period (milliseconds): not on
+        // a runtime worker, where it would stall every connection.
+        let fd = fd.into_inner();
+        tokio::task::spawn_blocking(move || drop(fd));
+        waited
     }
 
     /// Waits up to `ms` for a change, blocking the thread (start-up only).

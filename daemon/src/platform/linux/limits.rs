@@ -1,11 +1,8 @@
 //! The rlimits of every command (`config::Limits`: CPU seconds, file size, open files, address
-//! space), set with `prlimit(2)` on the child's pid right after the spawn. `pids_max` and
-//! `memory_max` are the per-process cgroup's (`platform::cgroup`), placed before the exec.
-//!
-//! No `pre_exec` hook of its own: the price is a short window between the shell's `exec` and the
-//! `prlimit`, in which the shell runs without its rlimits (see docs/decisions.md). Limits that
-//! are configured but cannot be applied stop the daemon at start-up; a spawn whose limits fail is
-//! killed and recorded as `failed_to_start`.
+//! space), set by the child itself before its exec (a hook of the spawn), so the command never
+//! runs without them. `pids_max` and `memory_max` are the per-process cgroup's
+//! (`platform::cgroup`). Limits that are configured but cannot be applied stop the daemon at
+//! start-up; a spawn whose limits fail is recorded as `failed_to_start`.
 
 use std::io;
 
@@ -63,29 +60,21 @@ impl Limiter {
         !self.limits.rlimits().is_empty()
     }
 
-    /// Nothing to add to the command: the limits are applied after the spawn ([`Limiter::apply`]),
-    /// so std keeps its posix_spawn path.
-    pub fn install(&self, _cmd: &mut std::process::Command) {}
-
-    /// Applies the limits to the just-spawned process `pid`. On failure the caller kills the
-    /// child: it must not run without its limits.
-    pub fn apply(&self, pid: i32) -> Result<(), String> {
-        for (limit, value, name) in self.limits.rlimits() {
-            let resource = resource(limit);
-            let lim = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            // SAFETY: prlimit(2) on our child's pid with a valid pointer to a local struct and
-            // no old-value pointer.
-            if unsafe { libc::prlimit(pid, resource, &lim, std::ptr::null_mut()) } != 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ESRCH) {
-                    return Ok(()); // Already gone: nothing left to limit.
-                }
-                return Err(format!("cannot apply {name}={value}: {e}"));
-            }
+    /// Adds the hook that sets the rlimits in the child before it execs.
+    pub fn install(&self, cmd: &mut crate::platform::spawn::Spawn) {
+        let limits: Vec<_> = self
+            .limits
+            .rlimits()
+            .into_iter()
+            .map(|(limit, value, _)| (resource(limit), value))
+            .collect();
+        if !limits.is_empty() {
+            cmd.hook(crate::platform::posix::rlimit_hook(limits, libc::setrlimit));
         }
+    }
+
+    /// Nothing left to do after the spawn: the child set its own limits before it exec'd.
+    pub fn apply(&self, _pid: i32) -> Result<(), String> {
         Ok(())
     }
 }

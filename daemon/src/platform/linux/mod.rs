@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 mod cgroup_proc;
+pub mod clone;
 pub mod descriptors;
 pub mod input;
 pub mod limits;

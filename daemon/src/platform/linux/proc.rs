@@ -107,6 +107,15 @@ pub fn env_entry_after(pid: i32, prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The working directory of `pid` now.
+/// Resident memory of `pid` in bytes (`/proc/PID/statm`), if it still exists.
+pub fn rss_bytes(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf takes an integer name.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    Some(pages * page)
+}
+
 pub fn cwd(pid: u32) -> Option<PathBuf> {
     fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }

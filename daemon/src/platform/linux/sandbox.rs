@@ -8,15 +8,13 @@
 //!   namespace when the daemon may not create one directly).
 //!
 //! Everything that allocates (the ruleset, the path descriptors, the id-map lines) is prepared
-//! in the daemon before the fork; the child's `pre_exec` hook only makes raw system calls. A
+//! in the daemon before the spawn; the child's hook only makes raw system calls. A
 //! daemon whose sandbox the kernel cannot provide refuses to start ([`probe`]).
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use landlock::{
@@ -25,6 +23,7 @@ use landlock::{
 };
 
 use crate::config::Sandbox;
+use crate::platform::spawn::Spawn;
 
 /// The newest Landlock write rights we handle, best effort above ABI 1. ABI 9's `ResolveUnix`
 /// is left out on purpose: it restricts connecting to sockets, not writing.
@@ -92,22 +91,21 @@ pub struct Prepared {
 impl Prepared {
     /// The command that runs `program` in the sandbox: `program` itself, the confinement is
     /// entered by the hook of [`Prepared::install`].
-    pub fn command(&self, program: &str) -> Command {
-        Command::new(program)
+    pub fn command(&self, program: &str) -> Spawn {
+        Spawn::new(program)
     }
 
-    /// Adds the `pre_exec` hook to `cmd` (which makes std fork instead of posix_spawn: only
-    /// sandboxed daemons pay for it).
-    pub fn install(&self, cmd: &mut Command) {
+    /// Adds the hook that enters the sandbox in the child.
+    pub fn install(&self, cmd: &mut Spawn) {
         let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
         let no_network = self.no_network;
         let uid_map = self.uid_map.clone();
         let gid_map = self.gid_map.clone();
-        // SAFETY: the hook runs between fork and exec and only makes system calls on data
-        // prepared before the fork (no allocation, no locks).
-        unsafe {
-            cmd.pre_exec(move || enter(ruleset, no_network, &uid_map, &gid_map));
-        }
+        // The hook only makes system calls on data prepared before the spawn (no allocation,
+        // no locks).
+        cmd.hook(Box::new(move || {
+            enter(ruleset, no_network, &uid_map, &gid_map)
+        }));
     }
 }
 
@@ -217,11 +215,8 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     let mut cmd = prepared.command(shell);
     cmd.arg("-c")
         .arg(":")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
+        .current_dir(Path::new("/"))
+        .group(crate::platform::spawn::Group::Own);
     prepared.install(&mut cmd);
     let status = cmd.status().with_context(|| {
         let hint = if sandbox.no_network {

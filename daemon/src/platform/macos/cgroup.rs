@@ -1,7 +1,6 @@
 //! macOS has no cgroups: supervision is process groups and the tree walk, and `pids_max` /
 //! `memory_max` stop the daemon at start-up. The types exist so callers need no `cfg`.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +62,7 @@ impl Cgroups {
 }
 
 impl Placement {
-    pub fn install(&self, _cmd: &mut Command) {}
+    pub fn install(&self, _cmd: &mut crate::platform::spawn::Spawn) {}
 
     pub fn handle(&self) -> Arc<ProcCgroup> {
         Arc::new(ProcCgroup)

@@ -6,8 +6,6 @@
 //! `memory_max` stop the daemon at start-up (`platform::cgroup`).
 
 use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 
 use anyhow::{bail, Result};
 
@@ -64,31 +62,15 @@ impl Limiter {
 
     /// Adds the `pre_exec` hook that sets the rlimits (soft = hard, so the command cannot raise
     /// them) in the child before it execs; a limit that cannot be set fails the spawn.
-    pub fn install(&self, cmd: &mut Command) {
+    pub fn install(&self, cmd: &mut crate::platform::spawn::Spawn) {
         let limits: Vec<(libc::c_int, u64)> = self
             .limits
             .rlimits()
             .into_iter()
             .map(|(limit, value, _)| (resource(limit), value))
             .collect();
-        if limits.is_empty() {
-            return;
-        }
-        // SAFETY: the hook runs between fork and exec; it only reads the list built here and
-        // calls setrlimit, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &(resource, value) in &limits {
-                    let lim = libc::rlimit {
-                        rlim_cur: value,
-                        rlim_max: value,
-                    };
-                    if libc::setrlimit(resource, &lim) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+        if !limits.is_empty() {
+            cmd.hook(crate::platform::posix::rlimit_hook(limits, libc::setrlimit));
         }
     }
 

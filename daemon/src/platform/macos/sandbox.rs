@@ -14,14 +14,13 @@
 //! fork and exec, so std keeps its posix_spawn path. A daemon without `sandbox-exec` refuses to
 //! start ([`probe`]).
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
 use super::super::seatbelt;
 use crate::config::Sandbox;
+use crate::platform::spawn::Spawn;
 
 const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
@@ -61,15 +60,15 @@ pub struct Prepared {
 impl Prepared {
     /// The command that runs `program` in the sandbox: `sandbox-exec -p PROFILE program`
     /// (arguments added to it go to `program`).
-    pub fn command(&self, program: &str) -> Command {
-        let mut cmd = Command::new(SANDBOX_EXEC);
+    pub fn command(&self, program: &str) -> Spawn {
+        let mut cmd = Spawn::new(SANDBOX_EXEC);
         cmd.arg("-p").arg(&self.profile).arg(program);
         cmd
     }
 
     /// Nothing to add in the child: `sandbox-exec` (from [`Prepared::command`]) enters the
     /// profile.
-    pub fn install(&self, _cmd: &mut Command) {}
+    pub fn install(&self, _cmd: &mut Spawn) {}
 }
 
 /// At start-up, before the daemon serves: runs `shell -c :` once through the sandbox, so a
@@ -95,11 +94,8 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     let mut cmd = prepared.command(shell);
     cmd.arg("-c")
         .arg(":")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
+        .current_dir(Path::new("/"))
+        .group(crate::platform::spawn::Group::Own);
     prepared.install(&mut cmd);
     let status = cmd.status().with_context(|| {
         format!(

@@ -1,0 +1,349 @@
+//! Starting a child with `clone3(CLONE_VM | CLONE_VFORK)`, plus `CLONE_INTO_CGROUP` when it has
+//! a cgroup: the child shares the daemon's memory on a stack of its own until its exec, as
+//! posix_spawn's does, so the start costs the same however large the daemon is; and it is born
+//! in its cgroup, with no migration (which waits for an RCU grace period).
+//!
+//! The child runs only [`child`]: it resets every signal disposition, places its stdio, joins
+//! its group, changes directory, runs the hooks, clears its signal mask and execs. All signals
+//! are blocked around the clone, so no daemon handler can run in the child on shared memory
+//! before the dispositions are reset. A failure is left in shared memory for the parent, which
+//! reaps the child before it answers.
+
+use std::ffi::c_void;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+
+use crate::platform::spawn::{Group, Prepared};
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// The child's stack: hooks only make system calls.
+const STACK_SIZE: usize = 256 * 1024;
+
+/// The kernel's `struct clone_args` (version 2, with `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// clone3 (or its cgroup field) is missing from this kernel: std's start from now on.
+static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// One stack, reused: a vfork-style clone returns only once the child is done with it.
+static STACK: Mutex<Option<Stack>> = Mutex::new(None);
+
+struct Stack {
+    base: *mut c_void,
+}
+
+// SAFETY: the mapping is only used under `STACK`'s lock.
+unsafe impl Send for Stack {}
+
+impl Stack {
+    /// The stack's base, mapped on first use.
+    fn get(slot: &mut Option<Stack>) -> io::Result<*mut c_void> {
+        if slot.is_none() {
+            *slot = Some(Stack::map()?);
+        }
+        Ok(slot.as_ref().map_or(std::ptr::null_mut(), |s| s.base))
+    }
+
+    fn map() -> io::Result<Stack> {
+        // SAFETY: a fresh anonymous mapping; the lowest page becomes a guard.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                STACK_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            libc::mprotect(base, 4096, libc::PROT_NONE);
+            Ok(Stack { base })
+        }
+    }
+}
+
+/// What the child reads and where it leaves its error.
+struct Child<'a, 'b> {
+    p: &'a mut Prepared<'b>,
+    errno: AtomicI32,
+}
+
+/// Starts the child of `p`. `None`: this kernel cannot (no clone3, or no `CLONE_INTO_CGROUP`),
+/// nothing was started and the caller starts it another way.
+pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
+    if UNAVAILABLE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut guard = STACK.lock().unwrap_or_else(|e| e.into_inner());
+    let stack = match Stack::get(&mut guard) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    let cgroup = p.cgroup.map(|entry| entry.dir);
+    let mut child = Child {
+        p: &mut p,
+        errno: AtomicI32::new(0),
+    };
+    // SAFETY: the child runs only `child_main` on `child`, which outlives the call (the
+    // parent is suspended until the child has exec'd or exited); the stack is ours under
+    // the lock.
+    let ret = unsafe { vfork_clone(stack, cgroup, child_main, (&mut child as *mut Child).cast()) };
+    drop(guard);
+    let cgroup = cgroup.is_some();
+    if ret < 0 {
+        let errno = (-ret) as i32;
+        return match errno {
+            // No clone3 at all, or one without the cgroup field.
+            libc::ENOSYS | libc::E2BIG => {
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+                None
+            }
+            // A filter that refuses clone3 (some container runtimes).
+            libc::EPERM if !cgroup => {
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+                None
+            }
+            _ => Some(Err(io::Error::from_raw_os_error(errno))),
+        };
+    }
+    let pid = ret as i32;
+    match child.errno.load(Ordering::SeqCst) {
+        0 => Some(Ok(pid)),
+        errno => {
+            // It exits at once; the caller holds the spawn lock, so nobody else reaps it.
+            // SAFETY: waitpid on our own child with a null status pointer.
+            while unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) } < 0
+                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+            Some(Err(io::Error::from_raw_os_error(errno)))
+        }
+    }
+}
+
+/// A vfork-style clone3 onto `stack`, into `cgroup` if given, with every signal blocked
+/// around it; the child runs `f(arg)`. The pid, or `-errno`.
+unsafe fn vfork_clone(
+    stack: *mut c_void,
+    cgroup: Option<i32>,
+    f: extern "C" fn(*mut c_void) -> !,
+    arg: *mut c_void,
+) -> isize {
+    let mut args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack as u64,
+        stack_size: STACK_SIZE as u64,
+        ..CloneArgs::default()
+    };
+    if let Some(dir) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = dir as u64;
+    }
+    let _blocked = BlockSignals::new();
+    // SAFETY: the caller's contract.
+    unsafe { clone3(&mut args, f, arg) }
+}
+
+/// Whether a child can be born in the cgroup whose directory is open as `dir` (clone3 with
+/// `CLONE_INTO_CGROUP`, Linux 5.7): a trial child that exits at once.
+pub fn can_start_in(dir: i32) -> bool {
+    extern "C" fn exit_at_once(_: *mut c_void) -> ! {
+        // SAFETY: ends the trial child.
+        unsafe { libc::_exit(0) }
+    }
+    let mut guard = STACK.lock().unwrap_or_else(|e| e.into_inner());
+    let Ok(stack) = Stack::get(&mut guard) else {
+        return false;
+    };
+    // SAFETY: the child only calls _exit.
+    let pid = unsafe { vfork_clone(stack, Some(dir), exit_at_once, std::ptr::null_mut()) };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: reaps the trial child (the reaper does not exist yet at set-up).
+    unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+    true
+}
+
+/// All signals blocked in this thread until dropped.
+struct BlockSignals(libc::sigset_t);
+
+impl BlockSignals {
+    fn new() -> BlockSignals {
+        // SAFETY: sigset_t is plain data; the calls fill and apply it.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            BlockSignals(old)
+        }
+    }
+}
+
+impl Drop for BlockSignals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// The child's entry, on its own stack. Never returns: it execs or exits 127 with its error
+/// left in `errno`.
+extern "C" fn child_main(arg: *mut c_void) -> ! {
+    // SAFETY: `arg` is the parent's `Child`, alive while the parent is suspended.
+    let child = unsafe { &mut *arg.cast::<Child>() };
+    // SAFETY: `prepare_and_exec` only makes system calls on prepared data.
+    let errno = unsafe { prepare_and_exec(child.p) };
+    child.errno.store(errno.max(1), Ordering::SeqCst);
+    // SAFETY: _exit ends the child without running anything of the daemon's.
+    unsafe { libc::_exit(127) }
+}
+
+/// In the child: returns only on a failure, with its errno.
+unsafe fn prepare_and_exec(p: &mut Prepared<'_>) -> i32 {
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
+    };
+    // SAFETY: system calls on the prepared data, valid until the exec; see the module.
+    unsafe {
+        // Default dispositions: the daemon's handlers must never run here, and what it ignores
+        // (SIGPIPE) the command must not.
+        // The raw call: glibc's wrapper refuses the signals it keeps for itself (32, 33),
+        // which may have come in ignored. All-zero is SIG_DFL with no flags on every layout.
+        let dfl = [0u64; 4];
+        for sig in 1..=64 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0usize, 8usize);
+            }
+        }
+        // A source descriptor below 3 would be overwritten by an earlier dup2: move it up first.
+        let mut fds = p.stdio;
+        for (target, fd) in fds.iter_mut().enumerate() {
+            if *fd >= 0 && *fd < 3 && *fd != target as i32 {
+                *fd = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
+                if *fd < 0 {
+                    return errno();
+                }
+            }
+        }
+        for (target, &fd) in fds.iter().enumerate() {
+            let target = target as i32;
+            let placed = match fd {
+                -1 => 0,
+                // dup2 onto itself would keep close-on-exec.
+                _ if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
+                _ => libc::dup2(fd, target) - target,
+            };
+            if placed != 0 {
+                return errno();
+            }
+        }
+        if p.group == Group::Own && libc::setpgid(0, 0) != 0 {
+            return errno();
+        }
+        if let Some(dir) = &p.cwd {
+            if libc::chdir(dir.as_ptr()) != 0 {
+                return errno();
+            }
+        }
+        for hook in p.hooks.iter_mut() {
+            if let Err(e) = hook() {
+                return e.raw_os_error().unwrap_or(libc::EINVAL);
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
+        errno()
+    }
+}
+
+/// The raw clone3 system call. In the child (return value 0, on the new stack) it calls
+/// `f(arg)`, which never returns; in the parent it returns the pid or `-errno`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3(
+    args: *mut CloneArgs,
+    f: extern "C" fn(*mut c_void) -> !,
+    arg: *mut c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the caller's contract; the child never comes back to this frame.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r13",
+            "call r12",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") args,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") f,
+            in("r13") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    ret
+}
+
+#[cfg(target_arch = "aarch64")]
+unsafe fn clone3(
+    args: *mut CloneArgs,
+    f: extern "C" fn(*mut c_void) -> !,
+    arg: *mut c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the caller's contract; the child never comes back to this frame.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x0, x21",
+            "blr x20",
+            "brk #0",
+            "2:",
+            inlateout("x0") args => ret,
+            in("x1") std::mem::size_of::<CloneArgs>(),
+            in("x8") libc::SYS_clone3,
+            in("x20") f,
+            in("x21") arg,
+            options(nostack),
+        )
+    };
+    ret
+}
+
+/// Elsewhere: no raw clone here, std's start instead.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn clone3(
+    _args: *mut CloneArgs,
+    _f: extern "C" fn(*mut c_void) -> !,
+    _arg: *mut c_void,
+) -> isize {
+    -(libc::ENOSYS as isize)
+}
