@@ -29,6 +29,9 @@ pub struct Ctx {
     pub width: Option<usize>,
 }
 
+/// How long a follow may try to reach the daemon again after its connection went.
+pub const RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Ctx {
     /// `load_hosts`: read the hosts' configuration (a host is needed). Otherwise none is read,
     /// so a broken `[hosts]` table never stops a command on this machine.
@@ -112,6 +115,23 @@ impl Ctx {
     /// Forgets the connection to the host the command is aimed at (its daemon went away).
     pub async fn forget(&self) {
         self.pool.forget(self.host.as_deref()).await;
+    }
+
+    /// A new connection after `lost` (an in-place upgrade or restart closes every connection
+    /// and takes well under a second), tried for up to [`RECONNECT_WITHIN`].
+    pub async fn reconnect(&self, lost: ClientError) -> Result<Client> {
+        let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
+        let mut last = lost;
+        while tokio::time::Instant::now() < deadline {
+            self.forget().await;
+            match self.connect_to(self.host.as_deref()).await {
+                Ok(c) => return Ok(c),
+                Err(e) if e.connection_lost() => last = e,
+                Err(e) => return Err(e.into()),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        Err(last.into())
     }
 
     /// Sends a request carrying a request token (a spawn, a stdin write) with `f`; if the

@@ -6,8 +6,8 @@
 //! run beside it.
 
 use cuba_protocol::client::{Client, ClientError};
-use cuba_protocol::{ErrorKind, Signal, SignalRequest};
-use tokio::sync::oneshot;
+use cuba_protocol::{ErrorKind, RequestToken, Signal, SignalRequest, StdinRequest};
+use tokio::sync::{oneshot, watch};
 
 use crate::term::{self, DETACH_KEY};
 
@@ -37,9 +37,11 @@ pub enum DetachKey {
 /// Starts forwarding stdin to process `id`, stopping at the detach key as `detach` says.
 /// `close_on_eof`: close the process's stdin when ours ends. Failed writes are reported once;
 /// a process that no longer takes input is not a failure: forwarding stops without a word
-/// (with a detach key, stdin is still read for it).
+/// (with a detach key, stdin is still read for it). `clients` is the connection to write on;
+/// a write whose connection was lost is sent again, with its token (written once), on the
+/// next connection put there.
 pub fn stdin(
-    client: Client,
+    mut clients: watch::Receiver<Client>,
     id: u64,
     detach: DetachKey,
     close_on_eof: bool,
@@ -64,7 +66,7 @@ pub fn stdin(
                         }
                     };
                     if open && !data.is_empty() {
-                        match client.stdin(id, data, false).await {
+                        match write(&mut clients, id, data, false).await {
                             Ok(()) => {}
                             // `yes | cubactl run -- true`: the end of the process, not an error.
                             Err(e) if takes_no_input(&e) => {
@@ -90,7 +92,7 @@ pub fn stdin(
                 None => {
                     if close_on_eof && open {
                         // A process that already closed its stdin or ended needs no EOF.
-                        let _ = client.stdin(id, Vec::new(), true).await;
+                        let _ = write(&mut clients, id, Vec::new(), true).await;
                     }
                     break Stopped::Eof;
                 }
@@ -99,6 +101,35 @@ pub fn stdin(
         let _ = done.send(why);
     });
     stopped
+}
+
+/// Writes to process `id`'s stdin on the current connection; when that is lost, again (the
+/// same token) on the next one `clients` gets, until the write is answered or no new
+/// connection comes.
+async fn write(
+    clients: &mut watch::Receiver<Client>,
+    id: u64,
+    data: Vec<u8>,
+    eof: bool,
+) -> Result<(), ClientError> {
+    let req = StdinRequest {
+        id,
+        data,
+        eof,
+        token: Some(RequestToken::fresh()),
+    };
+    loop {
+        let client = clients.borrow_and_update().clone();
+        match client.write_stdin(req.clone()).await {
+            Err(e) if e.connection_lost() => {
+                let next = tokio::time::timeout(crate::ctx::RECONNECT_WITHIN, clients.changed());
+                if !matches!(next.await, Ok(Ok(()))) {
+                    return Err(e);
+                }
+            }
+            done => return done,
+        }
+    }
 }
 
 /// The daemon's answer when the process has ended, closed its stdin, or is gone (pruned).

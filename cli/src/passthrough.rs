@@ -110,7 +110,9 @@ impl<'a> Remote<'a> {
                 stream: StreamFilter::Both,
             }))
             .await?;
-        let mut input = forward::stdin(client.clone(), id, DetachKey::SendBefore, false);
+        // One connection: a lost one ends the pump (no new one is made here).
+        let one = tokio::sync::watch::channel(client.clone()).1;
+        let mut input = forward::stdin(one, id, DetachKey::SendBefore, false);
         let mut input_open = true;
         let forwarding = on_signal == OnSignal::Forward;
         // A signal to cubactl: passed on to the process, or the end of attaching (true).

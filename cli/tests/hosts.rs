@@ -124,7 +124,9 @@ fn every_command_reaches_the_other_daemon() {
     let table = w.ok(&["--host", "other", "ps"]);
     assert!(table.contains("sleep 300"), "{table}");
     let info = w.ok(&["--host", "other", "info", &id.to_string()]);
-    assert!(info.contains("other") && !info.contains("memory"), "{info}");
+    // The other daemon's own figures (its cgroup) may show; this machine's measure may not.
+    let local_measure = info.lines().any(|l| l.starts_with("memory "));
+    assert!(info.contains("other") && !local_measure, "{info}");
 
     let out = w.ok(&["--host", "other", "kill", &id.to_string()]);
     assert!(out.contains("killed"), "{out}");

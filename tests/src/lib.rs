@@ -93,6 +93,24 @@ pub async fn wait_for(mut cond: impl FnMut() -> bool, limit: Duration) -> bool {
     }
 }
 
+/// As [`wait_for`], for a condition that needs the daemon (an async one).
+pub async fn wait_for_async<F, Fut>(mut cond: F, limit: Duration) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A spawn request for `command` with every option at its default.
 pub fn spawn_req(command: &str) -> SpawnRequest {
     SpawnRequest {

@@ -8,12 +8,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use cuba_protocol::{ProcState, Signal, SignalRequest};
 use cuba_tests::{
-    bounded, number_after, pid_alive, spawn, text, wait_exit, wait_for, wait_match, TestDaemon,
-    STEP,
+    bounded, number_after, pid_alive, spawn, text, wait_exit, wait_for, wait_for_async, wait_match,
+    TestDaemon, STEP,
 };
 
 /// A daemon and its cgroup base; dropping it kills the daemon, then whatever is left in the
@@ -142,7 +141,10 @@ async fn a_busy_loop_shows_its_cpu_time() {
     let c = cg.d.client().await;
     let p = spawn(&c, "echo go; while :; do :; done").await;
     wait_match(&c, p.id, "^go$").await;
-    let busy = wait_for_async(|| async { c.info(p.id).await.unwrap().cpu_ms.unwrap_or(0) > 0 });
+    let busy = wait_for_async(
+        || async { c.info(p.id).await.unwrap().cpu_ms.unwrap_or(0) > 0 },
+        STEP,
+    );
     assert!(busy.await, "no CPU time on a running row");
     let end = stop(&cg.d, p.id).await;
     let info = c.info(p.id).await.unwrap();
@@ -171,20 +173,6 @@ async fn a_process_holding_memory_shows_it() {
     let bytes = info.memory_bytes.unwrap_or(0);
     assert!(bytes >= 30_000_000, "{info:?}");
     stop(&cg.d, p.id).await;
-}
-
-async fn wait_for_async<F, Fut>(mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -273,3 +273,45 @@ async fn cubactl_inside_an_agents_process_is_held_to_the_agents_policy() {
         "touch from outside did not run: {out:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_in_place_keeps_a_trees_policy() {
+    let d = TestDaemon::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("from-inside");
+    let agent = client_with(&d, "agent", &[("CUBA_EXEC_BLOCKED_COMMANDS", "touch")]).await;
+    // The inner cubactl runs only once the daemon has been upgraded (it waits for a line).
+    let command = format!(
+        "read go; {} start -- touch {}",
+        bin("cubactl").display(),
+        inside.display()
+    );
+    let req = SpawnRequest {
+        env: vec![
+            ("CUBA_EXEC_SOCKET".into(), d.socket().into()),
+            ("CUBA_EXEC_STATE_DIR".into(), d.state_dir().into()),
+            ("CUBA_EXEC_BLOCKED_COMMANDS".into(), "".into()),
+        ],
+        ..spawn_req(&command)
+    };
+    let p = spawn_with(&agent, req).await;
+    let up = bounded(
+        "cubactl daemon upgrade",
+        STEP,
+        d.cubactl(&["daemon", "upgrade"]).output(),
+    )
+    .await
+    .unwrap();
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let agent = client_with(&d, "agent", &[("CUBA_EXEC_BLOCKED_COMMANDS", "touch")]).await;
+    agent
+        .stdin(p.id, b"go\n".to_vec(), true)
+        .step()
+        .await
+        .unwrap();
+    let done = wait_exit(&agent, p.id).await;
+    let stderr = text(&read_stream(&agent, p.id, StreamFilter::Stderr).await);
+    assert_ne!(done.process.exit_code, Some(0), "{stderr}");
+    assert!(stderr.contains("BLOCKED"), "{stderr}");
+    assert!(!inside.exists(), "the inner touch ran after the upgrade");
+}

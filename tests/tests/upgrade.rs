@@ -14,8 +14,8 @@ use cuba_protocol::{
     WaitRequest, WaitSpec,
 };
 use cuba_tests::{
-    bounded, pid_alive, read_all, spawn, spawn_with, text, wait_exit, wait_for, wait_match, Step,
-    TestDaemon, STEP,
+    bounded, pid_alive, read_all, spawn, spawn_with, text, wait_exit, wait_for, wait_for_async,
+    wait_match, Step, TestDaemon, STEP,
 };
 
 fn cubactl(d: &TestDaemon, args: &[&str]) -> tokio::process::Command {
@@ -124,6 +124,54 @@ async fn a_prompt_waiting_for_input_is_answered_after_the_upgrade() {
     let w = wait_exit(&c, p.id).await;
     assert_eq!(w.process.exit_code, Some(0));
     assert_eq!(text(&read_all(&c, p.id).await), "name? hi-bob\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cubactl_run_follows_its_command_across_the_upgrade() {
+    // Output before and after, input typed after it, and the exit code: as if nothing happened.
+    let d = TestDaemon::start().await;
+    let mut run = cubactl(
+        &d,
+        &["run", "--", "echo before; read x; echo got-$x; exit 3"],
+    );
+    run.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = run.spawn().unwrap();
+    let c = d.client().await;
+    let listed = || async { c.list(Default::default()).await.unwrap_or_default() };
+    assert!(
+        wait_for_async(|| async { listed().await.len() == 1 }, STEP).await,
+        "cubactl run started nothing"
+    );
+    let id = listed().await[0].id;
+    let w = c
+        .wait(WaitRequest {
+            id,
+            since: Some(0),
+            spec: WaitSpec::exit(STEP.as_millis() as u64, 1 << 16),
+        })
+        .step()
+        .await
+        .unwrap();
+    assert_eq!(w.reason, WaitReason::WaitingInput, "{w:?}");
+    upgrade(&d).await;
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"bob\n")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = bounded("cubactl run", STEP, child.wait_with_output())
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "before\ngot-bob\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,7 +87,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         }))
         .await?;
     let mut input = forward::stdin(
-        client.clone(),
+        tokio::sync::watch::channel(client.clone()).1,
         id,
         if tty {
             DetachKey::DropLine

@@ -6,9 +6,10 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cuba_protocol::client::Client;
-use cuba_protocol::{FollowRequest, ProcState, Request, Signal, StreamFilter};
+use cuba_protocol::client::{Client, ClientError, Subscription};
+use cuba_protocol::{FollowRequest, ProcState, Request, Response, Signal, StreamFilter};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -73,32 +74,36 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     let id = info.id;
-    let mut frames = client
-        .subscribe(Request::Follow(FollowRequest {
-            id,
-            since: Some(0),
-            backlog: 0,
-            stream: StreamFilter::Both,
-        }))
-        .await?;
+    let mut client = client;
+    // The cursor of the last byte shown: a follow over a new connection goes on from it.
+    let mut since = 0;
+    let mut frames = follow(&client, id, since).await?;
+    let (clients, current) = watch::channel(client.clone());
     let mut sink = Sink::new(Mode::Raw, true);
     if forward_stdin {
         // Ends by itself at EOF, or silently once the process takes no more input (it
         // ended, or closed its stdin); a process that ends first may leave it blocked in a
         // read, which is harmless: the process exits with us.
-        drop(forward::stdin(
-            client.clone(),
-            id,
-            DetachKey::Ignore,
-            !in_session,
-        ));
+        drop(forward::stdin(current, id, DetachKey::Ignore, !in_session));
     }
     let mut interrupts = 0;
     loop {
         tokio::select! {
             frame = frames.next() => {
                 let Some(frame) = frame else { break };
-                let frame = frame.with_context(|| lost(id))?;
+                let frame = match frame {
+                    // An in-place upgrade or a restart: follow on over a new connection.
+                    Err(e) if e.connection_lost() => {
+                        client = ctx.reconnect(e).await.with_context(|| lost(id))?;
+                        clients.send_replace(client.clone());
+                        frames = follow(&client, id, since).await.with_context(|| lost(id))?;
+                        continue;
+                    }
+                    frame => frame.with_context(|| lost(id))?,
+                };
+                if let Response::Output(read) = &frame {
+                    since = read.next;
+                }
                 if let Some(end) = sink.follow_frame(frame)? {
                     sink.finish_line()?;
                     if end.state != ProcState::Exited {
@@ -169,6 +174,18 @@ async fn on_terminal(ctx: &Ctx, client: &Client, args: &Args) -> Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Follows process `id`'s output from cursor `since`.
+async fn follow(client: &Client, id: u64, since: u64) -> Result<Subscription, ClientError> {
+    client
+        .subscribe(Request::Follow(FollowRequest {
+            id,
+            since: Some(since),
+            backlog: 0,
+            stream: StreamFilter::Both,
+        }))
+        .await
 }
 
 fn lost(id: u64) -> String {

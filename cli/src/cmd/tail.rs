@@ -81,10 +81,6 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     follow(ctx, client, (id, read.next, stream), &mut sink, args.json).await
 }
 
-/// How long a follow may try to reach the daemon again after its connection went (an
-/// in-place upgrade or restart takes well under a second).
-const RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// Follows `id` from cursor `since` until it ends. A lost connection is followed on a new one
 /// from the cursor of the last byte printed, so nothing is shown twice or skipped.
 async fn follow(
@@ -127,26 +123,8 @@ async fn follow(
             Err(e) if e.connection_lost() => e,
             Err(e) => return Err(e.into()),
         };
-        client = reconnect(ctx, lost).await?;
+        client = ctx.reconnect(lost).await?;
     }
-}
-
-async fn reconnect(
-    ctx: &Ctx,
-    lost: cuba_protocol::client::ClientError,
-) -> Result<cuba_protocol::client::Client> {
-    let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
-    let mut last = lost;
-    while tokio::time::Instant::now() < deadline {
-        ctx.forget().await;
-        match ctx.connect_to(ctx.host.as_deref()).await {
-            Ok(c) => return Ok(c),
-            Err(e) if e.connection_lost() => last = e,
-            Err(e) => return Err(e.into()),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    Err(last.into())
 }
 
 fn connection_lost(e: &anyhow::Error) -> bool {

@@ -79,6 +79,7 @@ impl SavedProc {
                 Some(s) => Some((s.name, s.nonce, own(s.commands)?, s.confinement)),
                 None => None,
             },
+            policy: self.policy.map(std::sync::Arc::new),
         };
         Ok((output, adopted))
     }

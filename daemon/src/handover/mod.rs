@@ -31,7 +31,7 @@ pub use save::{check_binary, hand_over, Inherited};
 
 /// The hand-over format this program writes and reads. A program that reads another
 /// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {
@@ -66,6 +66,9 @@ pub struct SavedProc {
     pub kill_left_ms: Option<u64>,
     /// The shell of an idle session: what the session registry knew of it.
     pub session: Option<SavedSession>,
+    /// The policy of the client that started it, which connections from inside its tree are
+    /// held to (version 2).
+    pub policy: Option<crate::policy::Effective>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

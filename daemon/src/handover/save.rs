@@ -279,6 +279,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         timeout_left_ms: ms(h.state.timeout_left),
         kill_left_ms: ms(h.state.kill_left),
         session,
+        policy: rec.policy.as_deref().cloned(),
     })
 }
 

@@ -34,6 +34,8 @@ pub struct Adopted {
     pub kill_in: Option<Duration>,
     /// A session's shell: its name, nonce, command pipe and confinement.
     pub session: Option<(String, String, OwnedFd, super::Confinement)>,
+    /// Its client's policy, for connections from inside its tree.
+    pub policy: Option<Arc<crate::policy::Effective>>,
 }
 
 impl Launcher {
@@ -109,6 +111,7 @@ impl Launcher {
             rec.root = Some(a.root);
             rec.cgroup = cgroup.clone();
             rec.stop = a.stop;
+            rec.policy = a.policy.clone();
             rec.control = Some(control_tx);
             rec.stdin = writer.as_ref().map(|(_, _, tx)| tx.clone());
             if let (Some((m, screen)), Some(size)) = (&master, a.info.tty) {

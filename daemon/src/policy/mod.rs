@@ -51,7 +51,7 @@ pub const DEFAULT_BLOCKED: [&str; 27] = [
 ];
 
 /// What the daemon lets clients run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     /// Program names refused anywhere in a command (`mkfs` also covers `mkfs.ext4`).
     pub blocked: BTreeSet<String>,

@@ -14,8 +14,9 @@ use cuba_protocol::PolicyDecision;
 
 use super::{dir_list, name_list, Policy};
 
-/// The policy one connection (and every process it starts) is held to.
-#[derive(Debug, Clone)]
+/// The policy one connection (and every process it starts) is held to. Serialisable: a
+/// record's is handed over by an in-place upgrade.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Effective {
     /// The daemon's own policy: refusals it makes are the daemon's.
     daemon: Policy,
