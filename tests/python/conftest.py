@@ -155,6 +155,9 @@ class World:
             for p in left:
                 _kill9(p)
             time.sleep(0.005)
+        instance = self.instance()
+        if instance is not None:
+            remove_cgroups(instance)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -168,3 +171,48 @@ def world(request: pytest.FixtureRequest) -> World:
     w = World(request.param)
     request.addfinalizer(w.cleanup)
     return w
+
+
+def remove_cgroups(instance: str) -> None:
+    """Removes the cgroups a killed daemon of `instance` left: `cuba-exec-<instance>` (and its
+    per-process cgroups, killed first) under this process's cgroup in the v2 tree and in the v1
+    pids and memory hierarchies."""
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            own[controllers] = path
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split(" - ") for line in f if " - " in line]
+    for left, right in mounts:
+        point = left.split(" ")[4]
+        fstype, _, options = (right.split(" ") + ["", "", ""])[:3]
+        if fstype == "cgroup2":
+            path = own.get("")
+        elif fstype == "cgroup":
+            path = next((own[c] for c in ("pids", "memory") if c in options.split(",") and c in own), None)
+        else:
+            continue
+        if path is None:
+            continue
+        base = Path(point + path.rstrip("/")) / f"cuba-exec-{instance}"
+        if not base.is_dir():
+            continue
+        for child in base.iterdir():
+            if child.is_dir():
+                try:
+                    (child / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+        for _ in range(50):
+            for child in base.iterdir():
+                if child.is_dir():
+                    try:
+                        child.rmdir()
+                    except OSError:
+                        pass
+            try:
+                base.rmdir()
+                break
+            except OSError:
+                time.sleep(0.02)

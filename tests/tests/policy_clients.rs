@@ -28,6 +28,20 @@ async fn client_with(d: &TestDaemon, name: &str, vars: &[(&str, &str)]) -> Clien
         .unwrap()
 }
 
+/// `command` with the daemon's socket in its environment and the blocklist variable it would
+/// inherit from the agent cleared, so only the ancestry can hold a cubactl inside it to the
+/// agent's policy.
+fn reaching(d: &TestDaemon, command: &str) -> SpawnRequest {
+    SpawnRequest {
+        env: vec![
+            ("CUBA_EXEC_SOCKET".into(), d.socket().into()),
+            ("CUBA_EXEC_STATE_DIR".into(), d.state_dir().into()),
+            ("CUBA_EXEC_BLOCKED_COMMANDS".into(), "".into()),
+        ],
+        ..spawn_req(command)
+    }
+}
+
 fn in_dir(command: &str, cwd: &Path) -> SpawnRequest {
     SpawnRequest {
         cwd: Some(cwd.as_os_str().to_owned()),
@@ -210,14 +224,7 @@ async fn cubactl_inside_an_agents_process_is_held_to_the_agents_policy() {
         bin("cubactl").display(),
         inside.display()
     );
-    let req = SpawnRequest {
-        env: vec![
-            ("CUBA_EXEC_SOCKET".into(), d.socket().into()),
-            ("CUBA_EXEC_STATE_DIR".into(), d.state_dir().into()),
-            ("CUBA_EXEC_BLOCKED_COMMANDS".into(), "".into()),
-        ],
-        ..spawn_req(&command)
-    };
+    let req = reaching(&d, &command);
     let p = spawn_with(&agent, req).await;
     let done = wait_exit(&agent, p.id).await;
     let stderr = text(&read_stream(&agent, p.id, StreamFilter::Stderr).await);
@@ -242,14 +249,7 @@ async fn cubactl_inside_an_agents_process_is_held_to_the_agents_policy() {
         escaped.display(),
         log.display()
     );
-    let req = SpawnRequest {
-        env: vec![
-            ("CUBA_EXEC_SOCKET".into(), d.socket().into()),
-            ("CUBA_EXEC_STATE_DIR".into(), d.state_dir().into()),
-            ("CUBA_EXEC_BLOCKED_COMMANDS".into(), "".into()),
-        ],
-        ..spawn_req(&command)
-    };
+    let req = reaching(&d, &command);
     spawn_with(&agent, req).await;
     let refused = || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("BLOCKED"));
     assert!(
@@ -286,14 +286,7 @@ async fn an_upgrade_in_place_keeps_a_trees_policy() {
         bin("cubactl").display(),
         inside.display()
     );
-    let req = SpawnRequest {
-        env: vec![
-            ("CUBA_EXEC_SOCKET".into(), d.socket().into()),
-            ("CUBA_EXEC_STATE_DIR".into(), d.state_dir().into()),
-            ("CUBA_EXEC_BLOCKED_COMMANDS".into(), "".into()),
-        ],
-        ..spawn_req(&command)
-    };
+    let req = reaching(&d, &command);
     let p = spawn_with(&agent, req).await;
     let up = bounded(
         "cubactl daemon upgrade",

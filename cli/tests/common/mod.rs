@@ -153,6 +153,7 @@ impl Drop for Env {
         for pid in marked(&marker) {
             sigkill(pid);
         }
+        cuba_tests::cgroups::remove_instance(instance.trim());
     }
 }
 

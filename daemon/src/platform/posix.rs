@@ -66,15 +66,26 @@ pub struct CgroupUsage {
     pub memory_peak_bytes: Option<u64>,
 }
 
-/// The hook that sets `limits` (resource, value; soft = hard, so the command cannot raise
-/// them) in the child before its exec, with `set` (the platform's `setrlimit`): no moment in
-/// which the command runs without them. A limit that cannot be set fails the spawn.
-pub fn rlimit_hook<R: Copy + Send + Sync + 'static>(
-    limits: Vec<(R, u64)>,
+/// Adds the hook that sets the configured rlimits (soft = hard, so the command cannot raise
+/// them) in the child before its exec, with `set` (the platform's `setrlimit`, on the
+/// platform's `resource` numbers): no moment in which the command runs without them. A limit
+/// that cannot be set fails the spawn.
+pub fn install_rlimits<R: Copy + Send + Sync + 'static>(
+    cmd: &mut crate::platform::spawn::Spawn,
+    limits: &crate::config::Limits,
+    resource: fn(crate::config::Rlimit) -> R,
     set: unsafe extern "C" fn(R, *const libc::rlimit) -> libc::c_int,
-) -> crate::platform::spawn::Hook {
+) {
+    let limits: Vec<(R, u64)> = limits
+        .rlimits()
+        .into_iter()
+        .map(|(limit, value, _)| (resource(limit), value))
+        .collect();
+    if limits.is_empty() {
+        return;
+    }
     // The hook only reads the list built here and calls setrlimit, async-signal-safe.
-    Box::new(move || {
+    cmd.hook(Box::new(move || {
         for &(resource, value) in &limits {
             let lim = libc::rlimit {
                 rlim_cur: value as libc::rlim_t,
@@ -86,5 +97,5 @@ pub fn rlimit_hook<R: Copy + Send + Sync + 'static>(
             }
         }
         Ok(())
-    })
+    }));
 }

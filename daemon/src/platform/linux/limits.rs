@@ -62,15 +62,7 @@ impl Limiter {
 
     /// Adds the hook that sets the rlimits in the child before it execs.
     pub fn install(&self, cmd: &mut crate::platform::spawn::Spawn) {
-        let limits: Vec<_> = self
-            .limits
-            .rlimits()
-            .into_iter()
-            .map(|(limit, value, _)| (resource(limit), value))
-            .collect();
-        if !limits.is_empty() {
-            cmd.hook(crate::platform::posix::rlimit_hook(limits, libc::setrlimit));
-        }
+        crate::platform::posix::install_rlimits(cmd, &self.limits, resource, libc::setrlimit);
     }
 
     /// Nothing left to do after the spawn: the child set its own limits before it exec'd.

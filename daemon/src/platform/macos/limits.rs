@@ -63,15 +63,7 @@ impl Limiter {
     /// Adds the `pre_exec` hook that sets the rlimits (soft = hard, so the command cannot raise
     /// them) in the child before it execs; a limit that cannot be set fails the spawn.
     pub fn install(&self, cmd: &mut crate::platform::spawn::Spawn) {
-        let limits: Vec<(libc::c_int, u64)> = self
-            .limits
-            .rlimits()
-            .into_iter()
-            .map(|(limit, value, _)| (resource(limit), value))
-            .collect();
-        if !limits.is_empty() {
-            cmd.hook(crate::platform::posix::rlimit_hook(limits, libc::setrlimit));
-        }
+        crate::platform::posix::install_rlimits(cmd, &self.limits, resource, libc::setrlimit);
     }
 
     /// Nothing left to do after the spawn: the child set its own limits before it exec'd.
