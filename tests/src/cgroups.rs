@@ -13,6 +13,13 @@ pub fn remove_instance(instance: &str) {
     }
 }
 
+/// As [`remove_instance`], for the daemon whose state dir is `state` (its `instance` file).
+pub fn remove_instance_of(state: &Path) {
+    if let Ok(instance) = fs::read_to_string(state.join("instance")) {
+        remove_instance(instance.trim());
+    }
+}
+
 /// Kills (`cgroup.kill`, v2) what is in `base`'s per-process cgroups and removes them and it.
 pub fn remove_tree(base: &Path) {
     if !base.is_dir() {

@@ -417,6 +417,8 @@ impl TestDaemon {
 
 impl Drop for TestDaemon {
     fn drop(&mut self) {
+        // Read before a small state dir is unmounted.
+        let instance = self.instance();
         self.kill9();
         if self.small == Some(SmallState::Tmpfs) {
             unmount(&self.state);
@@ -432,7 +434,7 @@ impl Drop for TestDaemon {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        if let Some(instance) = self.instance() {
+        if let Some(instance) = instance {
             crate::cgroups::remove_instance(&instance);
         }
     }

@@ -12,6 +12,7 @@ use cuba_tests::{bin, bounded, pid_alive, wait_for, STEP};
 /// Kills whatever daemon the test's clients started (it is not our child: it daemonized).
 struct Cleanup {
     socket: PathBuf,
+    state: PathBuf,
 }
 
 impl Drop for Cleanup {
@@ -30,6 +31,7 @@ impl Drop for Cleanup {
                 kill9(pid);
             }
         }
+        cuba_tests::cgroups::remove_instance_of(&self.state);
     }
 }
 
@@ -55,6 +57,7 @@ async fn racing_clients_start_exactly_one_daemon() {
     let state = dir.path().join("state");
     let _cleanup = Cleanup {
         socket: socket.clone(),
+        state: state.clone(),
     };
     let (a, b) = tokio::join!(cubactl_ps(&socket, &state), cubactl_ps(&socket, &state));
     for out in [&a, &b] {

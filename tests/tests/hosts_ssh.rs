@@ -86,6 +86,7 @@ impl Drop for World {
         {
             cuba_tests::procfs::kill9(pid);
         }
+        cuba_tests::cgroups::remove_instance_of(&self.local.path().join("state"));
     }
 }
 
