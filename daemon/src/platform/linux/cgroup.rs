@@ -494,23 +494,28 @@ mod tests {
             }
         }
         let _rm = Rm(base.clone());
-        let placement = c.prepare(7).unwrap();
-        let mut cmd = crate::platform::spawn::Spawn::new("/bin/sh");
-        cmd.arg("-c").arg("cat /proc/self/cgroup");
-        placement.install(&mut cmd);
-        let (status, text) = crate::platform::spawn::tests::capture(cmd);
-        assert_eq!(status, 0, "{text}");
-        let cg = placement.handle();
-        drop(placement);
-        let leaf = format!("/cuba-exec-{instance}/7");
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("0::") && l.ends_with(&leaf)),
-            "{text}"
-        );
-        assert!(!cg.populated(), "the child was reaped");
-        assert!(cg.usage().cpu_ms.is_some(), "cpu.stat is readable");
-        cg.remove();
-        assert!(!base.join("7").exists());
+        use crate::platform::spawn::{tests::capture_by, Spawn};
+        // Born in it (clone3), and moved there first of all by the fallback start.
+        let starts: [fn(Spawn) -> io::Result<i32>; 2] = [Spawn::start, Spawn::start_std];
+        for start in starts {
+            let placement = c.prepare(7).unwrap();
+            let mut cmd = Spawn::new("/bin/sh");
+            cmd.arg("-c").arg("cat /proc/self/cgroup");
+            placement.install(&mut cmd);
+            let (status, text) = capture_by(cmd, start);
+            assert_eq!(status, 0, "{text}");
+            let cg = placement.handle();
+            drop(placement);
+            let leaf = format!("/cuba-exec-{instance}/7");
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with("0::") && l.ends_with(&leaf)),
+                "{text}"
+            );
+            assert!(!cg.populated(), "the child was reaped");
+            assert!(cg.usage().cpu_ms.is_some(), "cpu.stat is readable");
+            cg.remove();
+            assert!(!base.join("7").exists());
+        }
     }
 }

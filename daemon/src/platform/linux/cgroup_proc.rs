@@ -44,18 +44,19 @@ pub struct ProcCgroup {
     pub(super) memory_max: Option<u64>,
 }
 
-/// The cgroups made for a spawn and their `cgroup.procs`, open until the spawn has returned.
+/// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
+/// has returned.
 pub struct Placement {
-    /// The v2 cgroup's directory and `cgroup.procs`.
-    v2: Option<(OwnedFd, OwnedFd)>,
+    /// The v2 cgroup's directory.
+    v2: Option<OwnedFd>,
     /// The v1 cgroups' `cgroup.procs`.
     procs: Vec<OwnedFd>,
     cgroup: Arc<ProcCgroup>,
 }
 
 impl Placement {
-    /// Makes the directories, writes the `limits` (directory, file, value) and opens each
-    /// `cgroup.procs` close-on-exec. On an error nothing is left behind.
+    /// Makes the directories, writes the `limits` (directory, file, value) and opens them
+    /// close-on-exec. On an error nothing is left behind.
     pub(super) fn make(
         cgroup: ProcCgroup,
         limits: &[(Option<PathBuf>, &str, u64)],
@@ -73,19 +74,20 @@ impl Placement {
                         fs::write(dir.join(file), value.to_string()).map_err(|e| (dir, e))?;
                     }
                 }
-                let f = OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_CLOEXEC)
-                    .open(dir.join("cgroup.procs"))
-                    .map_err(|e| (dir, e))?;
+                // The v2 child is born in its directory; a v1 one writes to `cgroup.procs`.
                 if cgroup.v2.as_deref() == Some(dir) {
                     let d = OpenOptions::new()
                         .read(true)
                         .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
                         .open(dir)
                         .map_err(|e| (dir, e))?;
-                    v2 = Some((OwnedFd::from(d), OwnedFd::from(f)));
+                    v2 = Some(OwnedFd::from(d));
                 } else {
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_CLOEXEC)
+                        .open(dir.join("cgroup.procs"))
+                        .map_err(|e| (dir, e))?;
                     procs.push(OwnedFd::from(f));
                 }
             }
@@ -102,10 +104,9 @@ impl Placement {
 
     /// The child is born in the v2 cgroup and enters the v1 ones before it execs.
     pub fn install(&self, cmd: &mut Spawn) {
-        if let Some((dir, procs)) = &self.v2 {
+        if let Some(dir) = &self.v2 {
             cmd.cgroup(CgroupEntry {
                 dir: dir.as_raw_fd(),
-                procs: procs.as_raw_fd(),
             });
         }
         if self.procs.is_empty() {
@@ -133,7 +134,7 @@ impl Placement {
     pub fn can_start_inside(&self) -> bool {
         self.v2
             .as_ref()
-            .is_some_and(|(dir, _)| super::clone::can_start_in(dir.as_raw_fd()))
+            .is_some_and(|dir| super::clone::can_start_in(dir.as_raw_fd()))
     }
 }
 

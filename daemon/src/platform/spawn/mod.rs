@@ -29,12 +29,11 @@ pub enum Group {
     Session,
 }
 
-/// A cgroup the child is born in: the directory (for `CLONE_INTO_CGROUP`) and its
-/// `cgroup.procs` (for the fallback start, which writes "0" to it before the exec).
+/// A cgroup the child is born in: its directory, open until the spawn returns (for
+/// `CLONE_INTO_CGROUP`; the fallback start writes "0" to its `cgroup.procs` before the exec).
 #[derive(Clone, Copy, Debug)]
 pub struct CgroupEntry {
     pub dir: RawFd,
-    pub procs: RawFd,
 }
 
 pub struct Spawn {
@@ -164,7 +163,7 @@ impl Spawn {
     }
 
     /// The start through std's `Command` (posix_spawn when there is no hook, else fork).
-    fn start_std(self) -> io::Result<i32> {
+    pub(crate) fn start_std(self) -> io::Result<i32> {
         use std::os::unix::process::CommandExt;
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args).env_clear().envs(self.env);
@@ -177,14 +176,23 @@ impl Spawn {
         }
         if let Some(entry) = self.cgroup {
             // Without clone3 the child moves itself, first of all: a write of "0" moves the
-            // writer. SAFETY: write(2) only, on a descriptor open until the spawn returns.
+            // writer. SAFETY: openat, write and close, async-signal-safe, relative to a
+            // directory open until the spawn returns.
             unsafe {
-                cmd.pre_exec(
-                    move || match libc::write(entry.procs, b"0".as_ptr().cast(), 1) {
-                        1 => Ok(()),
-                        _ => Err(io::Error::last_os_error()),
-                    },
-                );
+                cmd.pre_exec(move || {
+                    let procs = c"cgroup.procs".as_ptr();
+                    let fd = libc::openat(entry.dir, procs, libc::O_WRONLY | libc::O_CLOEXEC);
+                    let written = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                    let err = io::Error::last_os_error();
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                    if written {
+                        Ok(())
+                    } else {
+                        Err(err)
+                    }
+                });
             }
         }
         if self.group == Group::Own {

@@ -8,11 +8,19 @@ use super::*;
 
 /// Starts `cmd` with stdin from /dev/null and stdout+stderr into a pipe; its exit status and
 /// output.
-pub(crate) fn capture(mut cmd: Spawn) -> (i32, String) {
+pub(crate) fn capture(cmd: Spawn) -> (i32, String) {
+    capture_by(cmd, Spawn::start)
+}
+
+/// As [`capture`], started by `start` (e.g. the fallback, [`Spawn::start_std`]).
+pub(crate) fn capture_by(
+    mut cmd: Spawn,
+    start: impl FnOnce(Spawn) -> std::io::Result<i32>,
+) -> (i32, String) {
     let (r, w) = crate::platform::pipe::pipe().unwrap();
     let null = OwnedFd::from(File::open("/dev/null").unwrap());
     cmd.stdio(null, w.try_clone().unwrap(), w);
-    let pid = cmd.start().unwrap();
+    let pid = start(cmd).unwrap();
     let mut text = String::new();
     File::from(r).read_to_string(&mut text).unwrap();
     let mut status = 0;
