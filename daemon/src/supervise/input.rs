@@ -114,6 +114,9 @@ impl Supervisor {
             return;
         }
         match self.member_reading() {
+            // What it wrote before its read (the prompt) is not read yet: not quiet. A busy
+            // runtime can take this timer before the read that is due.
+            Some(_) if self.output_unread() => self.rearm_input_check(),
             Some(pid) => {
                 let changed = {
                     let mut rec = target.lock();
@@ -137,6 +140,17 @@ impl Supervisor {
             }
             None => {}
         }
+    }
+
+    /// Whether output waits in a pipe or the terminal, not read yet.
+    fn output_unread(&self) -> bool {
+        [&self.stdout, &self.stderr].into_iter().flatten().any(|s| {
+            let fd = match s {
+                super::Source::Pipe(r) => std::os::fd::AsRawFd::as_raw_fd(r),
+                super::Source::Pty(m) => m.raw(),
+            };
+            crate::platform::pipe::has_unread(fd)
+        })
     }
 
     /// A member of the tree blocked reading the input: its pid.
