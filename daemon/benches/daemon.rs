@@ -324,7 +324,10 @@ async fn drain(c: &Client) {
 }
 
 async fn list(c: &Client, state: Option<ProcState>) -> Vec<ProcessInfo> {
-    let req = ListRequest { state, owner: None };
+    let req = ListRequest {
+        state,
+        ..ListRequest::default()
+    };
     c.list(req).await.unwrap()
 }
 

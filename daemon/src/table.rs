@@ -166,6 +166,36 @@ impl Table {
         self.lock().procs.values().cloned().collect()
     }
 
+    /// The records `keep` accepts, newest first: every running one, and the first `finished`
+    /// finished ones (all with `None`); returns them and how many finished ones were left out.
+    /// Nothing is copied for a record not returned, so the cost of a short listing does not
+    /// grow with the finished records kept.
+    pub fn select(
+        &self,
+        keep: impl Fn(&ProcessInfo) -> bool,
+        finished: Option<usize>,
+    ) -> (Vec<Arc<Proc>>, u64) {
+        let contents = self.lock();
+        let mut rows = Vec::new();
+        let (mut shown, mut hidden) = (0usize, 0u64);
+        for p in contents.procs.values().rev() {
+            let rec = p.lock();
+            if !keep(&rec.info) {
+                continue;
+            }
+            if rec.finished() {
+                if finished.is_some_and(|most| shown >= most) {
+                    hidden += 1;
+                    continue;
+                }
+                shown += 1;
+            }
+            drop(rec);
+            rows.push(p.clone());
+        }
+        (rows, hidden)
+    }
+
     pub fn running(&self) -> Vec<Arc<Proc>> {
         self.all()
             .into_iter()

@@ -71,7 +71,10 @@ async fn requests_unanswered_at_a_closing_notice_were_never_sent() {
         let first: RequestFrame = wire::decode(&framed.next().await.unwrap().unwrap()).unwrap();
         let _second = framed.next().await.unwrap().unwrap();
         framed
-            .send(frame(first.id, Response::List(Vec::new())))
+            .send(frame(
+                first.id,
+                Response::List(cuba_protocol::Listing::default()),
+            ))
             .await
             .unwrap();
         framed.send(closing()).await.unwrap();

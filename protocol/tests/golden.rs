@@ -175,6 +175,46 @@ fn golden_signal_request() {
 }
 
 #[test]
+fn golden_list_request_and_listing() {
+    let frame = RequestFrame {
+        id: 3,
+        request: Request::List(ListRequest {
+            state: Some(ProcState::Running),
+            owner: None,
+            name: Some("web".into()),
+            finished: Some(5),
+        }),
+    };
+    golden_request(
+        &frame,
+        &[
+            "03",           // frame id
+            "06",           // Request::List
+            "01 00",        // state Some(Running)
+            "00",           // owner None
+            "01 03 776562", // name Some("web")
+            "01 05",        // finished Some(5)
+        ],
+    );
+    let frame = ResponseFrame {
+        id: 3,
+        response: Response::List(Listing {
+            processes: Vec::new(),
+            hidden: 300,
+        }),
+    };
+    golden_response(
+        &frame,
+        &[
+            "03",      // id
+            "04",      // Response::List
+            "00",      // no rows
+            "fb 012c", // hidden 300
+        ],
+    );
+}
+
+#[test]
 fn golden_error_response() {
     let frame = ResponseFrame {
         id: 2,
@@ -232,7 +272,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "0000000a",             // protocol version 10, fixed u32 big-endian
+            "0000000b",             // protocol version 11, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -253,7 +293,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "0000000a",      // protocol version 10
+            "0000000b",      // protocol version 11
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -264,7 +304,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 0000000a 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 0000000b 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -82,32 +82,18 @@ pub enum ViewArg {
 /// offered its own fields.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CommandArgs {
-    /// Machine to run on, from list_hosts (default: this one).
+    // A host from list_hosts; the instructions say it once for every tool.
     pub host: Option<String>,
-    /// Working directory. Relative paths start at the server's directory (the project; on
-    /// another host, its home or configured cwd).
+    // The names say it: a working directory (relative: from the server's), extra variables.
     pub cwd: Option<String>,
-    /// Environment variables to set on top of the server's environment.
     pub env: Option<BTreeMap<String, String>>,
-    /// Hard time limit in ms: the whole process tree is stopped when it is reached. Default: none.
+    /// Hard limit, ms: then the whole tree is stopped.
     pub timeout_ms: Option<u64>,
-    /// Run on a pseudo-terminal (REPLs, prompts, full-screen programs): answer it with
-    /// send_input keys, see it with status/wait view="screen".
+    /// A terminal (REPLs, prompts, TUIs); cols×rows default 120×40.
     pub tty: Option<bool>,
-    /// With tty: terminal width (default 120).
     pub cols: Option<u16>,
-    /// With tty: terminal height (default 40).
     pub rows: Option<u16>,
-    /// What the command does, declared by you before it runs: every category that plausibly
-    /// applies, or ["NONE"] for a read-only command. Categories: NONE, MODIFIES_WORKSPACE_FILES,
-    /// MODIFIES_PROTECTED_FILES, MODIFIES_OUTSIDE_WORKSPACE, DELETES_FILES, INSTALLS_DEPENDENCIES,
-    /// CHANGES_SYSTEM_CONFIGURATION, BREAKS_OPERATING_SYSTEM, AFFECTS_PRODUCTION_SERVICES,
-    /// STOPS_OR_RESTARTS_SERVICES, EXPOSES_SECRETS, CREATES_SECURITY_RISK,
-    /// CHANGES_NETWORK_CONFIGURATION, MAKES_NETWORK_REQUESTS, RUNS_PRIVILEGED_COMMANDS,
-    /// USES_DESTRUCTIVE_GIT_OPERATION, CONSUMES_SIGNIFICANT_RESOURCES,
-    /// GENERATES_EXECUTABLE_CONTENT, BREAKS_OS_USER_SETTINGS, KILLS_AGENT_PROCESS, OTHER, UNKNOWN.
-    /// A command declaring a category the user has blocked is refused (BLOCKED) and not run:
-    /// then do the task another way or ask the user. Example: ["MAKES_NETWORK_REQUESTS"].
+    /// Categories as in run, or ["NONE"].
     pub side_effects: Option<Vec<String>>,
 }
 
@@ -117,22 +103,18 @@ pub struct CommandArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunArgs {
-    /// Shell command to run (`/bin/sh -c`): pipes, `&&`, redirections and quoting work.
+    /// Shell command (`/bin/sh -c`).
     pub command: String,
-    /// Wait at most this long (ms, default 10000) before returning; a command still running then
-    /// keeps running in the background and the reply carries its id and the output so far.
+    /// Return after this many ms (default 10000); it runs on.
     pub yield_ms: Option<u64>,
-    /// Most bytes of output in the reply (default 65536): the first quarter and the last three
-    /// quarters are kept, the middle is replaced by a marker saying how much was cut.
     pub max_output: Option<u64>,
-    /// Shell to use instead of /bin/sh, e.g. "/bin/bash".
+    /// e.g. /bin/bash (default /bin/sh).
     pub shell: Option<String>,
-    /// Text written to the command's stdin, which is then closed. Not with session.
+    /// Text for stdin, then closed.
     pub stdin: Option<String>,
-    /// A label for the process, shown by list_processes.
+    /// Label for list_processes.
     pub name: Option<String>,
-    /// Run in the persistent shell of this name (started on first use): `cd`, `export` and
-    /// activated environments carry over between calls. One command at a time; not with tty.
+    /// Persistent shell of this name: cd and exports carry over. Not with tty.
     pub session: Option<String>,
     #[serde(flatten)]
     pub common: CommandArgs,
@@ -141,19 +123,16 @@ pub struct RunArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartArgs {
-    /// Shell command to run in the background (`/bin/sh -c`), e.g. a dev server.
+    /// Shell command (`/bin/sh -c`).
     pub command: String,
-    /// Shell to use instead of /bin/sh.
     pub shell: Option<String>,
-    /// Text written to the command's stdin (stdin stays open; close it with send_input eof).
-    /// Not with session.
+    /// Text for stdin, which stays open.
     pub stdin: Option<String>,
-    /// A label for the process, shown by list_processes (e.g. "web").
+    /// Label, e.g. "web".
     pub name: Option<String>,
-    /// With `name`: if a process of that name runs the same command already, return it instead
-    /// of starting a second one.
+    /// With name: reuse a running one of that name and command.
     pub ensure: Option<bool>,
-    /// Run in the persistent shell of this name (see run).
+    /// Persistent shell of this name.
     pub session: Option<String>,
     #[serde(flatten)]
     pub common: CommandArgs,
@@ -162,86 +141,76 @@ pub struct StartArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {
-    /// Host it runs on (ids are per host; default: this machine).
+    // A host from list_hosts; the instructions say it once for every tool.
     pub host: Option<String>,
-    /// Process id (from run, start or list_processes).
     pub id: u64,
-    /// Cursor from a previous reply's `next`: return only output after it. Without it, the
-    /// last `tail_bytes` of output are returned.
+    /// Cursor: only output after it (default: the last tail_bytes).
     pub since: Option<u64>,
-    /// Without `since`: how many of the last bytes to return (default 4096).
+    /// Without since: bytes from the end (default 4096).
     pub tail_bytes: Option<u64>,
-    /// Which stream to return (default both, interleaved as written).
     pub stream: Option<StreamArg>,
-    /// Most bytes of output in the reply (default 65536).
     pub max_output: Option<u64>,
-    /// "text" (default): the output; "screen": the terminal screen as a person sees it (tty).
     pub view: Option<ViewArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitArgs {
-    /// Host it runs on (ids are per host; default: this machine).
+    // A host from list_hosts; the instructions say it once for every tool.
     pub host: Option<String>,
-    /// Process id.
     pub id: u64,
-    /// Cursor from a previous reply's `next`: output (and `until` matching) starts after it.
-    /// Default 0: all output.
+    /// Cursor (default 0).
     pub since: Option<u64>,
-    /// Regular expression: return as soon as a line of new output matches, e.g. "listening on".
+    /// Regex: return when a new line matches, e.g. "listening on".
     pub until: Option<String>,
-    /// Return once the output has been quiet for this many ms.
+    /// Return after this many ms without output.
     pub quiet_ms: Option<u64>,
-    /// Longest wait in ms (default 30000, at most 55000). Waiting never stops the process.
+    /// Longest wait, ms (default 30000, at most 55000).
     pub timeout_ms: Option<u64>,
-    /// Which stream to return and match (default both).
     pub stream: Option<StreamArg>,
-    /// Most bytes of output in the reply (default 65536).
     pub max_output: Option<u64>,
-    /// "text" (default): the new output; "screen": then the terminal screen (tty).
     pub view: Option<ViewArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendInputArgs {
-    /// Host it runs on (ids are per host; default: this machine).
+    // A host from list_hosts; the instructions say it once for every tool.
     pub host: Option<String>,
-    /// Process id.
     pub id: u64,
-    /// Text to write to stdin. Include "\n" to press Enter.
+    /// Text to write ("\n" is Enter).
     pub text: Option<String>,
-    /// Keys pressed after `text`, e.g. ["Enter"], ["C-c"], ["Up","Enter"]: Enter, Tab, Esc,
-    /// Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, F1-F12,
-    /// C-a..C-z, M-<key>.
+    /// Keys after text: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End,
+    /// PageUp, PageDown, Delete, F1-F12, C-a..C-z, M-<key>.
     pub keys: Option<Vec<String>>,
-    /// Close stdin after writing (the program sees end of input; C-d on a terminal).
+    /// Then close stdin (C-d on a terminal).
     pub eof: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendSignalArgs {
-    /// Host it runs on (ids are per host; default: this machine).
+    // A host from list_hosts; the instructions say it once for every tool.
     pub host: Option<String>,
-    /// Process id.
     pub id: u64,
-    /// SIGTERM (default; graceful: SIGKILL follows after the grace period if needed), SIGKILL,
-    /// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP or SIGCONT. Goes to the whole tree.
+    /// SIGTERM (default: then SIGKILL after a grace), SIGKILL, SIGINT, SIGHUP, SIGQUIT,
+    /// SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT.
     pub signal: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    /// Host to list (default: this machine); "*": every host.
+    // A host, or "*" for every host (the instructions say so).
     pub host: Option<String>,
-    /// Only processes in this state: running, waiting_input, exited, signaled, timed_out,
-    /// killed, failed_to_start, lost.
+    /// running, waiting_input, exited, signaled, timed_out, killed, failed_to_start or lost.
     pub state: Option<String>,
-    /// Only processes started by this client (owner name, e.g. "claude-code" or "cubactl").
+    /// Owner, e.g. "cubactl".
     pub owner: Option<String>,
+    /// Process name.
+    pub name: Option<String>,
+    /// Most finished shown, newest first (default 5).
+    pub limit: Option<u32>,
 }
 
 #[cfg(test)]
@@ -316,7 +285,8 @@ mod tests {
             want.sort_unstable();
             assert_eq!(props(&schema), want);
             assert_eq!(schema["required"], json!(["command"]));
-            assert_eq!(schema["additionalProperties"], json!(false));
+            // Left out of the schema (bytes every session pays); serde refuses them.
+            assert_eq!(schema.get("additionalProperties"), None);
         }
     }
 }

@@ -85,6 +85,11 @@ impl Link {
         self.pool.hosts()
     }
 
+    /// Why the hosts configuration could not be read, if it could not.
+    pub fn hosts_error(&self) -> Option<&str> {
+        self.hosts_error.as_deref()
+    }
+
     /// Runs `f` with the connection to `host` (`None`: this machine). If the connection turns
     /// out to be dead (the daemon was restarted or killed since the last call, a bridge
     /// dropped), connects again (starting a local daemon) and runs `f` again, as far as

@@ -10,61 +10,59 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 /// The input schema of `T` without what only a validator could use (`$schema`, integer
-/// formats).
+/// formats and bounds) and without `null` in the types of optional arguments: an argument that
+/// is not required may be left out, which says the same in fewer bytes.
 pub fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     let mut schema = match schema_for_input::<T>() {
         Ok(s) => s.as_ref().clone(),
         Err(_) => schema_for_type::<T>().as_ref().clone(),
     };
     schema.remove("$schema");
+    // Unknown arguments are refused all the same, with an error naming the known ones.
+    schema.remove("additionalProperties");
     let mut value = Value::Object(schema);
-    no_format(&mut value);
-    match value {
-        Value::Object(o) => Arc::new(o),
-        // `no_format` keeps an object an object.
-        _ => schema_for_type::<T>(),
-    }
+    trim(&mut value, Keep::Descriptions);
+    object(value, schema_for_type::<T>)
 }
 
-fn no_format(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            o.remove("format");
-            for (key, child) in o.iter_mut() {
-                match (key.as_str(), child) {
-                    // Maps of names to schemas: a field may be called "format".
-                    ("properties" | "$defs", Value::Object(map)) => {
-                        map.values_mut().for_each(no_format)
-                    }
-                    (_, child) => no_format(child),
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(no_format),
-        _ => {}
-    }
-}
-
-/// The output schema of `T` for a tool: the reply's shape and its descriptions. Integer formats
-/// and bounds, `$schema`, and `null` for fields that are left out rather than written as null
-/// (`skip_serializing_if`) are removed.
+/// The output schema of `T` for a tool: the fields every reply carries, with their types, and
+/// nothing else. The optional fields (present only when they say something) and what each
+/// field means are in docs/tools.md: tools/list carries every schema to every session, and a
+/// client validates what is declared, so the declaration is exact about what it names and
+/// leaves the rest open (JSON Schema allows further properties).
 pub fn output_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     let mut schema = schema_for_output::<T>().as_ref().clone();
     schema.remove("$schema");
     let mut value = Value::Object(schema);
-    trim(&mut value);
+    inline_defs(&mut value);
+    trim(&mut value, Keep::Required);
+    object(value, schema_for_output::<T>)
+}
+
+fn object(value: Value, otherwise: impl FnOnce() -> Arc<JsonObject>) -> Arc<JsonObject> {
     match value {
         Value::Object(o) => Arc::new(o),
-        // `trim` keeps an object an object.
-        _ => schema_for_output::<T>(),
+        // The trimming keeps an object an object.
+        _ => otherwise(),
     }
 }
 
-fn trim(v: &mut Value) {
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    /// Every property, with its description (what the model reads to call a tool).
+    Descriptions,
+    /// Only required properties, without descriptions.
+    Required,
+}
+
+fn trim(v: &mut Value, keep: Keep) {
     match v {
         Value::Object(o) => {
-            for key in ["format", "minimum", "maximum"] {
+            for key in ["format", "minimum", "maximum", "minItems", "maxItems"] {
                 o.remove(key);
+            }
+            if keep == Keep::Required {
+                o.remove("description");
             }
             let required: Vec<String> = match o.get("required") {
                 Some(Value::Array(r)) => r
@@ -73,6 +71,11 @@ fn trim(v: &mut Value) {
                     .collect(),
                 _ => Vec::new(),
             };
+            if keep == Keep::Required {
+                if let Some(Value::Object(props)) = o.get_mut("properties") {
+                    props.retain(|name, _| required.contains(name));
+                }
+            }
             for (key, child) in o.iter_mut() {
                 match (key.as_str(), child) {
                     // Maps of names to schemas: the names are not keywords.
@@ -81,19 +84,51 @@ fn trim(v: &mut Value) {
                             if key == "properties" && !required.contains(name) {
                                 not_null(schema);
                             }
-                            trim(schema);
+                            trim(schema, keep);
                         }
                     }
-                    (_, child) => trim(child),
+                    (_, child) => trim(child, keep),
                 }
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(trim),
+        Value::Array(a) => a.iter_mut().for_each(|c| trim(c, keep)),
         _ => {}
     }
 }
 
-/// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X.
+/// Replaces every `{"$ref": "#/$defs/X"}` with the schema of X and drops `$defs` (a tool's
+/// schema uses each definition once or twice; inline it is smaller than by reference).
+fn inline_defs(v: &mut Value) {
+    let defs = match v {
+        Value::Object(o) => match o.remove("$defs") {
+            Some(Value::Object(d)) => d,
+            _ => return,
+        },
+        _ => return,
+    };
+    fn walk(v: &mut Value, defs: &serde_json::Map<String, Value>, depth: usize) {
+        if let Value::Object(o) = v {
+            let target = o
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+                .and_then(|name| defs.get(name));
+            if let (Some(def), true) = (target, depth < 8) {
+                *v = def.clone();
+                return walk(v, defs, depth + 1);
+            }
+        }
+        match v {
+            Value::Object(o) => o.values_mut().for_each(|c| walk(c, defs, depth)),
+            Value::Array(a) => a.iter_mut().for_each(|c| walk(c, defs, depth)),
+            _ => {}
+        }
+    }
+    walk(v, &defs, 0);
+}
+
+/// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X;
+/// `null` leaves an `enum` too.
 fn not_null(prop: &mut Value) {
     let Value::Object(o) = prop else { return };
     if let Some(Value::Array(types)) = o.get_mut("type") {
@@ -102,6 +137,9 @@ fn not_null(prop: &mut Value) {
             let only = types.remove(0);
             o.insert("type".into(), only);
         }
+    }
+    if let Some(Value::Array(values)) = o.get_mut("enum") {
+        values.retain(|v| !v.is_null());
     }
     let null = serde_json::json!({ "type": "null" });
     if let Some(Value::Array(any)) = o.get("anyOf") {
@@ -117,40 +155,82 @@ fn not_null(prop: &mut Value) {
 
 #[cfg(test)]
 mod tests {
-    use serde::Serialize;
+    use serde::{Deserialize, Serialize};
 
     use super::*;
     use crate::reply::TtyReply;
 
     #[derive(Serialize, JsonSchema)]
     struct Sample {
-        /// Kept.
+        /// Dropped: docs/tools.md says what a field means.
         format: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         left_out: Option<TtyReply>,
         maybe: Option<i32>,
+        rows: Vec<Row>,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    struct Row {
+        id: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Args {
+        /// Kept: the model reads it.
+        id: u64,
+        limit: Option<u32>,
+        view: Option<Choice>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(inline)]
+    enum Choice {
+        Text,
+        Screen,
     }
 
     #[test]
-    fn output_schemas_keep_shape_and_drop_validator_noise() {
+    fn output_schemas_name_the_fields_every_reply_has_with_their_types_only() {
         let schema = Value::Object(output_schema::<Sample>().as_ref().clone());
-        assert_eq!(schema.get("$schema"), None);
+        assert_eq!(
+            schema,
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    // A field named like a keyword stays; its integer format goes.
+                    "format": { "type": "integer" },
+                    // Written as null when empty: required, and null stays.
+                    "maybe": { "type": ["integer", "null"] },
+                    // A definition is inlined, trimmed the same way.
+                    "rows": { "type": "array", "items": {
+                        "type": "object",
+                        "properties": { "id": { "type": "integer" } },
+                        "required": ["id"],
+                    } },
+                },
+                "required": ["format", "maybe", "rows"],
+            })
+        );
+    }
+
+    #[test]
+    fn input_schemas_keep_descriptions_and_drop_null_from_optional_arguments() {
+        let schema = Value::Object(input_schema::<Args>().as_ref().clone());
         let props = &schema["properties"];
-        // A field named like a keyword stays; its integer format goes.
         assert_eq!(
-            props["format"],
-            serde_json::json!({ "description": "Kept.", "type": "integer" })
+            props["id"],
+            serde_json::json!({ "description": "Kept: the model reads it.", "type": "integer" })
         );
-        // Left out rather than null: no null in its type, the object inline.
-        assert_eq!(props["left_out"]["type"], "object");
+        assert_eq!(props["limit"], serde_json::json!({ "type": "integer" }));
         assert_eq!(
-            props["left_out"]["required"],
-            serde_json::json!(["cols", "rows"])
+            props["view"],
+            serde_json::json!({ "type": "string", "enum": ["text", "screen"] })
         );
-        // Written as null when empty: null stays.
-        assert_eq!(
-            props["maybe"]["type"],
-            serde_json::json!(["integer", "null"])
-        );
+        assert_eq!(schema["required"], serde_json::json!(["id"]));
     }
 }

@@ -25,6 +25,8 @@ use crate::view::{View, SECRET_NAMES};
 #[derive(Clone)]
 pub struct CubaExec {
     tool_router: ToolRouter<Self>,
+    /// What the model is told once for every tool (`get_info`).
+    instructions: Arc<str>,
     /// The connection to cubad, shared by every call.
     pub(crate) link: Arc<Link>,
     /// How output is shown to the model (escapes, redraws, secrets).
@@ -49,9 +51,13 @@ impl CubaExec {
         let (strip, names) = view_settings();
         let local: Vec<(String, String)> = std::env::vars().collect();
         let pairs = local.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let link = Link::new(socket);
+        // A configuration that failed to load keeps `host`, so that its error reaches the model.
+        let hosts = !link.hosts().is_empty() || link.hosts_error().is_some();
         CubaExec {
-            tool_router: Self::tool_router(),
-            link: Arc::new(Link::new(socket)),
+            tool_router: Self::tools_for(hosts),
+            instructions: instructions(hosts).into(),
+            link: Arc::new(link),
             view: Arc::new(View::new(strip, names.as_ref(), pairs)),
             views: Arc::new(Views {
                 strip,
@@ -102,6 +108,28 @@ impl CubaExec {
     }
 }
 
+/// What every tool shares, said once: the reply header and its cursor, the output view,
+/// waiting for input, terminals, sessions, hosts (only where some are configured).
+fn instructions(hosts: bool) -> String {
+    let mut text = String::from(
+        "Shell commands on a daemon shared with other agents and people (cubactl). A reply \
+         starts with a header like [id:7 exit:0 time:12ms bytes:1532 trunc:no next:1532]; \
+         pass `next` as `since` to status or wait to read only newer output. Output beyond \
+         max_output (default 65536 bytes) keeps its head and tail with a marker for the cut; \
+         all of it stays readable by cursor. A \
+         process blocked reading input is state:waiting_input with its prompt: answer with \
+         send_input. tty: true gives a terminal (send_input keys; view=\"screen\" shows it); \
+         session=\"name\" keeps one shell across runs. Errors name a code and a fix.",
+    );
+    if hosts {
+        text.push_str(
+            " host=\"name\" aims any tool at a machine from list_hosts (ids are per host); \
+             list_processes host=\"*\" lists them all.",
+        );
+    }
+    text
+}
+
 /// What the server's environment asks of the model view: `CUBA_EXEC_RAW_OUTPUT=1` keeps
 /// escapes, `CUBA_EXEC_REDACT` names the variables whose values are hidden.
 fn view_settings() -> (bool, Option<Regex>) {
@@ -128,15 +156,7 @@ impl ServerHandler for CubaExec {
                 .build(),
         )
         .with_server_info(Implementation::new("cuba-exec", cuba_protocol::VERSION))
-        .with_instructions(
-            "Run shell commands through cuba-exec. `run` waits (auto-yields after yield_ms and \
-             returns an id); `start` backgrounds; `wait`/`status` read output with `since` \
-             cursors; `send_input`, `send_signal`; `list_processes` shows every process, \
-             including those of other agents and people. `tty: true` gives a program a \
-             terminal (answer it with send_input keys, see it with view=\"screen\"); \
-             `session: \"name\"` runs commands in one persistent shell. `host` aims any tool \
-             at another machine (list_hosts shows them).",
-        )
+        .with_instructions(self.instructions.to_string())
     }
 
     async fn list_resources(

@@ -24,7 +24,7 @@ async fn commands_around_an_idle_close_each_run_once() {
             .await;
         assert!(!r.is_error(), "start {i}: {}", r.text());
     }
-    let rows = c.rows(json!({})).await;
+    let rows = c.rows(json!({ "limit": 100 })).await;
     for i in 0..runs {
         let command = format!("echo idle-{i}");
         let n = rows.iter().filter(|r| r["command"] == command).count();

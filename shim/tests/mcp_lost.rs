@@ -106,7 +106,7 @@ async fn serve(mut s: UnixStream, seen: Seen) -> Option<()> {
         }
         let reply = ResponseFrame {
             id: frame.id,
-            response: Response::List(Vec::new()),
+            response: Response::List(cuba_protocol::Listing::default()),
         };
         write_frame(&mut s, &wire::encode(&reply).ok()?).await?;
     }

@@ -15,7 +15,7 @@ async fn setup() -> (TestDir, Mcp) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tools_list_has_eight_tools_with_output_schemas_and_annotations() {
+async fn tools_list_has_seven_tools_with_output_schemas_and_annotations() {
     let (_t, c) = setup().await;
     let tools = common::bounded("tools/list", common::STEP, c.service.list_all_tools())
         .await
@@ -24,8 +24,8 @@ async fn tools_list_has_eight_tools_with_output_schemas_and_annotations() {
     names.sort_unstable();
     assert_eq!(
         names,
+        // No host is configured here: list_hosts is not offered (tests/mcp_budgets.rs).
         [
-            "list_hosts",
             "list_processes",
             "run",
             "send_input",
@@ -72,11 +72,6 @@ async fn tools_list_has_eight_tools_with_output_schemas_and_annotations() {
     let run = tools.iter().find(|t| t.name == "run").expect("run listed");
     let required = &run.input_schema["required"];
     assert_eq!(required, &json!(["command"]), "run's required arguments");
-    // Every session of every client pays for this list: it stays small.
-    let size = serde_json::to_string(&tools)
-        .expect("tools serialize")
-        .len();
-    assert!(size < 24_500, "tools/list carries {size} bytes of tools");
     c.close().await;
 }
 
@@ -295,7 +290,7 @@ async fn a_stream_filter_reports_no_truncation_when_its_stream_fits() {
         .await;
     // 12 bytes of stderr fit in 1024: nothing was cut from the stream asked for.
     assert_eq!(s.output(), "err\nerr-end\n", "{}", s.text());
-    assert_eq!(s.u64("truncated"), 0, "{}", s.text());
+    assert_eq!(s.sc().get("truncated"), None, "{}", s.text());
     c.close().await;
 }
 

@@ -21,7 +21,7 @@ async fn two_clients_see_and_steer_the_same_table() {
         .await
         .unwrap();
     match bounded("first table", STEP, watch.next()).await {
-        Some(Ok(Response::List(l))) => assert!(l.is_empty(), "{l:?}"),
+        Some(Ok(Response::List(l))) => assert!(l.processes.is_empty(), "{l:?}"),
         other => panic!("unexpected watch frame: {other:?}"),
     }
     let mut req = spawn_req("sleep 100");
@@ -29,7 +29,7 @@ async fn two_clients_see_and_steer_the_same_table() {
     let p = spawn_with(&alice, req).await;
     loop {
         match bounded("table change", STEP, watch.next()).await {
-            Some(Ok(Response::List(l))) if l.iter().any(|r| r.id == p.id) => break,
+            Some(Ok(Response::List(l))) if l.processes.iter().any(|r| r.id == p.id) => break,
             Some(Ok(Response::List(_))) => {}
             other => panic!("unexpected watch frame: {other:?}"),
         }
@@ -45,8 +45,8 @@ async fn two_clients_see_and_steer_the_same_table() {
     assert_eq!((row.pid, row.state), (p.pid, ProcState::Running));
 
     let by_owner = |owner: &str| ListRequest {
-        state: None,
         owner: Some(owner.into()),
+        ..ListRequest::default()
     };
     assert_eq!(bob.list(by_owner("alice")).step().await.unwrap().len(), 1);
     assert!(bob.list(by_owner("bob")).step().await.unwrap().is_empty());
@@ -72,7 +72,7 @@ async fn two_clients_see_and_steer_the_same_table() {
     assert_eq!(w.process.state, ProcState::Killed);
     let running = ListRequest {
         state: Some(ProcState::Running),
-        owner: None,
+        ..ListRequest::default()
     };
     assert!(alice.list(running).step().await.unwrap().is_empty());
 }

@@ -111,7 +111,12 @@ async fn targets(client: &Client, args: &Args) -> Result<Vec<u64>> {
     }
     if args.all || args.owner.is_some() {
         let owner = args.owner.clone();
-        let list = client.list(ListRequest { state: None, owner }).await?;
+        let list = client
+            .list(ListRequest {
+                owner,
+                ..ListRequest::default()
+            })
+            .await?;
         ids.extend(list.iter().filter(|p| !p.state.is_finished()).map(|p| p.id));
     }
     Ok(ids)

@@ -80,8 +80,8 @@ pub async fn instance(ctx: &Ctx, client: &Client) -> Option<String> {
 
 pub fn request(args: &Args) -> ListRequest {
     ListRequest {
-        state: None,
         owner: args.owner.clone(),
+        ..ListRequest::default()
     }
 }
 
@@ -107,7 +107,7 @@ async fn watch(
     loop {
         tokio::select! {
             frame = frames.next() => match frame {
-                Some(Ok(Response::List(l))) => list = filter(l, args),
+                Some(Ok(Response::List(l))) => list = filter(l.processes, args),
                 Some(Ok(other)) => anyhow::bail!("unexpected frame from cubad: {other:?}"),
                 Some(Err(e)) => return Err(e.into()),
                 None => return Ok(ExitCode::SUCCESS),

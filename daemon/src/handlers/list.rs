@@ -1,15 +1,20 @@
-//! `List`: the shared table, filtered by state and owner.
+//! `List`: the shared table, filtered by state, owner and name; finished rows the newest first
+//! up to the request's limit, the rest counted.
 
-use cuba_protocol::{ListRequest, ProcessInfo};
+use cuba_protocol::{ListRequest, Listing, ProcessInfo};
 
 use crate::daemon::Daemon;
 
-pub fn list(d: &Daemon, r: &ListRequest) -> Vec<ProcessInfo> {
-    d.table()
-        .all()
-        .iter()
-        .map(|p| p.info())
-        .filter(|i| r.state.is_none_or(|s| i.state == s))
-        .filter(|i| r.owner.as_ref().is_none_or(|o| &i.owner.name == o))
-        .collect()
+pub fn list(d: &Daemon, r: &ListRequest) -> Listing {
+    let keep = |i: &ProcessInfo| {
+        r.state.is_none_or(|s| i.state == s)
+            && r.owner.as_ref().is_none_or(|o| &i.owner.name == o)
+            && r.name.as_ref().is_none_or(|n| i.name.as_ref() == Some(n))
+    };
+    let most = r.finished.map(|n| n as usize);
+    let (rows, hidden) = d.table().select(keep, most);
+    // By id, as every listing has been: the newest finished ones were chosen, not reordered.
+    let mut processes: Vec<ProcessInfo> = rows.iter().map(|p| p.info()).collect();
+    processes.reverse();
+    Listing { processes, hidden }
 }

@@ -390,7 +390,12 @@ impl Client {
         }
     }
 
+    /// The rows `req` asks for (see [`Client::listing`] for the count of those left out).
     pub async fn list(&self, req: ListRequest) -> Result<Vec<ProcessInfo>, ClientError> {
+        Ok(self.listing(req).await?.processes)
+    }
+
+    pub async fn listing(&self, req: ListRequest) -> Result<Listing, ClientError> {
         match self.call(Request::List(req)).await? {
             Response::List(l) => Ok(l),
             other => Err(unexpected(other)),

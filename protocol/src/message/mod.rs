@@ -108,7 +108,7 @@ pub enum Response {
     Process(ProcessInfo),
     Output(OutputRead),
     Waited(WaitResult),
-    List(Vec<ProcessInfo>),
+    List(Listing),
     Pruned(u64),
     DaemonStatus(DaemonStatus),
     /// The last frame of a streaming reply.

@@ -17,6 +17,19 @@ pub struct ListRequest {
     pub state: Option<ProcState>,
     /// Owner name (exact match).
     pub owner: Option<String>,
+    /// Process name (exact match).
+    pub name: Option<String>,
+    /// Most finished records in the reply, the newest first; the rest are only counted
+    /// ([`Listing::hidden`]). `None`: all of them. Running ones are always listed.
+    pub finished: Option<u32>,
+}
+
+/// The rows a [`ListRequest`] asked for, by id, and how many finished rows matched but were
+/// left out by its `finished` limit.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub processes: Vec<ProcessInfo>,
+    pub hidden: u64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -188,7 +188,18 @@ fn screen_view() -> impl Strategy<Value = ScreenView> {
 }
 
 fn list_request() -> impl Strategy<Value = ListRequest> {
-    (opt(proc_state()), opt(text())).prop_map(|(state, owner)| ListRequest { state, owner })
+    (
+        opt(proc_state()),
+        opt(text()),
+        opt(text()),
+        opt(any::<u32>()),
+    )
+        .prop_map(|(state, owner, name, finished)| ListRequest {
+            state,
+            owner,
+            name,
+            finished,
+        })
 }
 
 /// Every `Request` variant. Boxed: the unboxed union of all arms is deep enough to overflow a
@@ -448,7 +459,8 @@ pub fn response() -> BoxedStrategy<Response> {
                 output,
             })
         }),
-        vec(process_info(), 0..3).prop_map(Response::List),
+        (vec(process_info(), 0..3), any::<u64>())
+            .prop_map(|(processes, hidden)| Response::List(Listing { processes, hidden })),
         any::<u64>().prop_map(Response::Pruned),
         daemon_status().prop_map(Response::DaemonStatus),
         Just(Response::End),

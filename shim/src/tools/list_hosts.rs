@@ -87,9 +87,8 @@ impl HostRow {
 #[tool_router(router = list_hosts_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "The machines the other tools can aim at with `host`: this one (\"local\") \
-                       and each configured host, with whether it is reachable (or the error), \
-                       daemon version, OS/arch, shell and running processes.",
+        description = "Machines `host` can name (\"local\" is this one): reachable or why not, \
+                       version, OS, shell, running count.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<ListHostsArgs>(),
         output_schema = output_schema::<HostsReply>()

@@ -1,4 +1,6 @@
-//! `list_processes`: the shared table, every process of every agent and person, one line each.
+//! `list_processes`: the shared table, every process of every agent and person, one line each:
+//! every running one, the newest finished ones ([`FINISHED`] unless `limit` says otherwise), and
+//! a count of the finished ones left out. Its size does not grow with the commands run.
 
 use cuba_protocol::client::Client;
 use cuba_protocol::hosts;
@@ -14,12 +16,14 @@ use crate::reply::{structured, HostError, ListReply, ProcessRow};
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
 
+/// Finished processes listed when the caller does not say: enough to see what just ended.
+pub const FINISHED: u32 = 5;
+
 #[tool_router(router = list_processes_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "The shared process table: every process started by any agent or by a \
-                       person (cubactl), with id, state, owner, name, time, output bytes and \
-                       command. Filter by state or owner; host=\"*\" lists every host.",
+        description = "Every agent's and person's processes: running ones in full, the newest \
+                       finished, a count of the rest.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<ListArgs>(),
         output_schema = output_schema::<ListReply>()
@@ -33,6 +37,8 @@ impl CubaExec {
         let req = ListRequest {
             state,
             owner: a.owner,
+            name: a.name,
+            finished: Some(a.limit.unwrap_or(FINISHED)),
         };
         let every = a.host.as_deref() == Some(hosts::ALL);
         let names: Vec<Option<String>> = match every {
@@ -54,7 +60,7 @@ impl CubaExec {
             async move {
                 let list = |c: Client| {
                     let req = req.clone();
-                    async move { c.list(req).await }
+                    async move { c.listing(req).await }
                 };
                 self.ask_bounded(ctx, host.as_deref(), list).await
             }
@@ -63,9 +69,13 @@ impl CubaExec {
         let now = cuba_protocol::now_ms();
         let mut rows = Vec::new();
         let mut unreachable = Vec::new();
+        let mut hidden = 0;
         for (host, answer) in names.iter().zip(answers) {
+            if let Ok(list) = &answer {
+                hidden += list.hidden;
+            }
             match (answer, every) {
-                (Ok(list), _) => rows.extend(list.iter().map(|p| {
+                (Ok(list), _) => rows.extend(list.processes.iter().map(|p| {
                     let row = ProcessRow::from_info(p, now);
                     match every {
                         // In the listing of every host, this machine's rows name it too.
@@ -80,7 +90,11 @@ impl CubaExec {
                 }),
             }
         }
-        let mut text = format!("[processes:{}]", rows.len());
+        let mut text = format!("[processes:{}", rows.len());
+        if hidden > 0 {
+            text.push_str(&format!(" hidden:{hidden}"));
+        }
+        text.push(']');
         for r in &rows {
             text.push('\n');
             text.push_str(&r.line());
@@ -88,8 +102,15 @@ impl CubaExec {
         for u in &unreachable {
             text.push_str(&format!("\n[host:{} unreachable: {}]", u.host, u.error));
         }
+        if hidden > 0 {
+            text.push_str(&format!(
+                "\n{hidden} older finished not shown: raise limit, or filter by state, owner \
+                 or name."
+            ));
+        }
         let reply = ListReply {
             processes: rows,
+            hidden,
             unreachable,
         };
         Ok(structured(text, &reply, false))

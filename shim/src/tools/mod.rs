@@ -48,6 +48,37 @@ impl CubaExec {
             + Self::list_hosts_router()
     }
 
+    /// [`Self::tool_router`] as this server shows it: where no host is configured, without
+    /// `host` arguments and `list_hosts` (every session pays for each byte of tools/list, and
+    /// they would offer nothing); run's `side_effects` lists the categories, once.
+    pub(crate) fn tools_for(hosts: bool) -> ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        if !hosts {
+            router.remove_route("list_hosts");
+        }
+        for route in router.map.values_mut() {
+            let mut schema = route.attr.input_schema.as_ref().clone();
+            if let Some(serde_json::Value::Object(props)) = schema.get_mut("properties") {
+                if !hosts {
+                    props.remove("host");
+                }
+                if route.attr.name == "run" {
+                    if let Some(serde_json::Value::Object(p)) = props.get_mut("side_effects") {
+                        let text = format!(
+                            "Every category that may apply: {}. One the user blocked is \
+                             refused (BLOCKED).",
+                            cuba_protocol::SIDE_EFFECTS.join(", ")
+                        );
+                        p.insert("description".into(), text.into());
+                    }
+                }
+            }
+            route.attr.input_schema = std::sync::Arc::new(schema);
+        }
+        dedupe_start(&mut router);
+        router
+    }
+
     /// A read (`f` asks the daemon and changes nothing), on a new connection again if the
     /// connection was lost. Returns the connection used, for the calls that follow.
     async fn ask<T, F, Fut>(
@@ -159,6 +190,36 @@ impl CubaExec {
         reply.screen = Some(screen);
         Ok(reply)
     }
+}
+
+/// start's arguments shared with run (flattened `CommandArgs`) say "As in run." instead of
+/// repeating run's words: the model reads both in one list.
+fn dedupe_start(router: &mut ToolRouter<CubaExec>) {
+    const SAME: &str = "As in run.";
+    let Some(run) = router.map.get("run") else {
+        return;
+    };
+    let run = run.attr.input_schema.clone();
+    let Some(start) = router.map.get_mut("start") else {
+        return;
+    };
+    let mut schema = start.attr.input_schema.as_ref().clone();
+    let (Some(serde_json::Value::Object(theirs)), Some(serde_json::Value::Object(ours))) =
+        (run.get("properties"), schema.get_mut("properties"))
+    else {
+        return;
+    };
+    for (name, prop) in ours.iter_mut() {
+        let described = |p: &serde_json::Value| p.get("description").cloned();
+        let same =
+            described(prop).filter(|d| Some(d) == theirs.get(name).and_then(described).as_ref());
+        if let (Some(d), serde_json::Value::Object(p)) = (same, prop) {
+            if d.as_str().is_some_and(|d| d.len() > SAME.len()) {
+                p.insert("description".into(), SAME.into());
+            }
+        }
+    }
+    start.attr.input_schema = std::sync::Arc::new(schema);
 }
 
 /// The refusal of view="screen" for a process that has no terminal.

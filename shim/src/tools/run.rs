@@ -23,11 +23,8 @@ const DEFAULT_YIELD_MS: u64 = 10_000;
 #[tool_router(router = run_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Run a shell command and wait for it. Returns exit code and output. If it is \
-                       still running after yield_ms (default 10 s) it keeps running in the \
-                       background: the reply has its id, the output so far and a `next` cursor \
-                       for wait/status. timeout_ms is a hard limit that stops the whole process \
-                       tree.",
+        description = "Run a shell command; wait for its exit code and output. Still running \
+                       after yield_ms, it runs on and the reply has its id (then wait).",
         annotations(destructive_hint = true, open_world_hint = true),
         input_schema = input_schema::<RunArgs>(),
         output_schema = output_schema::<ProcessReply>()

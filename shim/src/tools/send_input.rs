@@ -19,10 +19,8 @@ use crate::server::CubaExec;
 #[tool_router(router = send_input_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Write to a process's stdin: `text` (include \"\\n\" for Enter), then \
-                       `keys` such as [\"Enter\"] or [\"C-c\"]; eof=true then closes stdin. \
-                       On a tty process keys go through the terminal: C-c interrupts like \
-                       Ctrl-C, C-d ends input.",
+        description = "Write text, then keys, to a process's stdin or terminal (C-c interrupts \
+                       on a tty); eof closes stdin.",
         annotations(destructive_hint = false),
         input_schema = input_schema::<SendInputArgs>(),
         output_schema = output_schema::<ProcessReply>()

@@ -16,11 +16,8 @@ use crate::server::CubaExec;
 #[tool_router(router = send_signal_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Send a signal to a process's whole tree. SIGTERM (default) is graceful: \
-                       SIGKILL follows after the grace period if anything is left. Also SIGKILL, \
-                       SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT. A command in \
-                       a session is interrupted and the session stays; signal the session's own \
-                       process to close it.",
+        description = "Signal a process's whole tree. A command in a session is interrupted and \
+                       the session stays.",
         annotations(destructive_hint = true),
         input_schema = input_schema::<SendSignalArgs>(),
         output_schema = output_schema::<ProcessReply>()

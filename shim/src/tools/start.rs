@@ -18,10 +18,8 @@ use crate::server::CubaExec;
 #[tool_router(router = start_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Start a command in the background and return its id at once (dev servers, \
-                       watchers, long builds). Follow it with wait (e.g. until=\"listening\") or \
-                       status. With name and ensure=true, an already-running process of that \
-                       name and command is returned instead of starting a duplicate.",
+        description = "Start a command in the background (servers, watchers) and return its id \
+                       at once; then wait (until=\"listening\") or status.",
         annotations(destructive_hint = true, open_world_hint = true),
         input_schema = input_schema::<StartArgs>(),
         output_schema = output_schema::<ProcessReply>()

@@ -18,9 +18,8 @@ const DEFAULT_TAIL: u64 = 4096;
 #[tool_router(router = status_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "State, exit code and output of a process. With `since` (a cursor from a \
-                       previous reply's `next`) only newer output; without it, the last \
-                       tail_bytes (default 4096). view=\"screen\": a tty process's screen.",
+        description = "A process's state, exit code and output: after `since`, else the last \
+                       tail_bytes.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<StatusArgs>(),
         output_schema = output_schema::<ViewReply>()

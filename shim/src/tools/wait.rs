@@ -22,10 +22,8 @@ const MAX_WAIT_MS: u64 = 55_000;
 #[tool_router(router = wait_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Wait until a process exits, or its new output matches `until` (a regex), \
-                       or it has been quiet for quiet_ms, or timeout_ms passes (default 30 s, at \
-                       most 55 s). Returns the output after `since` and the next cursor, or \
-                       with view=\"screen\" a tty process's screen. Never stops the process.",
+        description = "Wait until a process exits, new output matches until, quiet_ms pass \
+                       without output, or timeout_ms; returns the new output. Never stops it.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<WaitArgs>(),
         output_schema = output_schema::<ViewReply>()

@@ -8,6 +8,10 @@ use serde::Serialize;
 
 use crate::error::{failure, Failure};
 
+mod list;
+
+pub use list::{HostError, ListReply, ProcessRow};
+
 // What a reply and a row of `list_processes` both say about a process. Flattened into both:
 // the JSON has these fields at the top level. (`id` and `pid` lead each struct, documented
 // for its own tool.)
@@ -30,7 +34,11 @@ pub struct ProcessFacts {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    // In no schema, like pid: output schemas declare what a client acts on (id, state, next,
+    // output), and every other field is in docs/tools.md (tools/list is paid in every turn).
+    #[schemars(skip)]
     pub time_ms: u64,
+    #[schemars(skip)]
     pub bytes: u64,
     /// The spool stopped (a full disk): why, and the bytes not kept on disk.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,7 +55,7 @@ pub struct ProcessFacts {
 
 impl ProcessFacts {
     /// `info`'s facts, its time measured up to `now`.
-    fn of(info: &ProcessInfo, now: u64) -> ProcessFacts {
+    pub(crate) fn of(info: &ProcessInfo, now: u64) -> ProcessFacts {
         ProcessFacts {
             host: None,
             name: info.name.clone(),
@@ -71,7 +79,7 @@ impl ProcessFacts {
 
     /// ` kind:session session:dev`, ` session:dev`, ` tty:120x40`: what a header or a table
     /// line says about where a process runs (nothing for a plain command on pipes).
-    fn where_tokens(&self) -> String {
+    pub(crate) fn where_tokens(&self) -> String {
         let mut t = String::new();
         if let Some(h) = &self.host {
             t.push_str(&format!(" host:{h}"));
@@ -102,6 +110,7 @@ fn kind(info: &ProcessInfo) -> Option<String> {
 pub struct ProcessReply {
     /// Process id for status, wait, send_input, send_signal.
     pub id: u64,
+    #[schemars(skip)]
     pub pid: u32,
     #[serde(flatten)]
     pub facts: ProcessFacts,
@@ -110,8 +119,11 @@ pub struct ProcessReply {
     pub code: Option<String>,
     /// Cursor: pass as `since` to read only newer output.
     pub next: u64,
-    /// Bytes cut from the middle of `output`.
+    /// Bytes cut from the middle of `output`; absent when none were.
+    #[serde(skip_serializing_if = "is_zero")]
     pub truncated: u64,
+    /// Bytes of output no longer kept anywhere; absent when none were lost.
+    #[serde(skip_serializing_if = "is_zero")]
     pub dropped: u64,
     pub output: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,6 +142,10 @@ pub struct ProcessReply {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReply>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The output schema of status and wait: a process reply, plus the screen with view="screen".
@@ -213,33 +229,6 @@ impl ScreenReply {
             .collect();
         Some(before).filter(|b| !b.trim().is_empty())
     }
-}
-
-/// A row of `list_processes`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ProcessRow {
-    pub id: u64,
-    pub pid: u32,
-    pub owner: String,
-    #[serde(flatten)]
-    pub facts: ProcessFacts,
-    /// The command, shortened.
-    pub command: String,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ListReply {
-    pub processes: Vec<ProcessRow>,
-    /// With host="*": the hosts that could not be listed, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unreachable: Vec<HostError>,
-}
-
-/// A host that did not answer.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct HostError {
-    pub host: String,
-    pub error: String,
 }
 
 /// `host` as replies name it: `None` for this machine.
@@ -389,65 +378,6 @@ impl From<Failure> for CallToolResult {
     }
 }
 
-impl ProcessRow {
-    /// The row names `host` (when it is not this machine).
-    pub fn on(mut self, host: Option<&str>) -> ProcessRow {
-        self.facts.host = host_name(host);
-        self
-    }
-
-    /// The row names `host`, this machine included.
-    pub fn named(mut self, host: &str) -> ProcessRow {
-        self.facts.host = Some(host.to_string());
-        self
-    }
-
-    pub fn from_info(info: &ProcessInfo, now: u64) -> ProcessRow {
-        let mut command: String = info.command.replace('\n', " ").chars().take(80).collect();
-        if info.command.chars().count() > 80 {
-            command.push('…');
-        }
-        ProcessRow {
-            id: info.id,
-            pid: info.pid,
-            owner: info.owner.name.clone(),
-            facts: ProcessFacts::of(info, now),
-            command,
-        }
-    }
-
-    pub fn line(&self) -> String {
-        let f = &self.facts;
-        let mut l = format!("id:{} pid:{}", self.id, self.pid);
-        l.push_str(&f.where_tokens());
-        l.push(' ');
-        l.push_str(&f.state);
-        if let Some(c) = f.exit_code {
-            l.push_str(&format!(" exit:{c}"));
-        }
-        if let Some(s) = &f.signal {
-            l.push_str(&format!(" signal:{s}"));
-        }
-        l.push_str(&format!(
-            " time:{}ms bytes:{} owner:{}",
-            f.time_ms, f.bytes, self.owner
-        ));
-        if let Some(n) = &f.name {
-            l.push_str(&format!(" name:{n}"));
-        }
-        let usage = [("cpu:", f.cpu_ms, "ms"), ("mem:", f.mem_bytes, "")];
-        for (key, value, unit) in usage.iter().filter_map(|(k, v, u)| Some((k, (*v)?, u))) {
-            l.push_str(&format!(" {key}{value}{unit}"));
-        }
-        if let Some(s) = &f.spool {
-            l.push_str(&format!(" [{s}]"));
-        }
-        l.push_str(" $ ");
-        l.push_str(&self.command);
-        l
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use cuba_protocol::{ClientKind, Owner, ProcState};
@@ -497,7 +427,7 @@ mod tests {
             Some(json!({
                 "id": 4, "pid": 321, "name": "web", "kind": "in_session", "session": "dev",
                 "state": "exited", "exit_code": 3, "code": "EXIT", "time_ms": 250, "bytes": 7,
-                "next": 7, "truncated": 0, "dropped": 0, "output": "",
+                "next": 7, "output": "",
                 "error": "the command failed with exit code 3",
             }))
         );
@@ -543,7 +473,7 @@ mod tests {
             r.structured_content,
             Some(json!({
                 "id": 0, "pid": 0, "state": "error", "code": "BAD_REQUEST", "time_ms": 0,
-                "bytes": 0, "next": 0, "truncated": 0, "dropped": 0, "output": "",
+                "bytes": 0, "next": 0, "output": "",
                 "error": "no",
             }))
         );
