@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use cuba_protocol::{ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
+use crate::output::Inline;
 use crate::tokens::Stamp;
 
 /// A process as the journal keeps it: its row, plus what identifies its tree.
@@ -26,6 +27,9 @@ pub struct Record {
     /// The request token it was started with: a retry after a restart finds this record.
     #[serde(default)]
     pub token: Option<Stamp>,
+    /// A finished process's short output, kept here instead of in a spool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Inline>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -46,6 +50,11 @@ enum Entry {
     Start(Box<Record>),
     End(End),
     Prune(Vec<u64>),
+    /// All the output of a finished process, short enough to need no spool.
+    Output {
+        id: u64,
+        output: Inline,
+    },
 }
 
 pub struct Journal {
@@ -169,6 +178,11 @@ fn load(path: &Path) -> io::Result<Loaded> {
                     loaded.records.remove(&id);
                 }
             }
+            Entry::Output { id, output } => {
+                if let Some(rec) = loaded.records.get_mut(&id) {
+                    rec.output = Some(output);
+                }
+            }
         }
     }
     Ok(loaded)
@@ -268,6 +282,11 @@ impl Journal {
 
     pub fn ended(&self, info: &ProcessInfo) {
         self.append(&Entry::End(End::of(info)));
+    }
+
+    /// Keeps the whole (short) output of finished process `id`.
+    pub fn output(&self, id: u64, output: Inline) {
+        self.append(&Entry::Output { id, output });
     }
 
     /// Records a prune; compacts when the journal has grown well past the live records.

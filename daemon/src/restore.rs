@@ -52,7 +52,11 @@ pub fn restore(
             rec.info.stderr_bytes = stderr;
             tracing::warn!(id, stopped, "process of a previous daemon marked lost");
         }
-        let output = Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes);
+        let output = match (&rec.output, spool) {
+            // Kept in the journal: it never had a spool.
+            (Some(inline), None) => Output::from_inline(inline),
+            (_, spool) => Output::restored(spool, rec.info.stdout_bytes, rec.info.stderr_bytes),
+        };
         let mut data = ProcData::new(rec.info.clone(), output, true);
         data.token = rec.token;
         procs.insert(id, Arc::new(Proc::new(data)));

@@ -141,6 +141,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
             start_time: p.start_time,
             marker: p.marker.clone(),
             token: p.token,
+            output: None,
         };
         let id = p.info.id;
         match p.take() {

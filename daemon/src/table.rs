@@ -286,6 +286,7 @@ impl Table {
             info,
             start_time,
             token,
+            output: None,
         });
     }
 
@@ -306,6 +307,19 @@ impl Table {
         p.notify();
         self.changed();
         true
+    }
+
+    /// Keeps the output of finished `p` in the journal if it is short (then it needs no spool):
+    /// whether it did. Called once all its output is in.
+    pub fn keep_output(&self, p: &Proc) -> bool {
+        let inline = Some(p.lock())
+            .filter(|rec| rec.finished())
+            .and_then(|rec| rec.output.inline());
+        let kept = inline.is_some();
+        if let Some(inline) = inline {
+            self.journal.output(p.id, inline);
+        }
+        kept
     }
 
     /// Removes finished records that ended more than `age` ago (all finished ones for zero),
@@ -371,6 +385,7 @@ impl Table {
                     start_time: rec.root.as_ref().map_or(0, |r| r.start_time),
                     marker: self.marker(*id),
                     token: rec.token,
+                    output: rec.finished().then(|| rec.output.inline()).flatten(),
                 };
                 (*id, rec)
             })

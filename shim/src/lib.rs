@@ -1,7 +1,8 @@
 //! `cuba-exec`: the MCP stdio server an editor launches. It translates tool calls into `cubad`
 //! requests and holds no process state of its own.
 //!
-//! - [`transport`]: stdin/stdout as lines of JSON-RPC, every unusable line answered.
+//! - [`transport`]: stdin/stdout as lines of JSON-RPC, every unusable line answered; [`stdio`]:
+//!   those descriptors, read and written by the runtime itself where they are pipes.
 //! - `server.rs`: the `CubaExec` handler; `tools/` one file per tool, `resources.rs` the
 //!   per-process output resources.
 //! - `link.rs`: the connection to cubad and which requests may be retried.
@@ -27,6 +28,7 @@ mod resources;
 mod schema;
 mod server;
 mod spawn;
+pub mod stdio;
 mod tools;
 pub mod transport;
 pub mod view;

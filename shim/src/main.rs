@@ -3,7 +3,7 @@
 use anyhow::Result;
 use cuba_exec::transport::LineTransport;
 use cuba_exec::CubaExec;
-use rmcp::{transport::stdio, ServiceExt};
+use rmcp::ServiceExt;
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -19,7 +19,7 @@ async fn main() -> Result<()> {
         .init();
     let server = CubaExec::new(cuba_protocol::paths::socket_path());
     // Not rmcp's stdio transport: that one leaves a line it cannot parse unanswered.
-    let (stdin, stdout) = stdio();
+    let (stdin, stdout) = cuba_exec::stdio::stdio();
     let service = server.serve(LineTransport::new(stdin, stdout)).await?;
     service.waiting().await?;
     Ok(())

@@ -110,6 +110,64 @@ async fn restart_after_sigkill_keeps_records_and_ends_orphans() {
     );
 }
 
+/// Follows `id` to its end: the stream ends only once all its output is in and stored.
+async fn follow_to_end(c: &cuba_protocol::client::Client, id: u64) {
+    let req = cuba_protocol::FollowRequest {
+        id,
+        since: Some(0),
+        backlog: 0,
+        stream: cuba_protocol::StreamFilter::Both,
+    };
+    let mut sub = bounded(
+        "follow",
+        STEP,
+        c.subscribe(cuba_protocol::Request::Follow(req)),
+    )
+    .await
+    .unwrap();
+    while let Some(Ok(r)) = bounded("follow frame", STEP, sub.next()).await {
+        if matches!(r, cuba_protocol::Response::End) {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_output_is_kept_in_the_journal_and_a_long_one_in_the_spool() {
+    let mut d = TestDaemon::start().await;
+    let c = d.client().await;
+    // Both streams, and bytes that are not UTF-8.
+    let short = spawn(&c, "echo out; printf 'e\\377\\n' >&2; echo é").await;
+    let long = spawn(&c, "head -c 20000 /dev/zero | tr '\\0' x").await;
+    for p in [&short, &long] {
+        wait_exit(&c, p.id).await;
+        follow_to_end(&c, p.id).await;
+    }
+    // The two pipes are read as they come: the streams' order between them is the kernel's.
+    let before = read_all(&c, short.id).await;
+    let stdout = cuba_tests::read_stream(&c, short.id, cuba_protocol::StreamFilter::Stdout).await;
+    assert_eq!(stdout, "out\né\n".as_bytes().to_vec());
+    // No spool for the short one: its output is one journal line.
+    assert!(!d.state_dir().join(format!("spool/{}", short.id)).exists());
+    assert!(d.state_dir().join(format!("spool/{}", long.id)).is_dir());
+
+    d.kill9();
+    d.restart().await;
+    let c = d.client().await;
+    assert_eq!(read_all(&c, short.id).await, before);
+    let stderr = cuba_tests::read_stream(&c, short.id, cuba_protocol::StreamFilter::Stderr).await;
+    assert_eq!(stderr, b"e\xff\n".to_vec());
+    assert_eq!(read_all(&c, long.id).await, vec![b'x'; 20000]);
+    let list = c.list(ListRequest::default()).step().await.unwrap();
+    let row = list.iter().find(|r| r.id == short.id).expect("listed");
+    assert_eq!((row.stdout_bytes, row.stderr_bytes), (7, 3));
+
+    // The journal's compaction (at start-up) keeps it too.
+    d.restart().await;
+    let c = d.client().await;
+    assert_eq!(read_all(&c, short.id).await, before);
+}
+
 async fn cubactl(d: &TestDaemon, args: &[&str]) -> Output {
     let mut cmd = tokio::process::Command::new(bin("cubactl"));
     cmd.args(args)

@@ -110,7 +110,10 @@ fn start(
     let plan = LaunchPlan::command(p.id, req, caller, cwd, defaults, &table.marker(p.id));
     // A process that could not start is a record too: its state says why.
     let _ = launcher.launch(caller, &p, plan, None);
-    Ok((p.info(), false))
+    // Its row without its cgroup's figures: a process started a moment ago has used nothing
+    // worth three file reads on the way to the reply.
+    let info = p.lock().snapshot();
+    Ok((info, false))
 }
 
 /// The connection's policy (the daemon's, narrowed per client) and the side-effect

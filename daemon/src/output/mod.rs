@@ -8,11 +8,13 @@
 
 use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
+mod inline;
 mod memory;
 mod runs;
 mod segment;
 mod spool;
 
+pub use inline::{Inline, INLINE_MAX};
 use memory::MemBuf;
 pub use spool::Spool;
 
@@ -151,8 +153,15 @@ impl Output {
             self.spooling = true;
             return None;
         }
-        // Not spooling yet means nothing was dropped: memory has every byte from 0 (head, then
-        // tail: a read returns one of them at a time).
+        let chunks = self.mem_chunks();
+        self.spool.take().map(|spool| (spool, chunks))
+    }
+
+    /// Every byte memory holds, from 0, as chunks of one stream each. Only whole while nothing
+    /// was dropped (not spooling yet): memory then has every byte (head, then tail: a read
+    /// returns one of them at a time).
+    fn mem_chunks(&self) -> Vec<Chunk> {
+        let total = self.total();
         let mut chunks = Vec::new();
         let mut at = 0;
         while at < total {
@@ -161,11 +170,11 @@ impl Output {
                     chunks.extend(piece);
                     at = next;
                 }
-                // Cannot happen while nothing was dropped; spool what there is.
+                // Cannot happen while nothing was dropped; take what there is.
                 _ => break,
             }
         }
-        self.spool.take().map(|spool| (spool, chunks))
+        chunks
     }
 
     /// The second half: the spool back, written (or stopped, counting what it skipped).

@@ -246,8 +246,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             },
         }
     }
-    // The exit is published (and its waiters run): only now are the spool's files made.
-    spill_off_thread(s.p.clone()).await;
+    // The exit is published (and its waiters run): only now is the output stored, in one
+    // journal line when it is short, else in the spool's files.
+    if !s.table.keep_output(&s.p) {
+        spill_off_thread(s.p.clone()).await;
+    }
     s.empty_cgroup().await;
     s.finish();
 }
