@@ -74,6 +74,7 @@ pub fn restore(
     let contents = Contents {
         procs,
         next_id: loaded.next_id,
+        ..Contents::default()
     };
     (contents, records)
 }

@@ -6,7 +6,7 @@
 //! Lock order: the table's lock, then a record's (`Proc::lock`), never the other way round;
 //! neither is held while the journal or the audit log writes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,6 +24,8 @@ use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::tokens::{Done, Stamp, Tokens};
 use crate::tree::Scope;
+
+mod select;
 
 /// What the table needs to know to make records.
 #[derive(Debug, Clone)]
@@ -46,6 +48,11 @@ pub struct Settings {
 pub struct Contents {
     pub procs: BTreeMap<u64, Arc<Proc>>,
     pub next_id: u64,
+    /// The ids of records not finished, so that what concerns running processes (admission,
+    /// listings, the escapees' scope) costs nothing per finished record. Made by [`Table::new`]
+    /// from `procs`; kept by [`Table::reserve`] and [`Table::finish`], the only ways into and
+    /// out of running.
+    pub live: BTreeSet<u64>,
 }
 
 /// A row to be: what a new record says before its process exists.
@@ -100,7 +107,18 @@ pub struct Table {
 
 impl Table {
     /// The table of `contents`; the tokens of restored records are remembered again.
-    pub fn new(settings: Settings, contents: Contents, journal: Journal, audit: Audit) -> Table {
+    pub fn new(
+        settings: Settings,
+        mut contents: Contents,
+        journal: Journal,
+        audit: Audit,
+    ) -> Table {
+        contents.live = contents
+            .procs
+            .iter()
+            .filter(|(_, p)| !p.lock().finished())
+            .map(|(id, _)| *id)
+            .collect();
         let tokens = Tokens::default();
         for (id, p) in &contents.procs {
             if let Some(stamp) = p.lock().token {
@@ -166,40 +184,11 @@ impl Table {
         self.lock().procs.values().cloned().collect()
     }
 
-    /// The records `keep` accepts, newest first: every running one, and the first `finished`
-    /// finished ones (all with `None`); returns them and how many finished ones were left out.
-    /// Nothing is copied for a record not returned, so the cost of a short listing does not
-    /// grow with the finished records kept.
-    pub fn select(
-        &self,
-        keep: impl Fn(&ProcessInfo) -> bool,
-        finished: Option<usize>,
-    ) -> (Vec<Arc<Proc>>, u64) {
-        let contents = self.lock();
-        let mut rows = Vec::new();
-        let (mut shown, mut hidden) = (0usize, 0u64);
-        for p in contents.procs.values().rev() {
-            let rec = p.lock();
-            if !keep(&rec.info) {
-                continue;
-            }
-            if rec.finished() {
-                if finished.is_some_and(|most| shown >= most) {
-                    hidden += 1;
-                    continue;
-                }
-                shown += 1;
-            }
-            drop(rec);
-            rows.push(p.clone());
-        }
-        (rows, hidden)
-    }
-
     pub fn running(&self) -> Vec<Arc<Proc>> {
-        self.all()
-            .into_iter()
+        let contents = self.lock();
+        live(&contents)
             .filter(|p| !p.lock().finished())
+            .cloned()
             .collect()
     }
 
@@ -211,10 +200,8 @@ impl Table {
     /// Where escapees of a tree can be: children of the daemon (it is their subreaper) that
     /// are not the tracked processes themselves.
     pub fn scope(&self) -> Scope {
-        let known = self
-            .lock()
-            .procs
-            .values()
+        let contents = self.lock();
+        let known = live(&contents)
             .filter_map(|p| {
                 let rec = p.lock();
                 (!rec.finished()).then_some(rec.info.pid as i32)
@@ -232,7 +219,7 @@ impl Table {
     pub fn reserve(&self, new: NewRecord, reuse: bool) -> Result<Reserved, ProtocolError> {
         let mut contents = self.lock();
         if reuse {
-            let same = contents.procs.values().find(|p| {
+            let same = live(&contents).find(|p| {
                 let rec = p.lock();
                 !rec.finished() && rec.info.name == new.name && rec.info.command == new.command
             });
@@ -261,6 +248,7 @@ impl Table {
         data.token = token;
         let p = Arc::new(Proc::new(data));
         contents.procs.insert(id, p.clone());
+        contents.live.insert(id);
         // Past the cap on finished records (with some slack, so the pruning's file removals
         // come in batches rather than on every spawn), the oldest go now.
         let max = self.settings.max_finished;
@@ -301,6 +289,7 @@ impl Table {
             outcome.apply(&mut rec.info, now_ms());
             rec.stdin = None;
         }
+        self.lock().live.remove(&p.id);
         let info = p.info();
         self.journal.ended(&info);
         self.audit.ended(&info);
@@ -404,10 +393,13 @@ impl Table {
     }
 }
 
+/// The records not finished (or finishing just now).
+fn live(contents: &Contents) -> impl Iterator<Item = &Arc<Proc>> {
+    contents.live.iter().filter_map(|id| contents.procs.get(id))
+}
+
 fn count_running(contents: &Contents) -> usize {
-    contents
-        .procs
-        .values()
+    live(contents)
         .filter(|p| {
             let rec = p.lock();
             !rec.finished() && rec.info.kind != ProcKind::InSession
@@ -455,7 +447,7 @@ pub mod tests {
         super::row(id, new_record("true", ProcKind::Command))
     }
 
-    fn new_record(command: &str, kind: ProcKind) -> NewRecord {
+    pub fn new_record(command: &str, kind: ProcKind) -> NewRecord {
         NewRecord {
             owner: Owner {
                 kind: cuba_protocol::ClientKind::Other,
@@ -494,11 +486,11 @@ pub mod tests {
         Table::new(settings, contents, journal, audit)
     }
 
-    fn reserve(t: &Table, command: &str, kind: ProcKind, reuse: bool) -> Reserved {
+    pub fn reserve(t: &Table, command: &str, kind: ProcKind, reuse: bool) -> Reserved {
         t.reserve(new_record(command, kind), reuse).unwrap()
     }
 
-    fn new(r: Reserved) -> Arc<Proc> {
+    pub fn new(r: Reserved) -> Arc<Proc> {
         match r {
             Reserved::New(p) => p,
             Reserved::Existing(p) => panic!("expected a new record, got {}", p.id),
@@ -614,6 +606,7 @@ pub mod tests {
         let restored = Contents {
             procs: t.lock().procs.clone(),
             next_id: 9,
+            ..Contents::default()
         };
         let other = tempfile::tempdir().unwrap();
         let again = table(other.path(), 5);

@@ -6,13 +6,7 @@ use cuba_protocol::{ListRequest, Listing, ProcessInfo};
 use crate::daemon::Daemon;
 
 pub fn list(d: &Daemon, r: &ListRequest) -> Listing {
-    let keep = |i: &ProcessInfo| {
-        r.state.is_none_or(|s| i.state == s)
-            && r.owner.as_ref().is_none_or(|o| &i.owner.name == o)
-            && r.name.as_ref().is_none_or(|n| i.name.as_ref() == Some(n))
-    };
-    let most = r.finished.map(|n| n as usize);
-    let (rows, hidden) = d.table().select(keep, most);
+    let (rows, hidden) = d.table().select(r);
     // By id, as every listing has been: the newest finished ones were chosen, not reordered.
     let mut processes: Vec<ProcessInfo> = rows.iter().map(|p| p.info()).collect();
     processes.reverse();
