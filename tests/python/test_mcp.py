@@ -93,6 +93,10 @@ async def test_tools_list_has_seven_tools_with_schemas(world: World) -> None:
             assert bool(t.annotations.read_only_hint) == read_only, t.name
         if world.mode == "legacy":
             assert c.server_info is not None and c.server_info.name == "cuba-exec"
+        # Every turn of every conversation pays for this list (DESIGN §10: at most 8 KB).
+        listed = await c.list_tools()
+        size = len(listed.model_dump_json(by_alias=True, exclude_none=True).encode())
+        assert size <= 8192, f"tools/list is {size} bytes"
 
 
 @limited()
