@@ -102,26 +102,16 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn main() {
-    let shim_exe = PathBuf::from(env!("CARGO_BIN_EXE_cuba-exec"));
-    let cubad = shim_exe.with_file_name("cubad");
-    assert!(
-        cubad.exists(),
-        "build cubad first: cargo build --release --workspace --bins"
-    );
-    let dir = tempfile::Builder::new()
-        .prefix("cxm")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let socket = dir.path().join("s");
-    let mut daemon = Daemon(
-        Command::new(&cubad)
+/// A `cubad` on a socket in `dir`, with `env`; returns once it accepts connections.
+fn start_daemon(cubad: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
+    let socket = dir.join("s");
+    let daemon = Daemon(
+        Command::new(cubad)
             .arg("--socket")
             .arg(&socket)
             .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("CUBA_EXEC_MAX_PROCS", "50")
-            .env("CUBA_EXEC_MAX_FINISHED", "5000")
+            .arg(dir.join("state"))
+            .envs(env.iter().copied())
             .stderr(Stdio::null())
             .spawn()
             .expect("start cubad"),
@@ -134,6 +124,42 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+    (daemon, socket)
+}
+
+/// 20 `list_processes` calls: the reply's bytes (text and structured content) and the median.
+fn listing(shim: &mut Shim) -> (usize, Duration) {
+    let list = serde_json::json!({"name": "list_processes", "arguments": {}});
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..20 {
+        let t = Instant::now();
+        let reply = shim.request("tools/call", list.clone());
+        times.push(t.elapsed());
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let sc = serde_json::to_vec(&v["result"]["structuredContent"]).unwrap();
+        bytes = text.len() + sc.len();
+    }
+    (bytes, median(times))
+}
+
+fn main() {
+    let shim_exe = PathBuf::from(env!("CARGO_BIN_EXE_cuba-exec"));
+    let cubad = shim_exe.with_file_name("cubad");
+    assert!(
+        cubad.exists(),
+        "build cubad first: cargo build --release --workspace --bins"
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("cxm")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let env = [
+        ("CUBA_EXEC_MAX_PROCS", "50"),
+        ("CUBA_EXEC_MAX_FINISHED", "5000"),
+    ];
+    let (mut daemon, socket) = start_daemon(&cubad, dir.path(), &env);
 
     // 1. start → tools/list answered.
     let mut starts = Vec::new();
@@ -194,19 +220,8 @@ fn main() {
             );
             finished += 1;
         }
-        let list = serde_json::json!({"name": "list_processes", "arguments": {}});
-        let mut times = Vec::new();
-        let mut bytes = 0;
-        for _ in 0..20 {
-            let t = Instant::now();
-            let reply = shim.request("tools/call", list.clone());
-            times.push(t.elapsed());
-            let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
-            let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
-            let sc = serde_json::to_vec(&v["result"]["structuredContent"]).unwrap();
-            bytes = text.len() + sc.len();
-        }
-        listings.push((finished, bytes, median(times)));
+        let (bytes, time) = listing(&mut shim);
+        listings.push((finished, bytes, time));
     }
     drop(shim);
     // The empty table: a daemon of its own.
@@ -215,37 +230,11 @@ fn main() {
             .prefix("cxe")
             .tempdir_in("/tmp")
             .unwrap();
-        let socket = dir.path().join("s");
-        let _d = Daemon(
-            Command::new(&cubad)
-                .arg("--socket")
-                .arg(&socket)
-                .arg("--state-dir")
-                .arg(dir.path().join("state"))
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start cubad"),
-        );
-        let up = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(up.elapsed() < Duration::from_secs(10));
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let (_d, socket) = start_daemon(&cubad, dir.path(), &[]);
         let mut shim = Shim::start(&shim_exe, &socket);
         shim.initialize();
-        let list = serde_json::json!({"name": "list_processes", "arguments": {}});
-        let mut times = Vec::new();
-        let mut bytes = 0;
-        for _ in 0..20 {
-            let t = Instant::now();
-            let reply = shim.request("tools/call", list.clone());
-            times.push(t.elapsed());
-            let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
-            let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
-            let sc = serde_json::to_vec(&v["result"]["structuredContent"]).unwrap();
-            bytes = text.len() + sc.len();
-        }
-        (0, bytes, median(times))
+        let (bytes, time) = listing(&mut shim);
+        (0, bytes, time)
     };
     listings.insert(0, empty);
     let _ = daemon.0.kill();

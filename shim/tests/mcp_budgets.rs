@@ -18,6 +18,13 @@ const LISTING: usize = 2 * 1024;
 /// The text of a short command's reply beyond its output.
 const SHORT_REPLY: usize = 60;
 
+/// An empty settings file, so that no host comes from the user's own.
+fn no_config(t: &TestDir) -> String {
+    let none = t.path().join("none.toml");
+    std::fs::write(&none, "").expect("an empty config");
+    none.display().to_string()
+}
+
 /// The bytes of the tools/list result and of the instructions of a shim started with `set`.
 async fn sizes(t: &mut TestDir, set: &[(&str, &str)]) -> (usize, usize, Vec<String>) {
     let c = binary(t, "budget", set).await;
@@ -42,9 +49,7 @@ async fn sizes(t: &mut TestDir, set: &[(&str, &str)]) -> (usize, usize, Vec<Stri
 async fn tools_list_fits_eight_kilobytes_with_hosts_or_without() {
     let mut t = TestDir::with_daemon().await;
     // No hosts: no `host` arguments and no list_hosts, which could name nothing.
-    let none = t.path().join("none.toml");
-    std::fs::write(&none, "").expect("an empty config");
-    let none = none.display().to_string();
+    let none = no_config(&t);
     let (bytes, instructions, names) = sizes(&mut t, &[("CUBA_EXEC_CONFIG", &none)]).await;
     assert!(
         bytes <= TOOLS_LIST,
@@ -73,9 +78,7 @@ async fn tools_list_fits_eight_kilobytes_with_hosts_or_without() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_arguments_are_offered_only_where_hosts_are_configured() {
     let mut t = TestDir::with_daemon().await;
-    let none = t.path().join("none.toml");
-    std::fs::write(&none, "").expect("an empty config");
-    let none = none.display().to_string();
+    let none = no_config(&t);
     for (hosts, offered) in [(None, false), (Some("build=ssh:me@build"), true)] {
         let mut set = vec![("CUBA_EXEC_CONFIG", none.as_str())];
         set.extend(hosts.map(|h| ("CUBA_EXEC_HOSTS", h)));
