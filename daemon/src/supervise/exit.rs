@@ -32,7 +32,7 @@ impl Supervisor {
             if let Some(why) = cg.oom_reason() {
                 outcome.error = Some(why);
             }
-            set_usage(&mut self.p.lock().info, cg.usage());
+            set_usage(&mut self.p.lock().info, cg.final_usage());
         }
         self.table.finish(&self.p, outcome);
         if let Some(route) = self.route.as_mut() {
@@ -119,11 +119,11 @@ impl Supervisor {
         if cg.populated() {
             let n = cg.kill().unwrap_or(0);
             tracing::debug!(id = self.p.id, killed = n, "cgroup.kill of what was left");
+            if !cg.emptied(EMPTY_WITHIN).await {
+                tracing::warn!(id = self.p.id, "its cgroup did not empty after cgroup.kill");
+            }
         }
-        if !cg.emptied(EMPTY_WITHIN).await {
-            tracing::warn!(id = self.p.id, "its cgroup did not empty after cgroup.kill");
-        }
-        let last = cg.usage();
+        let last = cg.final_usage();
         let mut rec = self.p.lock();
         rec.info.cpu_ms = last.cpu_ms.or(rec.info.cpu_ms);
         rec.info.memory_peak_bytes = last.memory_peak_bytes.or(rec.info.memory_peak_bytes);

@@ -194,8 +194,19 @@ impl ProcCgroup {
         !populated(dir)
     }
 
-    /// CPU time and memory, now (or the last values, just before the cgroup is removed).
+    /// CPU time and memory, now.
     pub fn usage(&self) -> Usage {
+        self.read_usage(true)
+    }
+
+    /// CPU time and peak memory once the tree has ended: the resident memory of what is left
+    /// (the measure where there is no memory controller) says nothing about the process then,
+    /// and reading it costs a file per process on the way to the exit's reply.
+    pub fn final_usage(&self) -> Usage {
+        self.read_usage(false)
+    }
+
+    fn read_usage(&self, resident: bool) -> Usage {
         let v2 = |f: &str| {
             self.v2
                 .as_ref()
@@ -213,7 +224,8 @@ impl ProcCgroup {
             (num(dir, "memory.current"), num(dir, "memory.peak"))
         } else if self.v1_memory.is_none() {
             // No memory controller: the resident memory of the processes in the cgroup.
-            (self.v2.as_deref().and_then(rss_sum), None)
+            let rss = self.v2.as_deref().filter(|_| resident).and_then(rss_sum);
+            (rss, None)
         } else {
             let dir = self.v1_memory.as_ref();
             (

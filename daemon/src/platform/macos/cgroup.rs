@@ -90,6 +90,10 @@ impl ProcCgroup {
         Usage::default()
     }
 
+    pub fn final_usage(&self) -> Usage {
+        Usage::default()
+    }
+
     pub fn oom_reason(&self) -> Option<String> {
         None
     }
