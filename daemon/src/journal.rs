@@ -75,6 +75,9 @@ struct Writer {
     backlog: VecDeque<Vec<u8>>,
     /// The last write failed part-way: the file may end inside a line.
     torn: bool,
+    /// A compaction is due and runs off the runtime: the lines appended since its snapshot of
+    /// the records was taken, written after that snapshot so none is lost.
+    since: Option<Vec<Vec<u8>>>,
 }
 
 impl Writer {
@@ -84,6 +87,7 @@ impl Writer {
             lines,
             backlog: VecDeque::new(),
             torn: false,
+            since: None,
         }
     }
 
@@ -206,7 +210,7 @@ impl Journal {
         records: &BTreeMap<u64, Record>,
         next_id: u64,
     ) -> io::Result<Journal> {
-        let writer = match Self::rewrite(&path, records, next_id) {
+        let writer = match Self::rewrite(&path, records, next_id, &[]) {
             Ok(lines) => Writer::new(OpenOptions::new().append(true).open(&path)?, lines),
             Err(e) => {
                 // A full disk: the journal as it was still says what it said; go on appending
@@ -226,13 +230,21 @@ impl Journal {
         })
     }
 
-    fn rewrite(path: &Path, records: &BTreeMap<u64, Record>, next_id: u64) -> io::Result<u64> {
+    fn rewrite(
+        path: &Path,
+        records: &BTreeMap<u64, Record>,
+        next_id: u64,
+        then: &[Vec<u8>],
+    ) -> io::Result<u64> {
         let tmp = path.with_extension("tmp");
         let written = (|| {
             let mut out = io::BufWriter::new(File::create(&tmp)?);
             out.write_all(&line(&Entry::NextId(next_id))?)?;
             for rec in records.values() {
                 out.write_all(&line(&Entry::Start(Box::new(rec.clone())))?)?;
+            }
+            for l in then {
+                out.write_all(l)?;
             }
             out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             fs::rename(&tmp, path)
@@ -242,7 +254,7 @@ impl Journal {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
-        Ok(records.len() as u64 + 1)
+        Ok(records.len() as u64 + 1 + then.len() as u64)
     }
 
     /// Appends `entry` after any held back; what the file does not take now is held back
@@ -257,6 +269,13 @@ impl Journal {
         };
         let mut w = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let was_clean = w.backlog.is_empty();
+        if let Some(since) = w.since.as_mut() {
+            since.push(buf.clone());
+            if since.len() > BACKLOG {
+                // The compaction waited too long: it is given up (the next prune asks again).
+                w.since = None;
+            }
+        }
         w.backlog.push_back(buf);
         if w.backlog.len() > BACKLOG {
             w.backlog.pop_front();
@@ -289,16 +308,29 @@ impl Journal {
         self.append(&Entry::Output { id, output });
     }
 
-    /// Records a prune; compacts when the journal has grown well past the live records.
-    pub fn pruned(&self, ids: Vec<u64>, live: impl FnOnce() -> (BTreeMap<u64, Record>, u64)) {
+    /// Records a prune. Whether the journal has grown well past the `live` records: then a
+    /// snapshot of them is to be taken now and given to [`Journal::compact`].
+    pub fn pruned(&self, ids: Vec<u64>, live: usize) -> bool {
         self.append(&Entry::Prune(ids));
-        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        let (records, next_id) = live();
-        if guard.lines < 1000 + 4 * records.len() as u64 && guard.backlog.is_empty() {
-            return;
+        let mut w = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let due = w.since.is_none() && (w.lines >= 1000 + 4 * live as u64 || !w.backlog.is_empty());
+        if due {
+            w.since = Some(Vec::new());
         }
-        // A rewrite holds every live record's state: it replaces whatever was held back.
-        let reopened = Self::rewrite(&self.path, &records, next_id).and_then(|n| {
+        due
+    }
+
+    /// Rewrites the journal as `records` (the snapshot taken when [`Journal::pruned`] said so)
+    /// and `next_id`, then the lines appended since. Blocking (the copy is synced): run off the
+    /// runtime. Appends meanwhile wait for it.
+    pub fn compact(&self, records: &BTreeMap<u64, Record>, next_id: u64) {
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(since) = guard.since.take() else {
+            return;
+        };
+        // A rewrite holds every live record's state and what came after: it replaces whatever
+        // was held back.
+        let reopened = Self::rewrite(&self.path, records, next_id, &since).and_then(|n| {
             Ok(Writer::new(
                 OpenOptions::new().append(true).open(&self.path)?,
                 n,
@@ -345,5 +377,39 @@ mod tests {
             pruned,
             [r#"{"Prune":[1]}"#, r#"{"Prune":[2]}"#, r#"{"Prune":[3]}"#]
         );
+    }
+
+    fn record(id: u64) -> Record {
+        Record {
+            info: crate::table::tests::row(id),
+            start_time: 0,
+            marker: String::new(),
+            token: None,
+            output: None,
+        }
+    }
+
+    #[test]
+    fn a_compaction_keeps_what_was_appended_after_its_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1).unwrap();
+        for id in 1..=1100 {
+            journal.started(&record(id));
+        }
+        // Most records pruned: a compaction is due, and the snapshot taken now.
+        assert!(journal.pruned((1..=1099).collect(), 1));
+        assert!(!journal.pruned(vec![], 1), "one compaction at a time");
+        let snapshot = BTreeMap::from([(1100, record(1100))]);
+        // Appended before the compaction ran (it runs off the runtime).
+        journal.started(&record(1101));
+        journal.compact(&snapshot, 1101);
+        journal.started(&record(1102));
+        let loaded = Journal::load(&path).unwrap();
+        let ids: Vec<u64> = loaded.records.keys().copied().collect();
+        assert_eq!(ids, [1100, 1101, 1102]);
+        assert_eq!(loaded.next_id, 1103);
+        let lines = fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 5, "compacted: {lines} lines");
     }
 }

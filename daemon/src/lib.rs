@@ -13,6 +13,7 @@
 
 mod admission;
 mod audit;
+mod blocking;
 mod caller;
 pub mod config;
 mod conn;

@@ -99,7 +99,7 @@ pub struct Table {
     /// std Mutex: held for a lookup or an insertion, never across an await.
     contents: Mutex<Contents>,
     changed: watch::Sender<()>,
-    journal: Journal,
+    journal: Arc<Journal>,
     audit: Audit,
     /// The request tokens of records (and stdin writes to them), dropped with their record.
     tokens: Tokens,
@@ -130,7 +130,7 @@ impl Table {
             settings,
             contents: Mutex::new(contents),
             changed: watch::Sender::new(()),
-            journal,
+            journal: Arc::new(journal),
             audit,
             tokens,
         }
@@ -344,19 +344,24 @@ impl Table {
         if removed.is_empty() {
             return 0;
         }
-        for p in &removed {
-            let dir = self.settings.state.spool(p.id);
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!("cannot remove {}: {e}", dir.display());
-                }
-            }
-            // Wake followers and waiters: the record is gone.
-            p.notify();
-        }
+        // Wake followers and waiters: the record is gone.
+        removed.iter().for_each(|p| p.notify());
         let ids: Vec<u64> = removed.iter().map(|p| p.id).collect();
+        let spools: Vec<_> = ids
+            .iter()
+            .map(|&id| self.settings.state.spool(id))
+            .collect();
         self.tokens.forget(&ids.iter().copied().collect());
-        self.journal.pruned(ids, || self.records());
+        let live = self.lock().procs.len();
+        let compact = self.journal.pruned(ids, live).then(|| self.records());
+        let journal = self.journal.clone();
+        // The files' removal and a compaction (synced) off the runtime's thread.
+        crate::blocking::off_runtime(move || {
+            Spool::remove_all(&spools);
+            if let Some((records, next_id)) = compact {
+                journal.compact(&records, next_id);
+            }
+        });
         self.changed();
         removed.len() as u64
     }

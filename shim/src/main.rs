@@ -5,7 +5,7 @@ use cuba_exec::transport::LineTransport;
 use cuba_exec::CubaExec;
 use rmcp::ServiceExt;
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -189,6 +189,17 @@ impl Spool {
         &self.dir
     }
 
+    /// Removes the spool directories `dirs` (pruned records'); one never made is no error.
+    pub fn remove_all(dirs: &[PathBuf]) {
+        for dir in dirs {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+
     /// Bytes the spool does not have: deleted to keep the cap, or never written while stopped.
     pub fn dropped(&self) -> u64 {
         self.evicted + self.gaps.iter().map(|(a, b)| b - a).sum::<u64>()
