@@ -45,6 +45,6 @@ impl Layer for Cgroup {
 
     fn undo(&mut self) -> Option<Cleanup> {
         let handle = self.handle.clone();
-        Some(Box::new(move || handle.remove()))
+        Some(Box::new(move || handle.release()))
     }
 }

@@ -27,6 +27,12 @@ impl Supervisor {
             (rec.stop, rec.cgroup.clone())
         };
         let mut outcome = Outcome::of_exit(stop, status);
+        // Whether anything is left in the cgroup, asked once; before the usage is read, so an
+        // empty cgroup's usage is final.
+        let populated = cgroup
+            .as_ref()
+            .filter(|cg| cg.exact())
+            .map(|cg| cg.populated());
         if let Some(cg) = &cgroup {
             // Read at the exit, before the row is final: the kernel counted its OOM kill.
             if let Some(why) = cg.oom_reason() {
@@ -34,6 +40,7 @@ impl Supervisor {
             }
             set_usage(&mut self.p.lock().info, cg.final_usage());
         }
+        self.cgroup_empty = populated == Some(false);
         self.table.finish(&self.p, outcome);
         if let Some(route) = self.route.as_mut() {
             route.shell_ended(&self.p);
@@ -43,13 +50,11 @@ impl Supervisor {
         // Nothing leaks: most processes leave nothing, and two cheap checks say so without
         // walking the process table.
         let root = self.p.lock().root.clone();
-        let left = match (root, cgroup) {
+        let left = match (root, populated) {
             // Exact: anything left is in the cgroup. Counted at least once, so the KILL
             // (`cgroup.kill`) follows the grace even if the walk finds nothing to TERM.
-            (Some(_), Some(cg)) if cg.exact() => match cg.populated() {
-                true => self.signal_tree(libc::SIGTERM).max(1),
-                false => 0,
-            },
+            (Some(_), Some(true)) => self.signal_tree(libc::SIGTERM).max(1),
+            (Some(_), Some(false)) => 0,
             (Some(root), _) if tree::may_have_leftovers(&root, &self.table.scope()) => {
                 self.signal_tree(libc::SIGTERM)
             }
@@ -116,6 +121,11 @@ impl Supervisor {
         let Some(cg) = self.p.lock().cgroup.clone() else {
             return;
         };
+        // Empty at the exit stays empty (nothing is left to fork into it): the usage read
+        // then is the last.
+        if self.cgroup_empty {
+            return;
+        }
         if cg.populated() {
             let n = cg.kill().unwrap_or(0);
             tracing::debug!(id = self.p.id, killed = n, "cgroup.kill of what was left");

@@ -127,6 +127,8 @@ struct Supervisor {
     /// When output held in memory only is written to the spool.
     spill_at: Option<Instant>,
     cleanup: Vec<Cleanup>,
+    /// Its cgroup was empty when the process exited: its usage then is final.
+    cgroup_empty: bool,
 }
 
 /// Supervises process `p` until it has ended and all its output is in. Should the supervision
@@ -166,6 +168,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         cmd_abandon_at: None,
         spill_at: None,
         cleanup: job.cleanup,
+        cgroup_empty: false,
     };
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
@@ -190,6 +193,8 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 let status = status.unwrap_or(Exit::Signal(libc::SIGKILL));
                 s.drain_now(&mut out_buf);
                 s.on_exit(status);
+                // Its waiters (a `run`'s reply) go first; the clean-up after them.
+                tokio::task::yield_now().await;
             }
             _ = at(s.timeout_at), if !s.exited && s.timeout_at.is_some() => {
                 s.timeout_at = None;

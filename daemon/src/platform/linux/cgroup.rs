@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
+use super::cgroup_ahead::Ahead;
 use super::cgroup_proc::{empty_now, V1};
 pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
 use crate::config::{CgroupMode, Limits};
@@ -39,6 +40,8 @@ pub struct Cgroups {
     v1_memory: Option<PathBuf>,
     limits: Limits,
     mode: String,
+    /// The next process's v2 cgroup, made ahead.
+    ahead: Option<Arc<Ahead>>,
 }
 
 impl Cgroups {
@@ -63,6 +66,7 @@ impl Cgroups {
             v1_memory: None,
             limits: limits.clone(),
             mode: String::new(),
+            ahead: None,
         };
         let hint = "unset CUBA_EXEC_PIDS_MAX / CUBA_EXEC_MEMORY_MAX, or run cubad in a \
                     delegated cgroup (e.g. `systemd-run --user -p Delegate=yes cubad`)";
@@ -100,6 +104,7 @@ impl Cgroups {
             c.v2_memory = false;
         }
         c.mode = c.describe(no_v2);
+        c.ahead = c.v2.clone().map(Ahead::new);
         Ok(c)
     }
 
@@ -127,6 +132,7 @@ impl Cgroups {
             v1_pids: v1(&self.v1_pids),
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
+            ahead: None,
         }))
     }
 
@@ -141,6 +147,7 @@ impl Cgroups {
             v1_pids: v1(&self.v1_pids),
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
+            ahead: self.ahead.clone(),
         };
         let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
         if let Some(n) = self.limits.pids_max {
@@ -165,7 +172,8 @@ impl Cgroups {
             };
             limits.push((dir.clone(), file, n));
         }
-        Placement::make(cg, &limits)
+        let made = self.ahead.as_ref().is_some_and(|a| a.take(id));
+        Placement::make(cg, &limits, made)
     }
 
     /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use super::cgroup_ahead::Ahead;
 use crate::platform::spawn::{CgroupEntry, Spawn};
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
@@ -42,6 +43,8 @@ pub struct ProcCgroup {
     pub(super) v1_pids: Option<PathBuf>,
     pub(super) v1_memory: Option<PathBuf>,
     pub(super) memory_max: Option<u64>,
+    /// Where the next process's cgroup is made once this one's has gone.
+    pub(super) ahead: Option<Arc<Ahead>>,
 }
 
 /// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
@@ -55,19 +58,24 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Makes the directories, writes the `limits` (directory, file, value) and opens them
-    /// close-on-exec. On an error nothing is left behind.
+    /// Makes the directories (the v2 one unless `v2_made`: made ahead), writes the `limits`
+    /// (directory, file, value) and opens them close-on-exec. On an error nothing is left
+    /// behind.
     pub(super) fn make(
         cgroup: ProcCgroup,
         limits: &[(Option<PathBuf>, &str, u64)],
+        v2_made: bool,
     ) -> Result<Placement, String> {
         let cgroup = Arc::new(cgroup);
         let made = (|| {
             let (mut v2, mut procs) = (None, Vec::new());
             for dir in cgroup.dirs() {
-                match fs::create_dir(dir) {
-                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err((dir, e)),
-                    _ => {}
+                let is_v2 = cgroup.v2.as_deref() == Some(dir);
+                if !(is_v2 && v2_made) {
+                    match fs::create_dir(dir) {
+                        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err((dir, e)),
+                        _ => {}
+                    }
                 }
                 for (at, file, value) in limits {
                     if at.as_deref() == Some(dir) {
@@ -75,7 +83,7 @@ impl Placement {
                     }
                 }
                 // The v2 child is born in its directory; a v1 one writes to `cgroup.procs`.
-                if cgroup.v2.as_deref() == Some(dir) {
+                if is_v2 {
                     let d = OpenOptions::new()
                         .read(true)
                         .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
@@ -207,16 +215,12 @@ impl ProcCgroup {
     }
 
     fn read_usage(&self, resident: bool) -> Usage {
-        let v2 = |f: &str| {
-            self.v2
-                .as_ref()
-                .and_then(|d| fs::read_to_string(d.join(f)).ok())
-        };
+        let v2 = |f: &str| self.v2.as_ref().and_then(|d| read_small(&d.join(f)));
         let cpu_ms = v2("cpu.stat")
             .and_then(|t| field(&t, "usage_usec"))
             .map(|us| us / 1000);
         let num = |dir: Option<&PathBuf>, f: &str| {
-            dir.and_then(|d| fs::read_to_string(d.join(f)).ok())
+            dir.and_then(|d| read_small(&d.join(f)))
                 .and_then(|t| t.trim().parse().ok())
         };
         let (memory_bytes, memory_peak_bytes) = if self.v2_memory {
@@ -245,10 +249,7 @@ impl ProcCgroup {
     pub fn oom_reason(&self) -> Option<String> {
         let kills = if self.v2_memory {
             let dir = self.v2.as_ref()?;
-            field(
-                &fs::read_to_string(dir.join("memory.events")).ok()?,
-                "oom_kill",
-            )
+            field(&read_small(&dir.join("memory.events"))?, "oom_kill")
         } else {
             let dir = self.v1_memory.as_ref()?;
             field(
@@ -263,6 +264,17 @@ impl ProcCgroup {
             ),
             None => "killed by the kernel: out of memory".to_string(),
         })
+    }
+
+    /// Once the process has ended and its output is in: the next process's cgroup is made
+    /// ahead, and this one's go. In that order: a removal waits for the kernel (RCU grace
+    /// periods, milliseconds), and an agent's next command comes sooner. Blocking: run off
+    /// the runtime.
+    pub fn release(&self) {
+        if let Some(ahead) = &self.ahead {
+            ahead.make_next();
+        }
+        self.remove();
     }
 
     /// Removes the cgroups (an empty one only: the kernel refuses a populated one).
@@ -308,10 +320,25 @@ fn rss_sum(dir: &Path) -> Option<u64> {
 }
 
 fn populated(dir: &Path) -> bool {
-    fs::read_to_string(dir.join("cgroup.events"))
-        .ok()
-        .and_then(|t| field(&t, "populated"))
+    read_small(&dir.join("cgroup.events"))
+        .as_deref()
+        .and_then(|t| field(t, "populated"))
         .is_some_and(|n| n > 0)
+}
+
+/// A small cgroup file, in one read where it fits (they do: a few lines), without the size
+/// query and the read for the end that `fs::read_to_string` adds: these are read at every
+/// process's exit, on the way to its reply.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut file = fs::File::open(path).ok()?;
+    let mut buf = [0u8; 1024];
+    let n = file.read(&mut buf).ok()?;
+    let mut text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    if n == buf.len() {
+        file.read_to_string(&mut text).ok()?;
+    }
+    Some(text)
 }
 
 /// The value of `key` in a flat-keyed file (`key value` lines).

@@ -2,6 +2,7 @@
 //! `malloc_trim`.
 
 pub mod cgroup;
+mod cgroup_ahead;
 mod cgroup_proc;
 pub mod clone;
 pub mod descriptors;

@@ -99,4 +99,6 @@ impl ProcCgroup {
     }
 
     pub fn remove(&self) {}
+
+    pub fn release(&self) {}
 }
