@@ -5,6 +5,7 @@
 //! - [`handshake`]: the fixed-layout version exchange that precedes everything else.
 //! - [`paths`]: socket and state-directory discovery.
 //! - [`client`]: an async client with request multiplexing and daemon auto-start.
+//! - [`quiet`]: a Unix stream watched for reading only (no wake-up per frame read).
 //! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
 
 #![warn(clippy::unwrap_used)]
@@ -16,6 +17,7 @@ pub mod keys;
 pub mod message;
 pub mod paths;
 pub mod procargs;
+pub mod quiet;
 pub mod signal;
 mod time;
 pub mod wire;

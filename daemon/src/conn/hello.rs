@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use cuba_protocol::handshake::{self, HelloOutcome};
+use cuba_protocol::quiet::QuietStream;
 use cuba_protocol::{wire, ClientInfo, Welcome, PROTOCOL_VERSION, VERSION};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec, LengthDelimitedCodecError};
 
@@ -33,7 +34,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a refused peer has to read the refusal and close.
 const LINGER: Duration = Duration::from_secs(1);
 
-pub type Conn = Framed<UnixStream, LengthDelimitedCodec>;
+pub type Conn = Framed<QuietStream, LengthDelimitedCodec>;
 
 /// Refuses a peer before reading anything from it.
 pub async fn refuse(mut stream: UnixStream, pid: u32, reason: &str) {
@@ -51,7 +52,7 @@ pub async fn refuse(mut stream: UnixStream, pid: u32, reason: &str) {
 /// After a refusal: says end of file, then reads (and drops) what the peer still sends until
 /// it closes, bounded. Closing with its hello unread would reset the connection, and a client
 /// still writing would see a broken pipe instead of the reason.
-async fn linger(stream: &mut UnixStream) {
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
     let _ = stream.shutdown().await;
     let mut sink = [0u8; 8192];
     let _ = tokio::time::timeout(LINGER, async {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cuba_protocol::quiet::QuietStream;
 use cuba_protocol::{
     wire, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
 };
@@ -67,6 +68,13 @@ async fn write_replies(
 /// the socket closes, so a client that saw its connection close can connect again at once.
 pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSemaphorePermit) {
     let origin = Caller::origin(d.table(), peer);
+    let stream = match QuietStream::from_tokio(stream) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot serve a connection: {e}");
+            return;
+        }
+    };
     let mut framed = Framed::new(stream, wire::codec());
     let Some(client) = hello::handshake(d.pid(), &mut framed).await else {
         return;

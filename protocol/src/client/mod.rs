@@ -157,6 +157,7 @@ impl Client {
                 path: socket.to_path_buf(),
                 source,
             })?;
+        let stream = crate::quiet::QuietStream::from_tokio(stream).map_err(ClientError::Io)?;
         let hello = Hello {
             client,
             remote: false,
