@@ -19,7 +19,15 @@ use std::time::{Duration, Instant};
 struct Daemon(Child);
 
 impl Drop for Daemon {
+    /// An orderly stop (SIGTERM): the daemon stops its processes and removes its cgroups.
+    /// SIGKILL only if it has not gone within 10 s.
     fn drop(&mut self) {
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(10);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

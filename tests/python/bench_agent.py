@@ -1,6 +1,7 @@
 """What an agent pays, measured with the official Python MCP SDK against the real binaries:
 tools/list bytes, list_processes bytes and time with 0/200/2000 finished records, and the
-`run "echo hi"` latency beside a direct `sh -c 'echo hi'` and the client's ping round trip.
+`run "echo hi"` latency beside a direct `sh -c 'echo hi'`, the client's ping round trip and a
+tools/call the server answers at once, with the client's own CPU per call.
 
 Run (after `cargo build --release --workspace --bins`, from the repository root):
     .venv/bin/python tests/python/bench_agent.py [--bin-dir target/release] [--calls 200]
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,6 +38,12 @@ def text_bytes(result) -> int:
 def structured_bytes(result) -> int:
     s = getattr(result, "structured_content", None)
     return len(json.dumps(s, separators=(",", ":")).encode()) if s is not None else 0
+
+
+def client_cpu() -> float:
+    """This process's CPU time so far (user + system), in seconds."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def median_ms(samples: list[float]) -> float:
@@ -76,23 +84,41 @@ async def main(args: argparse.Namespace) -> None:
             # Warm up, then the echo split, interleaved so that all three see the same machine.
             for _ in range(20):
                 await c.call_tool("run", {"command": "echo hi"})
-            floor, ping, ours = [], [], []
+            floor, ping, bare, ours = [], [], [], []
+            cpu_ping = cpu_run = 0.0
             reply = None
             for _ in range(args.calls):
                 t = time.perf_counter()
                 subprocess.run(["/bin/sh", "-c", "echo hi"], stdout=subprocess.DEVNULL, check=True)
                 floor.append(time.perf_counter() - t)
-                t = time.perf_counter()
+                t, u = time.perf_counter(), client_cpu()
                 await c.send_ping()
                 ping.append(time.perf_counter() - t)
+                cpu_ping += client_cpu() - u
+                # A tools/call the server answers at once (an argument error): the client's
+                # own cost of a tool call, beyond a ping.
                 t = time.perf_counter()
+                await c.call_tool("run", {"command": ""})
+                bare.append(time.perf_counter() - t)
+                t, u = time.perf_counter(), client_cpu()
                 reply = await c.call_tool("run", {"command": "echo hi"})
                 ours.append(time.perf_counter() - t)
-            f, p, r = median_ms(floor), median_ms(ping), median_ms(ours)
+                cpu_run += client_cpu() - u
+            f, p, b, r = median_ms(floor), median_ms(ping), median_ms(bare), median_ms(ours)
+            n = max(args.calls, 1)
             rows.append(('sh -c "echo hi" (floor), median', f"{f:.3f} ms", ""))
             rows.append(("ping round trip, median", f"{p:.3f} ms", ""))
+            rows.append(("tools/call answered at once, median", f"{b:.3f} ms", ""))
             rows.append(('run "echo hi", median', f"{r:.3f} ms", ""))
             rows.append(("  ours = run - floor - ping", f"{r - f - p:.3f} ms", "≤ 0.3 ms"))
+            rows.append(("  ours beyond a bare tools/call", f"{r - f - b:.3f} ms", ""))
+            rows.append(
+                (
+                    "  client CPU: ping / run call",
+                    f"{cpu_ping / n * 1e3:.3f} / {cpu_run / n * 1e3:.3f} ms",
+                    "",
+                )
+            )
             text = reply.content[0].text if reply is not None else ""
             rows.append(("echo reply text beyond output", f"{len(text.encode()) - 3} B", "≤ 60 B"))
 
