@@ -35,6 +35,8 @@ impl Daemon {
     fn start(env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("cxb")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .unwrap();
         let (socket, state) = (dir.path().join("s"), dir.path().join("state"));

@@ -27,6 +27,7 @@ mod launch;
 pub mod output;
 pub mod platform;
 pub mod policy;
+pub mod private_dir;
 mod reaper;
 mod record;
 mod restore;

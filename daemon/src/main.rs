@@ -4,7 +4,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -199,25 +199,12 @@ fn raise_fd_limit() {
 
 /// Creates the socket's directory owner-only if missing; refuses one owned by someone else.
 fn prepare_dir(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let meta = fs::metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let sticky_shared = meta.mode() & 0o1000 != 0;
-    if meta.uid() != me && !sticky_shared {
-        bail!(
-            "socket directory {} belongs to uid {}, not to this user ({me})",
-            dir.display(),
-            meta.uid()
-        );
-    }
-    Ok(())
+    cuba_daemon::private_dir::ensure(
+        dir,
+        "socket directory",
+        "set CUBA_EXEC_SOCKET (or --socket) to a path in a directory of your own",
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Takes the one-daemon-per-socket lock and writes our pid into it. `None`: another daemon holds

@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,11 +104,12 @@ pub async fn run(
 /// reaper, the table restored from the journal, the resource limits.
 fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     // Owner-only: the state holds every process's output.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&config.state_dir)
-        .with_context(|| format!("cannot create state dir {}", config.state_dir.display()))?;
+    crate::private_dir::ensure(
+        &config.state_dir,
+        "state directory",
+        "set CUBA_EXEC_STATE_DIR (or --state-dir) to a directory of your own",
+    )
+    .map_err(anyhow::Error::msg)?;
     // Before the reaper exists: the probe waits for its own child.
     crate::platform::sandbox::probe(
         &config.sandbox,

@@ -161,6 +161,8 @@ fn main() {
     );
     let dir = tempfile::Builder::new()
         .prefix("cxm")
+        // Private, as the daemon requires of its socket and state directories.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in("/tmp")
         .unwrap();
     let env = [
@@ -236,6 +238,8 @@ fn main() {
     let empty = {
         let dir = tempfile::Builder::new()
             .prefix("cxe")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .unwrap();
         let (_d, socket) = start_daemon(&cubad, dir.path(), &[]);

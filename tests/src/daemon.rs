@@ -84,6 +84,8 @@ impl Builder {
     pub async fn start(self) -> TestDaemon {
         let dir = tempfile::Builder::new()
             .prefix("cx")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .expect("cannot create a temp dir in /tmp");
         let socket = dir.path().join("s");

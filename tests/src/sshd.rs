@@ -60,6 +60,8 @@ impl SshServer {
         );
         let dir = tempfile::Builder::new()
             .prefix("cs-")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .expect("cannot create a temp dir in /tmp");
         let d = dir.path();

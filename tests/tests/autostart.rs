@@ -50,6 +50,8 @@ async fn cubactl_ps(socket: &Path, state: &Path) -> std::process::Output {
 async fn racing_clients_start_exactly_one_daemon() {
     let dir = tempfile::Builder::new()
         .prefix("cx")
+        // Private, as the daemon requires of its socket and state directories.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in("/tmp")
         .unwrap();
     // A socket directory that does not exist yet: the daemon creates it owner-only.

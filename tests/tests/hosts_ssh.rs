@@ -27,6 +27,8 @@ impl World {
         sshd.add_unreachable_host("down");
         let local = tempfile::Builder::new()
             .prefix("ch")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .expect("a temp dir");
         let config = local.path().join("config.toml");

@@ -157,7 +157,10 @@ async fn both_together_confine_writes_and_network() {
 
 #[test]
 fn a_bad_sandbox_setting_stops_the_daemon_at_start_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
     let mut child = Command::new(bin("cubad"))
         .arg("--socket")
         .arg(dir.path().join("s"))

@@ -49,6 +49,8 @@ impl Env {
     pub fn new() -> Env {
         let dir = tempfile::Builder::new()
             .prefix("cc")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .expect("temp dir");
         let socket = dir.path().join("s");

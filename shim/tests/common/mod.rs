@@ -97,6 +97,8 @@ impl TestDir {
     pub fn new() -> TestDir {
         let dir = tempfile::Builder::new()
             .prefix("cm")
+            // Private, as the daemon requires of its socket and state directories.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in("/tmp")
             .expect("cannot create a temp dir in /tmp");
         TestDir {

@@ -1,0 +1,68 @@
+//! The socket's and the state's directories are this user's alone, as tmux and OpenSSH require
+//! of theirs: the state holds every process's output, and the socket's directory decides who can
+//! put a socket in its place.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// Makes `dir` (and missing parents) mode 0700 whatever the umask, or checks the one there: a
+/// directory owned by this user and closed to group and others. `what` names it in the error,
+/// `setting` says how to point elsewhere; the error says the fix.
+pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
+    let shown = dir.display();
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create the {what} {shown}: {e}"))?;
+        // Made here: made private, whatever the umask left.
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make the {what} {shown} private: {e}"))?;
+    }
+    let meta = fs::metadata(dir).map_err(|e| format!("cannot read the {what} {shown}: {e}"))?;
+    if !meta.is_dir() {
+        return Err(format!("the {what} {shown} is not a directory; {setting}"));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!(
+            "the {what} {shown} belongs to uid {}, not to this user ({me}); {setting}",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the {what} {shown} is open to other users (mode {mode:03o}): `chmod 700 {shown}`, \
+             or {setting}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_dir_is_made_private_and_an_open_one_refused_with_the_fix() {
+        let root = tempfile::tempdir().unwrap();
+        let made = root.path().join("a/b");
+        ensure(&made, "socket directory", "set X").unwrap();
+        assert_eq!(fs::metadata(&made).unwrap().mode() & 0o777, 0o700);
+
+        let open = root.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        let e = ensure(&open, "state directory", "set CUBA_EXEC_STATE_DIR").unwrap_err();
+        assert!(e.contains("open to other users (mode 755)"), "{e}");
+        assert!(e.contains(&format!("chmod 700 {}", open.display())), "{e}");
+
+        // /tmp: shared (and not this user's, unless root runs this: then it is open).
+        assert!(ensure(Path::new("/tmp"), "socket directory", "set X").is_err());
+    }
+}
