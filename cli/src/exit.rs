@@ -79,7 +79,7 @@ pub fn client_hint(client: &ClientError, host: Option<&str>) -> Option<String> {
                 "wait for a process to end, or stop one with `{cubactl} kill ID` \
                  (CUBA_EXEC_MAX_PROCS raises the limit when the daemon starts)"
             )),
-            ErrorKind::Blocked if e.message.contains("side_effects rule") => Some(
+            ErrorKind::Blocked if e.message.contains("declares side effect") => Some(
                 "the daemon blocks that declared side effect (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); \
                  run something else, or ask whoever runs cubad to change the setting"
                     .into(),

@@ -90,8 +90,8 @@ pub fn check(declared: &[String], blocked: &BTreeSet<String>) -> Result<(), Refu
     };
     let list = hits.join(", ");
     let message = format!(
-        "the command declares side effect {list}, which this daemon blocks; nothing was run. \
-         Do it another way, or ask the user to run it"
+        "the command declares side effect {list}, which this daemon blocks (rule {RULE}); \
+         nothing was run. Do it another way, or ask the user to run it"
     );
     let decision = PolicyDecision {
         allowed: false,
@@ -100,10 +100,7 @@ pub fn check(declared: &[String], blocked: &BTreeSet<String>) -> Result<(), Refu
         commands: Vec::new(),
         message: message.clone(),
     };
-    let error = ProtocolError::new(
-        ErrorKind::Blocked,
-        format!("refused by the {RULE} rule: {message}"),
-    );
+    let error = ProtocolError::new(ErrorKind::Blocked, message.clone());
     Err(Refusal::Blocked(error, Box::new(decision)))
 }
 

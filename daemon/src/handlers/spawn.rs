@@ -136,8 +136,13 @@ fn allowed(
         .check_spawn(req.shell.as_deref(), &req.command, cwd);
     if !decision.allowed {
         refused(&decision);
+        // One sentence: whose policy, the rule's words with the sub-command, and the fix; the
+        // rule's name too where its words do not say it (`is on the blocklist` does).
         let rule = decision.rule.as_deref().unwrap_or("policy");
-        let message = format!("refused by the {rule} rule: {}", decision.message);
+        let message = match decision.message.contains(rule) {
+            true => decision.message,
+            false => format!("{} (rule {rule})", decision.message),
+        };
         return Err(ProtocolError::new(
             cuba_protocol::ErrorKind::Blocked,
             message,

@@ -200,10 +200,10 @@ impl Effective {
     fn label(&self, mut decision: PolicyDecision, daemon: bool) -> PolicyDecision {
         if !decision.allowed {
             let whose = match (&self.by, daemon) {
-                (Some(by), false) => format!("client policy, set by {by}"),
+                (Some(by), false) => format!("client policy (set by {by})"),
                 _ => "daemon policy".to_string(),
             };
-            decision.message = format!("[{whose}] {}", decision.message);
+            decision.message = format!("{whose}: {}", decision.message);
         }
         decision
     }
@@ -275,12 +275,14 @@ mod tests {
         assert!(e.check("echo hi").allowed);
         let d = e.check("ls");
         assert!(
-            !d.allowed && d.message.starts_with("[client policy"),
+            !d.allowed && d.message.starts_with("client policy (set by"),
             "{d:?}"
         );
         let d = e.check("rm x");
         assert!(
-            !d.allowed && d.message.starts_with("[daemon policy]"),
+            !d.allowed
+                && d.message
+                    .starts_with("daemon policy: `rm` is on the blocklist"),
             "{d:?}"
         );
         // Empty values narrow nothing and clear nothing.
