@@ -24,7 +24,9 @@ pub fn outcome(p: &ProcessInfo) -> String {
         ProcState::Running => "is running".to_string(),
         ProcState::WaitingInput => "is waiting for input".to_string(),
         ProcState::Exited => format!("exited with {how}"),
-        ProcState::Signaled => format!("died of {how}"),
+        // One wording for a signal's death, whoever sent it (a Ctrl-C reaches a terminal's
+        // process itself, a piped one's through the daemon).
+        ProcState::Signaled => format!("was killed by {how}"),
         ProcState::Killed if p.signal.is_some() => format!("was killed by {how}"),
         ProcState::Killed => format!("was stopped on request and exited with {how}"),
         ProcState::TimedOut => format!("timed out and was stopped ({how})"),

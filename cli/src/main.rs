@@ -16,6 +16,7 @@ mod describe;
 mod exit;
 mod fanout;
 mod forward;
+mod json;
 mod passthrough;
 mod platform;
 mod print;
@@ -68,22 +69,22 @@ Exit status: 0 ok, 1 the operation failed, 2 bad usage; `run` exits with its com
 #[derive(Parser, Debug)]
 #[command(name = "cubactl", version, after_help = EXAMPLES)]
 struct Cli {
-    /// The daemon's socket.
+    /// The daemon's socket [default: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec/cubad.sock].
+    // The variables are read here, not by clap: clap would show an option set from the
+    // environment in every usage line, as if it had to be typed.
     #[arg(
         long,
         global = true,
-        env = "CUBA_EXEC_SOCKET",
         value_name = "PATH",
-        hide_env_values = true,
         help_heading = "Global options"
     )]
     socket: Option<PathBuf>,
     /// Aim the command at host NAME's daemon (`[hosts.NAME]` in config.toml, or
-    /// CUBA_EXEC_HOSTS), reached through its bridge; `local` is this machine.
+    /// CUBA_EXEC_HOSTS), reached through its bridge; `local` is this machine [default:
+    /// $CUBA_EXEC_HOST].
     #[arg(
         long,
         global = true,
-        env = "CUBA_EXEC_HOST",
         value_name = "NAME",
         help_heading = "Global options"
     )]
@@ -117,7 +118,8 @@ enum Command {
     /// Run a command through the daemon in the foreground: output streams here, Ctrl-C
     /// reaches it, and cubactl exits with its exit code.
     Run(cmd::run::Args),
-    /// Start a command in the background and print its id.
+    /// Start a command in the background and print its id; a command the shell cannot find
+    /// or run (its 127 or 126 within 100 ms, CUBA_EXEC_START_GRACE_MS) is an error at once.
     Start(cmd::start::Args),
     /// Stop processes and their whole trees, gracefully: TERM, then KILL after the grace
     /// period.
@@ -160,8 +162,12 @@ enum Command {
 async fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let mut host = cli.host;
     let from_cli = matches.value_source("host") == Some(ValueSource::CommandLine);
+    let mut host = cli.host.or_else(|| {
+        std::env::var("CUBA_EXEC_HOST")
+            .ok()
+            .filter(|h| !h.is_empty())
+    });
     match cli.command {
         Command::Bridge(_) if from_cli && !cuba_protocol::hosts::is_local(host.as_deref()) => {
             eprintln!(

@@ -4,55 +4,32 @@ use std::collections::HashMap;
 
 use cuba_protocol::hosts::LOCAL;
 use cuba_protocol::ProcessInfo;
-use serde::Serialize;
 
 use crate::ctx::Ctx;
 use crate::describe;
+use crate::json::{memory, ProcessJson};
 use crate::style::{self, Paint};
 use crate::table::{Cell, Column, Table};
 use crate::units;
 use crate::usage::{self, Usage};
 
-/// One JSON row: the daemon's record plus what cubactl measured (`platform`).
-#[derive(Serialize)]
-pub struct Row<'a> {
-    /// The host it runs on, when not this machine (and in a listing of every host).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<&'a str>,
-    #[serde(flatten)]
-    pub process: &'a ProcessInfo,
-    /// Only for running processes on this machine.
-    pub usage: Option<&'a Usage>,
-}
-
 /// One process of a table, with the host it runs on (shown when `HOST` is) and its usage.
 pub type Entry<'a> = (Option<&'a str>, &'a ProcessInfo, Option<&'a Usage>);
 
+/// `list` as `--json` rows, each with what cubactl measured of it.
 pub fn json_rows<'a>(
     host: Option<&'a str>,
     list: &'a [ProcessInfo],
     usage: &'a HashMap<u64, Usage>,
-) -> Vec<Row<'a>> {
+) -> Vec<ProcessJson<'a>> {
     list.iter()
-        .map(|p| Row {
-            host,
-            process: p,
-            usage: usage.get(&p.id),
-        })
+        .map(|p| ProcessJson::of(p).on(host).with(usage.get(&p.id)))
         .collect()
 }
 
 pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
     let entries: Vec<Entry> = list.iter().map(|p| (None, p, usage.get(&p.id))).collect();
     render_entries(ctx, &entries, false)
-}
-
-/// The daemon's memory figure of a row (its cgroup's): now while it runs, its peak once ended.
-pub fn memory(p: &ProcessInfo) -> Option<u64> {
-    match p.state.is_finished() {
-        true => p.memory_peak_bytes.or(p.memory_bytes),
-        false => p.memory_bytes,
-    }
 }
 
 /// The table of `entries`, with a `HOST` column first when `hosts`.
@@ -74,6 +51,7 @@ pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
         Column::left("STATE"),
         Column::right("EXIT"),
         Column::right("AGE").optional(3),
+        Column::right("TIME").optional(3),
         Column::right("CPU%").optional(1),
         Column::right("RSS").optional(2),
         Column::right("CPU").optional(3),
@@ -107,6 +85,8 @@ pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
             Cell::new(&p.owner.name),
             Cell::painted(p.state.as_str(), style::of_state(p)),
             Cell::painted(describe::exit_cell(p), exit_paint),
+            // Since it started; TIME: how long it ran (so far).
+            Cell::painted(units::age(now.saturating_sub(p.started_at_ms)), dim),
             Cell::painted(units::age(p.elapsed_ms(now)), dim),
             Cell::new(
                 u.and_then(|u| u.cpu_percent)

@@ -3,8 +3,8 @@
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
-use cuba_protocol::client::Client;
-use cuba_protocol::ListRequest;
+use cuba_protocol::client::{Client, ClientError};
+use cuba_protocol::{ErrorKind, ListRequest, ProtocolError};
 
 /// `3` or `web`. A name means the running process of that name, else the latest one.
 #[derive(Clone, Debug)]
@@ -46,7 +46,12 @@ impl Target {
         match (running.as_slice(), named.last()) {
             ([one], _) => Ok(*one),
             ([], Some(latest)) => Ok(latest.id),
-            ([], None) => bail!("no process is named {name:?}; `cubactl ps` lists them"),
+            // Worded and coded as the daemon's unknown id, with the same hint.
+            ([], None) => Err(ClientError::Remote(ProtocolError::new(
+                ErrorKind::NotFound,
+                format!("no process is named {name:?}"),
+            ))
+            .into()),
             (many, _) => bail!(
                 "{} running processes are named {name:?} (ids {}); give an id",
                 many.len(),

@@ -61,7 +61,7 @@ fn ctrl_bracket_detaches_and_the_process_runs_on() {
     let status = wait_child(&mut child);
     assert!(status.success(), "{status}");
     screen.wait_for("detached");
-    assert_eq!(env.row(id)["state"], "Running");
+    assert_eq!(env.row(id)["state"], "running");
 
     // Piped input is forwarded; its end detaches without closing the process's stdin.
     let out = env
@@ -85,7 +85,7 @@ fn eof_closes_stdin_only_when_asked() {
         .write_stdin("one\n")
         .assert()
         .success();
-    assert_eq!(env.row(id)["state"], "Running");
+    assert_eq!(env.row(id)["state"], "running");
     env.cmd()
         .args(["attach", "--eof", &ids])
         .write_stdin("two\n")
@@ -126,7 +126,7 @@ fn attach_to_a_terminal_passes_keys_through_and_detaches() {
     common::same_modes(&pty.modes(), &before);
     let row = env.row(id);
     assert!(
-        row["state"] == "Running" || row["state"] == "WaitingInput",
+        row["state"] == "running" || row["state"] == "waiting_input",
         "{row}"
     );
     // The remote terminal took the size of the one attached.
@@ -185,7 +185,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
     assert!(status.success(), "{status}");
     pty.screen.wait_for("detached; process");
     common::same_modes(&pty.modes(), &before);
-    assert_eq!(env.row(id)["state"], "Running");
+    assert_eq!(env.row(id)["state"], "running");
 
     // The daemon dies under an attached terminal: an error, and the modes come back all the same.
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
@@ -229,7 +229,7 @@ fn a_person_attaches_to_a_session_and_answers_its_command() {
     let shell = env
         .ps()
         .into_iter()
-        .find(|r| r["kind"] == "Session")
+        .find(|r| r["kind"] == "session")
         .expect("the session's shell is listed");
     let shell_id = shell["id"].to_string();
     let (mut child, mut screen, mut keyboard) = attach_on_pty(&env, &[&shell_id]);

@@ -25,7 +25,7 @@ fn kill_stops_the_whole_tree() {
         "grandchild {grandchild} survived"
     );
     assert!(!alive(grandchild));
-    assert_eq!(env.row(id)["state"], "Killed");
+    assert_eq!(env.row(id)["state"], "killed");
 
     // Already ended: says so and fails.
     let again = env.output(&["kill", &id.to_string()]);
@@ -171,8 +171,8 @@ fn run_forwards_ctrl_c_and_exits_130() {
         .into_iter()
         .find(|r| r["name"] == "fg")
         .expect("the run is in the table");
-    assert_eq!(row["state"], "Killed", "{row}");
-    assert_eq!(row["signal"], "Int", "{row}");
+    assert_eq!(row["state"], "killed", "{row}");
+    assert_eq!(row["signal"], "SIGINT", "{row}");
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn status_start_stop_restart() {
         "{out}"
     );
     assert_eq!(status_pid(&env), first);
-    assert_eq!(env.row(id)["state"], "Running");
+    assert_eq!(env.row(id)["state"], "running");
     assert!(env
         .ok(&["daemon", "status"])
         .contains("in place (1 time(s)"));
@@ -59,7 +59,7 @@ fn status_start_stop_restart() {
     assert!(exited_within(first as i32, LIMIT));
     let second = status_pid(&env);
     assert_ne!(first, second);
-    assert_ne!(env.row(id)["state"], "Running");
+    assert_ne!(env.row(id)["state"], "running");
 
     assert!(env.ok(&["daemon", "stop"]).contains("stopped cubad"));
     assert!(exited_within(second as i32, LIMIT));

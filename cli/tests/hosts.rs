@@ -130,7 +130,7 @@ fn every_command_reaches_the_other_daemon() {
 
     let out = w.ok(&["--host", "other", "kill", &id.to_string()]);
     assert!(out.contains("killed"), "{out}");
-    assert_ne!(w.other.row(id)["state"], "Running");
+    assert_ne!(w.other.row(id)["state"], "running");
 
     let id = w
         .start_there(&["--", "echo one; echo two; echo three"])
@@ -193,7 +193,7 @@ fn run_on_another_host_forwards_ctrl_c() {
         .into_iter()
         .find(|r| r["name"] == "fg")
         .expect("the run is in the other table");
-    assert_eq!(row["signal"], "Int", "{row}");
+    assert_eq!(row["signal"], "SIGINT", "{row}");
 }
 
 #[test]

@@ -37,7 +37,7 @@ fn a_session_keeps_state_between_runs() {
     let id = env.start(&["--session", "dev", "--", "echo $X again; sleep 300"]);
     wait_line(&env, id, "42 again");
     let row = env.row(id);
-    assert_eq!(row["kind"], "InSession", "{row}");
+    assert_eq!(row["kind"], "in_session", "{row}");
     assert_eq!(row["session"], "dev", "{row}");
     let table = env.ok(&["ps"]);
     assert!(
@@ -57,9 +57,9 @@ fn a_session_keeps_state_between_runs() {
     let shell = env
         .ps()
         .into_iter()
-        .find(|r| r["kind"] == "Session")
+        .find(|r| r["kind"] == "session")
         .expect("the session's shell is in the table");
-    assert_eq!(shell["state"], "Running", "{shell}");
+    assert_eq!(shell["state"], "running", "{shell}");
 
     // The shell's row carries the session's name: killing it by that name closes the session.
     let out = env.ok(&["kill", "dev"]);
@@ -69,6 +69,6 @@ fn a_session_keeps_state_between_runs() {
     );
     assert_eq!(
         env.row(shell["id"].as_u64().expect("id"))["state"],
-        "Killed"
+        "killed"
     );
 }

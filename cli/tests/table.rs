@@ -25,11 +25,11 @@ fn ps_json_shows_what_an_agent_started() {
         .expect("agent spawns");
 
     let row = env.row(info.id);
-    assert_eq!(row["owner"]["name"], "agent");
-    assert_eq!(row["owner"]["kind"], "Mcp");
+    assert_eq!(row["owner"], "agent");
+    assert_eq!(row["owner_kind"], "mcp");
     assert_eq!(row["name"], "devserver");
     assert_eq!(row["command"], "sleep 300");
-    assert_eq!(row["state"], "Running");
+    assert_eq!(row["state"], "running");
     assert_eq!(row["pid"], info.pid);
     let usage = &row["usage"];
     assert_eq!(usage["pids"][0], info.pid, "{row}");
@@ -42,8 +42,8 @@ fn ps_json_shows_what_an_agent_started() {
     let table = env.ok(&["ps", "--running", "--owner", "agent"]);
     let header = table.lines().next().unwrap_or_default();
     for col in [
-        "ID", "NAME", "OWNER", "STATE", "EXIT", "AGE", "CPU%", "RSS", "CPU", "MEM", "PORTS",
-        "COMMAND",
+        "ID", "NAME", "OWNER", "STATE", "EXIT", "AGE", "TIME", "CPU%", "RSS", "CPU", "MEM",
+        "PORTS", "COMMAND",
     ] {
         assert!(header.contains(col), "{col} missing: {table}");
     }

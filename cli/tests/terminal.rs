@@ -6,6 +6,23 @@ mod common;
 use common::{wait_child, wait_line, Env, OnPty};
 
 #[test]
+fn text_sent_before_the_program_reads_its_terminal_shows_once() {
+    let env = Env::new();
+    let id = env.start(&["--tty", "--", "python3 -q"]);
+    let ids = id.to_string();
+    // At once, before python has its prompt: the daemon holds it until python reads.
+    env.ok(&["send", &ids, "print(6*7)", "--key", "Enter"]);
+    wait_line(&env, id, r"^42\s*$");
+    let screen = env.ok(&["screen", &ids]);
+    assert_eq!(
+        screen.matches("print(6*7)").count(),
+        1,
+        "typed once: {screen:?}"
+    );
+    assert!(screen.contains(">>> print(6*7)\n42\n"), "{screen:?}");
+}
+
+#[test]
 fn keys_reach_a_program_on_a_terminal_and_its_screen_shows() {
     let env = Env::new();
     let id = env.start(&["--tty", "--", "python3 -q"]);
@@ -39,7 +56,7 @@ fn keys_reach_a_program_on_a_terminal_and_its_screen_shows() {
 
     // ps and info say it runs on a terminal.
     let row = env.row(id);
-    assert_eq!(row["kind"], "Command", "{row}");
+    assert_eq!(row["kind"], "command", "{row}");
     assert_eq!(row["tty"]["cols"], 120, "{row}");
     let table = env.ok(&["ps"]);
     let header = table.lines().next().unwrap_or_default();
@@ -184,5 +201,5 @@ fn run_tty_detaches_with_ctrl_bracket() {
         .into_iter()
         .find(|r| r["name"] == "held")
         .expect("the run is in the table");
-    assert_eq!(row["state"], "Running", "{row}");
+    assert_eq!(row["state"], "running", "{row}");
 }

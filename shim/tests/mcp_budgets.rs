@@ -206,3 +206,43 @@ async fn a_short_commands_reply_is_its_output_and_one_header_line() {
     let _: &Value = &r.sc()["next"];
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_content_is_the_documented_shape() {
+    use cuba_tests::json_doc;
+    let mut t = TestDir::with_daemon().await;
+    let none = no_config(&t);
+    let c = binary(&mut t, "json", &[("CUBA_EXEC_CONFIG", &none)]).await;
+    // The process fields docs/json.md gives MCP, and the output view beside them.
+    let mut known = json_doc::names(false);
+    for view in [
+        "next",
+        "output",
+        "truncated",
+        "dropped",
+        "code",
+        "hint",
+        "wait",
+        "matched",
+        "existing",
+        "screen",
+    ] {
+        known.insert(view.to_string());
+    }
+    let svc = c
+        .call("start", json!({ "command": "sleep 60", "name": "svc" }))
+        .await;
+    json_doc::assert_documented(svc.sc(), &known, "start");
+    let ran = c.call("run", json!({ "command": "echo hi; exit 3" })).await;
+    json_doc::assert_documented(ran.sc(), &known, "run");
+    assert_eq!(ran.sc()["state"], "exited");
+    let stopped = c
+        .call("send_signal", json!({ "id": svc.id(), "signal": "TERM" }))
+        .await;
+    json_doc::assert_documented(stopped.sc(), &known, "send_signal");
+    let listed = c.call("list_processes", json!({})).await;
+    for row in listed.sc()["processes"].as_array().expect("rows") {
+        json_doc::assert_documented(row, &known, "list_processes");
+    }
+    c.close().await;
+}

@@ -14,6 +14,7 @@
 pub mod cgroups;
 pub mod daemon;
 pub mod follow;
+pub mod json_doc;
 pub mod procfs;
 pub mod proxy;
 pub mod raw;

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::ctx::Ctx;
 use crate::describe;
-use crate::proctable;
+use crate::json::ProcessJson;
 use crate::style::{self, Paint};
 use crate::table::sanitize;
 use crate::target::Target;
@@ -38,11 +38,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     };
     let u = measured.get(&p.id);
     if args.json {
-        let row = proctable::Row {
-            host: ctx.host.as_deref(),
-            process: &p,
-            usage: u,
-        };
+        let row = ProcessJson::of(&p).on(ctx.host.as_deref()).with(u);
         let text = serde_json::to_string_pretty(&row)? + "\n";
         std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(ExitCode::SUCCESS);
@@ -56,7 +52,12 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ("cwd", p.cwd.clone(), None),
         (
             "owner",
-            format!("{} ({:?}, pid {})", p.owner.name, p.owner.kind, p.owner.pid),
+            format!(
+                "{} ({}, pid {})",
+                p.owner.name,
+                crate::json::owner_kind(p.owner.kind),
+                p.owner.pid
+            ),
             None,
         ),
         ("kind", p.kind.as_str().to_string(), None),

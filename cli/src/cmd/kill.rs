@@ -80,7 +80,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         .collect();
     let mut ok = true;
     let mut ended = Vec::new();
-    for (id, task) in ids.iter().zip(tasks) {
+    for task in tasks {
         match task.await? {
             Ok(p) => {
                 let tree = snapshot.as_ref().map_or(0, |s| s.tree(p.pid as i32).len());
@@ -89,12 +89,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             }
             Err(e) => {
                 ok = false;
-                eprintln!("cubactl: {id}: {}", explain(&e, ctx.host.as_deref()));
+                // The daemon's message names the process.
+                eprintln!("cubactl: {}", explain(&e, ctx.host.as_deref()));
             }
         }
     }
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&ended)?)?;
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&crate::json::all(&ended))?
+        )?;
     }
     Ok(if ok {
         ExitCode::SUCCESS

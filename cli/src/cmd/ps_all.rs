@@ -54,7 +54,7 @@ pub async fn run(ctx: &Ctx, args: &Args) -> Result<ExitCode> {
         false => &none,
     };
     let text = if args.json {
-        let rows: Vec<proctable::Row> = lists
+        let rows: Vec<_> = lists
             .iter()
             .flat_map(|(host, list)| proctable::json_rows(Some(host), list, usage_of(host)))
             .collect();

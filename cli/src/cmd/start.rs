@@ -4,13 +4,26 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cuba_protocol::ProcState;
+use cuba_protocol::{ProcState, WaitReason, WaitRequest, WaitSpec};
 
 use crate::ctx::Ctx;
 use crate::describe;
 use crate::exit;
+use crate::json::ProcessJson;
 use crate::spawn_args::SpawnArgs;
 use crate::style::Paint;
+
+/// How long `start` watches for a command that cannot run at all (the shell's 127 or 126
+/// comes within milliseconds); a command still running then is reported started.
+/// `CUBA_EXEC_START_GRACE_MS` changes it (0: not at all).
+const START_GRACE_MS: u64 = 100;
+
+fn start_grace_ms() -> u64 {
+    std::env::var("CUBA_EXEC_START_GRACE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(START_GRACE_MS)
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,17 +40,49 @@ pub struct Args {
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let req = args.spawn.request(args.no_stdin);
-    let (_, info) = ctx
+    let (client, mut info) = ctx
         .once(|c| {
             let req = req.clone();
             async move { c.spawn(req).await }
         })
         .await?;
+    // A command the shell cannot find or run ends within milliseconds: said now, with the
+    // shell's words, rather than found later in `ps`.
+    let mut said = None;
+    let grace = start_grace_ms();
+    if info.state != ProcState::FailedToStart && grace > 0 {
+        let wait = WaitRequest {
+            id: info.id,
+            since: Some(0),
+            spec: WaitSpec::exit(grace, 2048),
+        };
+        if let Ok(w) = client.wait(wait).await {
+            if w.reason == WaitReason::Exited && matches!(w.process.exit_code, Some(126 | 127)) {
+                said = Some(
+                    String::from_utf8_lossy(&w.output.bytes())
+                        .trim()
+                        .to_string(),
+                );
+            }
+            info = w.process;
+        }
+    }
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&info)?)?;
+        outln!("{}", serde_json::to_string_pretty(&ProcessJson::of(&info))?)?;
     }
     if info.state == ProcState::FailedToStart {
         eprintln!("cubactl: {}", describe::sentence(&info));
+        return Ok(exit::failed());
+    }
+    if let Some(said) = said {
+        let why = match info.exit_code {
+            Some(127) => "command not found",
+            _ => "command not executable",
+        };
+        eprintln!("cubactl: {}: {why}", describe::sentence(&info));
+        if !said.is_empty() {
+            eprintln!("{said}");
+        }
         return Ok(exit::failed());
     }
     if !args.json {

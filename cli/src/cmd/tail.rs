@@ -109,7 +109,10 @@ async fn follow(
                         if let Some(info) = sink.follow_frame(frame)? {
                             sink.finish_line()?;
                             if json {
-                                outln!("{}", serde_json::json!({ "process": info }))?;
+                                outln!(
+                                    "{}",
+                                    serde_json::json!({ "process": crate::json::ProcessJson::of(&info) })
+                                )?;
                             } else {
                                 let line = format!("[{}]", describe::sentence(&info));
                                 eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));

@@ -82,7 +82,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         WaitReason::WaitingInput => ("waiting_input", None, false),
     };
     if args.json {
-        let v = json!({ "reason": reason, "line": line, "process": result.process });
+        let v = json!({ "reason": reason, "line": line, "process": crate::json::ProcessJson::of(&result.process) });
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         match &result.reason {

@@ -1,0 +1,146 @@
+//! A process as `--json` gives it: the names and values of MCP's structuredContent (lower-case
+//! states and kinds, `SIGTERM`-style signals, times in `_ms`), then the rest of the record. One
+//! shape for every command that prints a process; docs/json.md is its reference.
+
+use cuba_protocol::{ClientKind, ProcessInfo};
+use serde::Serialize;
+
+use crate::usage::Usage;
+
+#[derive(Serialize)]
+pub struct ProcessJson<'a> {
+    /// The host it runs on, when not this machine (and in a listing of every host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<&'a str>,
+    pub id: u64,
+    pub pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    /// `command`, `session` (a session's shell) or `in_session` (a command in one).
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tty: Option<Tty>,
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
+    /// Who started it: the MCP client's name, or `cubactl`.
+    pub owner: &'a str,
+    /// `mcp`, `cli` or `other`.
+    pub owner_kind: &'static str,
+    pub owner_pid: u32,
+    pub command: &'a str,
+    pub cwd: &'a str,
+    pub started_at_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<u64>,
+    /// How long it ran (so far).
+    pub time_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Output bytes in all; `next` for a read from the start.
+    pub bytes: u64,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    /// Memory of its tree (cgroup): now while it runs, the peak once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool: Option<&'a str>,
+    /// What cubactl measured on this machine (`ps`, `info`): running processes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<&'a Usage>,
+}
+
+#[derive(Serialize)]
+pub struct Tty {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// The daemon's memory figure of a process (its cgroup's): now while it runs, its peak once
+/// it ended.
+pub fn memory(p: &ProcessInfo) -> Option<u64> {
+    match p.state.is_finished() {
+        true => p.memory_peak_bytes.or(p.memory_bytes),
+        false => p.memory_bytes,
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+pub fn owner_kind(kind: ClientKind) -> &'static str {
+    match kind {
+        ClientKind::Mcp => "mcp",
+        ClientKind::Cli => "cli",
+        ClientKind::Other => "other",
+    }
+}
+
+impl<'a> ProcessJson<'a> {
+    pub fn of(p: &'a ProcessInfo) -> ProcessJson<'a> {
+        let now = cuba_protocol::now_ms();
+        ProcessJson {
+            host: None,
+            id: p.id,
+            pid: p.pid,
+            name: p.name.as_deref(),
+            kind: p.kind.as_str(),
+            session: p.session.as_deref(),
+            tty: p.tty.map(|t| Tty {
+                cols: t.cols,
+                rows: t.rows,
+            }),
+            state: p.state.as_str(),
+            exit_code: p.exit_code,
+            signal: p.signal.map(|s| s.to_string()),
+            error: p.error.as_deref(),
+            owner: &p.owner.name,
+            owner_kind: owner_kind(p.owner.kind),
+            owner_pid: p.owner.pid,
+            command: &p.command,
+            cwd: &p.cwd,
+            started_at_ms: p.started_at_ms,
+            ended_at_ms: p.ended_at_ms,
+            time_ms: p.elapsed_ms(now),
+            timeout_ms: p.timeout_ms,
+            bytes: p.total_bytes(),
+            stdout_bytes: p.stdout_bytes,
+            stderr_bytes: p.stderr_bytes,
+            dropped_bytes: p.dropped_bytes,
+            cpu_ms: p.cpu_ms,
+            mem_bytes: memory(p),
+            notice: p.notice.as_deref(),
+            spool: p.spool.as_deref(),
+            usage: None,
+        }
+    }
+
+    pub fn on(mut self, host: Option<&'a str>) -> ProcessJson<'a> {
+        self.host = host;
+        self
+    }
+
+    pub fn with(mut self, usage: Option<&'a Usage>) -> ProcessJson<'a> {
+        self.usage = usage;
+        self
+    }
+}
+
+/// `processes` as JSON rows.
+pub fn all(processes: &[ProcessInfo]) -> Vec<ProcessJson<'_>> {
+    processes.iter().map(ProcessJson::of).collect()
+}
