@@ -124,7 +124,8 @@ impl Launcher {
             }
         }
         if let Some((sink, rx, _)) = writer {
-            tokio::spawn(stdin::write_stdin(sink, rx));
+            // Handed over running: its terminal was read long ago.
+            tokio::spawn(stdin::write_stdin(sink, rx, None));
         }
         let job = Job {
             table: self.table.clone(),

@@ -171,7 +171,18 @@ impl Launcher {
         if close_stdin {
             let _ = stdin_tx.try_send(StdinMsg::Eof);
         }
-        tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx));
+        let first_read = match &connected.sink {
+            stdin::StdinSink::Pty(master) => {
+                let (table, root, master) = (self.table.clone(), root.clone(), master.clone());
+                let reads: stdin::Reads = Box::new(move || {
+                    crate::supervise::reads_terminal(&table, &root, &master)
+                        || crate::platform::proc::live(root.pid).is_none()
+                });
+                Some(reads)
+            }
+            stdin::StdinSink::Pipe(_) => None,
+        };
+        tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx, first_read));
         let job = Job {
             table: self.table.clone(),
             grace: self.grace,

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
@@ -43,7 +44,16 @@ impl StdinSink {
 /// the process finishes (the queue's sender is dropped). Each write is one cancel-safe
 /// `write(2)`, so a pause (an in-place upgrade) can come between any two, even while the child
 /// does not read: what is not written yet is handed over.
-pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) {
+///
+/// `first_read`: for a new terminal, whose first write waits until its program reads it.
+/// Typed ahead of that, the line discipline echoes the text, and the program's line editor
+/// echoes it again once it reads: the screen would show every line twice, as no person's does.
+pub async fn write_stdin(
+    mut sink: StdinSink,
+    mut rx: mpsc::Receiver<StdinMsg>,
+    first_read: Option<Reads>,
+) {
+    let mut gate = first_read.map(|p| Box::pin(reads_its_terminal(p)));
     let mut pending: VecDeque<Vec<u8>> = VecDeque::new();
     let mut at = 0;
     let mut eof = false;
@@ -70,7 +80,10 @@ pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) 
                     }
                 }
             },
-            r = write_front(&mut sink, &pending, at), if !pending.is_empty() => match r {
+            _ = async { if let Some(g) = gate.as_mut() { g.await } }, if gate.is_some() => {
+                gate = None;
+            }
+            r = write_front(&mut sink, &pending, at), if !pending.is_empty() && gate.is_none() => match r {
                 Ok(n) => {
                     at += n;
                     if pending.front().is_some_and(|c| at >= c.len()) {
@@ -86,6 +99,24 @@ pub async fn write_stdin(mut sink: StdinSink, mut rx: mpsc::Receiver<StdinMsg>) 
         }
     }
     rx.close();
+}
+
+/// How long a terminal's first write waits for its program to read: a program that never reads
+/// it where the check can see (a game loop) still gets its input.
+const FIRST_READ_LIMIT: Duration = Duration::from_secs(2);
+/// How often, meanwhile, the tree is looked at. No event says "a process now sleeps reading
+/// this terminal"; the look is a few `/proc` reads, for a new terminal's first write only.
+const FIRST_READ_EVERY: Duration = Duration::from_millis(5);
+
+/// Is a member of the tree reading its terminal (or gone)?
+pub type Reads = Box<dyn Fn() -> bool + Send>;
+
+/// Until `reads` says so, or [`FIRST_READ_LIMIT`] passed.
+async fn reads_its_terminal(reads: Reads) {
+    let until = tokio::time::Instant::now() + FIRST_READ_LIMIT;
+    while !reads() && tokio::time::Instant::now() < until {
+        tokio::time::sleep(FIRST_READ_EVERY).await;
+    }
 }
 
 async fn write_front(

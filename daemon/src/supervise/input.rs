@@ -14,8 +14,9 @@ use super::Supervisor;
 use crate::platform::input::{self, Source};
 use crate::platform::proc;
 use crate::record::Proc;
+use crate::table::Table;
 use crate::terminal::Master;
-use crate::tree;
+use crate::tree::{self, TreeRoot};
 
 /// How long output must have been quiet before the tree is checked.
 pub const QUIET: Duration = Duration::from_millis(150);
@@ -166,15 +167,23 @@ impl Supervisor {
                     .map(|(pid, _)| pid)
                     .find(|pid| input::blocked_on(*pid, &source))
             }
-            InputTarget::Tty(master) => {
-                let fg = master.foreground()?;
-                let source = Source::Tty(master.path.clone());
-                members
-                    .into_iter()
-                    .map(|(pid, _)| pid)
-                    .filter(|pid| proc::stat(*pid).is_some_and(|s| s.pgrp == fg))
-                    .find(|pid| input::blocked_on(*pid, &source))
-            }
+            InputTarget::Tty(master) => tty_reader(members, master),
         }
     }
+}
+
+/// A member of `members` in the terminal's foreground group blocked reading it: its pid.
+fn tty_reader(members: Vec<(i32, u64)>, master: &Master) -> Option<i32> {
+    let fg = master.foreground()?;
+    let source = Source::Tty(master.path.clone());
+    members
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|pid| proc::stat(*pid).is_some_and(|s| s.pgrp == fg))
+        .find(|pid| input::blocked_on(*pid, &source))
+}
+
+/// Whether a member of `root`'s tree reads its terminal now (for the first stdin write).
+pub fn reads_terminal(table: &Table, root: &TreeRoot, master: &Master) -> bool {
+    tty_reader(tree::members_linked(root, &table.scope()), master).is_some()
 }

@@ -29,7 +29,7 @@ use crate::reaper::Exit;
 use crate::record::{spill_off_thread, Control, Paused, Proc};
 use crate::table::Table;
 use crate::terminal::Master;
-pub use input::InputTarget;
+pub use input::{reads_terminal, InputTarget};
 pub use route::Route;
 
 /// Read buffers start small (most processes print little, and a thousand idle ones must stay
