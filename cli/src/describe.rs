@@ -108,3 +108,25 @@ pub fn notice(p: &ProcessInfo) -> Option<String> {
         .collect();
     (!all.is_empty()).then(|| format!("[{}]", all.join("; ")))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use cuba_protocol::Signal;
+
+    #[test]
+    fn a_signal_death_reads_one_way_whoever_sent_it() {
+        let mut p: ProcessInfo = serde_json::from_value(serde_json::json!({
+            "id": 1, "pid": 2, "owner": {"kind": "Cli", "name": "cubactl", "pid": 3},
+            "name": null, "command": "x", "cwd": "/", "state": "Signaled", "exit_code": null,
+            "signal": "Int", "error": null, "started_at_ms": 0, "ended_at_ms": 1,
+            "timeout_ms": null, "stdout_bytes": 0, "stderr_bytes": 0, "dropped_bytes": 0
+        }))
+        .unwrap();
+        assert_eq!(outcome(&p), "was killed by SIGINT");
+        p.state = ProcState::Killed;
+        p.signal = Some(Signal::Int);
+        assert_eq!(outcome(&p), "was killed by SIGINT");
+    }
+}

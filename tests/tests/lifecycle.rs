@@ -255,16 +255,19 @@ async fn a_command_ignores_no_signal_the_daemon_inherited_ignored() {
     let ignored = [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGUSR1];
     let d = TestDaemon::builder().ignoring(&ignored).start().await;
     let c = d.client().await;
-    let p = spawn(&c, "grep SigIgn /proc/self/status").await;
+    let p = spawn(&c, "grep -E '^Sig(Ign|Blk)' /proc/self/status").await;
     let w = wait_exit(&c, p.id).await;
     let out = text(&w.output.bytes());
-    let mask = out
-        .trim()
-        .strip_prefix("SigIgn:\t")
-        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-        .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+    let mask = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {name} line: {out:?}"))
+    };
     // Signals 1-31; the C library's own real-time signals (32, 33) are not ours to reset.
-    assert_eq!(mask & 0x7fff_ffff, 0, "{out}");
+    assert_eq!(mask("SigIgn:") & 0x7fff_ffff, 0, "{out}");
+    // And none blocked: the daemon blocks every signal around a spawn, the child unblocks.
+    assert_eq!(mask("SigBlk:"), 0, "{out}");
     // The daemon itself still ignores them: a stray SIGHUP does not end it.
     // SAFETY: kill(2) on the test's own daemon.
     unsafe { libc::kill(d.pid(), libc::SIGHUP) };
