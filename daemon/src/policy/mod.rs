@@ -3,11 +3,15 @@
 //! is held against the blocklist and the optional allowlist. This is a seatbelt, not a sandbox:
 //! a program the lists allow (`python -c`, a compiled binary) can still do anything.
 
+mod consts;
 mod narrow;
+mod script;
 mod walk;
 mod words;
 mod wrappers;
 
+#[cfg(test)]
+mod script_tests;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +64,10 @@ pub struct Policy {
     pub allowed: Option<BTreeSet<String>>,
     /// When non-empty, a process's working directory must lie inside one of these.
     pub dirs: Vec<PathBuf>,
+    /// Under a blocklist alone: refuse a command that cannot be resolved before run time
+    /// (`unresolved = "refuse"`), instead of allowing it and naming it in the audit line.
+    /// Under an allowlist such a command is always refused.
+    pub refuse_unresolved: bool,
 }
 
 impl Default for Policy {
@@ -68,7 +76,17 @@ impl Default for Policy {
             blocked: DEFAULT_BLOCKED.iter().map(|s| s.to_string()).collect(),
             allowed: None,
             dirs: Vec::new(),
+            refuse_unresolved: false,
         }
+    }
+}
+
+/// `unresolved = "allow" | "refuse"` (`CUBA_EXEC_UNRESOLVED`): whether it refuses.
+pub fn unresolved_setting(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "allow" => Ok(false),
+        "refuse" => Ok(true),
+        other => Err(format!("{other:?}: expected allow or refuse")),
     }
 }
 
@@ -97,6 +115,7 @@ fn refuse(rule: &str, offending: &str, commands: Vec<String>, message: String) -
         offending: Some(offending.to_string()),
         commands,
         message,
+        nested: Vec::new(),
     }
 }
 
@@ -108,21 +127,26 @@ impl Policy {
                 .is_some_and(|(stem, _)| self.blocked.contains(stem))
     }
 
-    /// The decision on shell text.
+    /// The decision on shell text, with the texts it followed.
     pub fn check(&self, text: &str) -> PolicyDecision {
-        let seen = match collect(text) {
-            Ok(seen) => seen,
-            Err(e) => {
-                return refuse(
-                    "parse",
-                    text,
-                    Vec::new(),
-                    format!("the command does not parse as shell text ({e}); it was not run"),
-                )
-            }
-        };
+        match collect(text) {
+            Ok((seen, nested)) => PolicyDecision {
+                nested,
+                ..self.verdict(&seen)
+            },
+            Err(e) => refuse(
+                "parse",
+                text,
+                Vec::new(),
+                format!("the command does not parse as shell text ({e}); it was not run"),
+            ),
+        }
+    }
+
+    /// The decision on the simple commands `seen` in a text.
+    fn verdict(&self, seen: &[Seen]) -> PolicyDecision {
         let commands: Vec<String> = seen.iter().map(Seen::display).collect();
-        for s in &seen {
+        for s in seen {
             if let Some(name) = s.name.as_deref().filter(|n| self.is_blocked(n)) {
                 let msg = format!(
                     "`{name}` is on the blocklist (in `{}`); run something else, or ask the \
@@ -151,6 +175,17 @@ impl Policy {
                 return refuse("allowlist", &s.text, commands, msg);
             }
         }
+        // The strict mode, after every blocklist check: a blocked name is the better reason.
+        if self.refuse_unresolved && self.allowed.is_none() {
+            if let Some((s, why)) = seen.iter().find_map(|s| Some((s, s.unresolved?))) {
+                let msg = format!(
+                    "`{}` cannot be checked: {why}; write the command out literally (unresolved = \
+                     \"refuse\")",
+                    s.text
+                );
+                return refuse("unresolved", &s.text, commands, msg);
+            }
+        }
         let unresolved = seen.iter().filter(|s| s.unresolved.is_some()).count();
         let message = if unresolved > 0 {
             format!(
@@ -166,6 +201,7 @@ impl Policy {
             offending: None,
             commands,
             message,
+            nested: Vec::new(),
         }
     }
 
@@ -197,20 +233,21 @@ impl Policy {
             Ok(()) => decision,
             Err(refusal) => PolicyDecision {
                 commands: decision.commands,
-                ..refusal
+                nested: decision.nested,
+                ..*refusal
             },
         }
     }
 
     /// Checks a working directory against the allowed roots, after resolving symlinks and `..`.
-    pub fn check_dir(&self, cwd: &Path) -> Result<(), PolicyDecision> {
+    pub fn check_dir(&self, cwd: &Path) -> Result<(), Box<PolicyDecision>> {
         if self.dirs.is_empty() {
             return Ok(());
         }
         let shown = cwd.display().to_string();
         let real = std::fs::canonicalize(cwd).map_err(|e| {
             let msg = format!("cwd {shown} cannot be resolved ({e}), so it cannot be checked");
-            refuse("allowed_dirs", &shown, Vec::new(), msg)
+            Box::new(refuse("allowed_dirs", &shown, Vec::new(), msg))
         })?;
         let inside = self.dirs.iter().any(|root| {
             let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
@@ -225,6 +262,6 @@ impl Policy {
             real.display(),
             roots.join(", ")
         );
-        Err(refuse("allowed_dirs", &shown, Vec::new(), msg))
+        Err(Box::new(refuse("allowed_dirs", &shown, Vec::new(), msg)))
     }
 }

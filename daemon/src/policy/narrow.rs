@@ -85,6 +85,7 @@ fn meet(a: &Policy, a_none: bool, b: &Policy, b_none: bool) -> (Policy, bool) {
         blocked,
         allowed,
         dirs,
+        refuse_unresolved: a.refuse_unresolved || b.refuse_unresolved,
     };
     (policy, none)
 }
@@ -135,6 +136,7 @@ impl Effective {
             blocked: BTreeSet::new(),
             allowed: None,
             dirs: Vec::new(),
+            refuse_unresolved: false,
         };
         let mut any = false;
         let write_confined = self.write_confined
@@ -148,6 +150,11 @@ impl Effective {
         if let Some(v) = get("CUBA_EXEC_ALLOWED_COMMANDS") {
             client.allowed = Some(name_list(&v));
             any = true;
+        }
+        // Stricter only: a client can ask for refusals, never take the daemon's away.
+        if get("CUBA_EXEC_UNRESOLVED").is_some_and(|v| v.trim().eq_ignore_ascii_case("refuse")) {
+            client.refuse_unresolved = true;
+            any |= !self.rules.refuse_unresolved;
         }
         if let Some(v) = get("CUBA_EXEC_ALLOWED_DIRS") {
             let (abs, rel): (Vec<PathBuf>, Vec<PathBuf>) =

@@ -6,14 +6,14 @@
 use super::*;
 
 /// `None`: allowed. `Some((rule, offending))`: refused.
-type Expect = Option<(&'static str, &'static str)>;
+pub(super) type Expect = Option<(&'static str, &'static str)>;
 
-const fn block(offending: &'static str) -> Expect {
+pub(super) const fn block(offending: &'static str) -> Expect {
     Some(("blocklist", offending))
 }
 
 /// Under the default blocklist.
-const BLOCKLIST_CORPUS: &[(&str, Expect)] = &[
+pub(super) const BLOCKLIST_CORPUS: &[(&str, Expect)] = &[
     ("rm -rf /", block("rm -rf /")),
     ("/bin/rm x", block("/bin/rm x")),
     ("./rm x", block("./rm x")),
@@ -78,6 +78,22 @@ const BLOCKLIST_CORPUS: &[(&str, Expect)] = &[
     ("nice -5 rm x", block("rm x")),
     ("sudo -E rm x", block("rm x")),
     ("$'rm' x", block("$'rm' x")),
+    // ANSI-C quoting, decoded as bash decodes it.
+    ("$'\\x72m' x", block("$'\\x72m' x")),
+    ("$'\\x72\\x6d' x", block("$'\\x72\\x6d' x")),
+    ("$'\\162\\155' x", block("$'\\162\\155' x")),
+    ("$'\\u0072m' x", block("$'\\u0072m' x")),
+    ("$'\\U00000072m' x", block("$'\\U00000072m' x")),
+    ("r$'\\x6d' x", block("r$'\\x6d' x")),
+    ("$'\\x72'\"m\" x", block("$'\\x72'\"m\" x")),
+    ("sudo $'\\x72m' x", block("$'\\x72m' x")),
+    ("find . -exec $'\\162m' {} +", block("$'\\162m' {}")),
+    ("ls | xargs $'\\x72m'", block("$'\\x72m'")),
+    ("sh -c $'\\x72m x'", block("rm x")),
+    ("$\"rm\" x", block("$\"rm\" x")),
+    // Escapes that make another name are that name, not the blocked one.
+    ("$'\\x72m\\x31' x", None),
+    ("$'rm\\0' x", block("$'rm\\0' x")),
     ("r\\\nm x", block("rm x")),
     ("X=1 rm x", block("rm x")),
     ("FOO=$(rm x) ls", block("rm x")),
@@ -122,13 +138,15 @@ const ALLOWLIST_CORPUS: &[(&str, Expect)] = &[
     ("source ./env.sh", Some(("unresolved", "source ./env.sh"))),
     (". ./env.sh", Some(("unresolved", ". ./env.sh"))),
     ("sh script.sh", Some(("unresolved", "sh script.sh"))),
-    ("echo ls | sh", Some(("unresolved", "sh"))),
+    // A literal piped into a shell is that script; anything else is unseen.
+    ("echo ls | sh", None),
+    ("cat f | sh", Some(("unresolved", "sh"))),
     ("sh -c \"$X\"", Some(("unresolved", "sh -c \"$X\""))),
     ("/bin/l? x", Some(("unresolved", "/bin/l? x"))),
     ("ls && rm x", Some(("blocklist", "rm x"))),
 ];
 
-fn allow_list(names: &str) -> Policy {
+pub(super) fn allow_list(names: &str) -> Policy {
     Policy {
         allowed: Some(name_list(names)),
         ..Policy::default()

@@ -3,17 +3,22 @@
 //! wrappers and `sh -c` strings, recursively.
 
 use brush_parser::ast::{
-    Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
-    IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand, Word,
+    Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, CompoundListItem,
+    ExtendedTestExpr, IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand, Word,
 };
 use brush_parser::{Parser, ParserOptions};
 
-use super::words::{analyse, Arg};
+use super::consts::{constant, exact};
+use super::script::{self, Script};
+use super::words::{analyse_with, Arg, Consts};
 use super::wrappers::{inner, Inner};
 
 /// Texts nested deeper than this (`sh -c "sh -c '...'"`, eval of eval) are not followed; the
 /// command is reported unresolved instead.
 const MAX_DEPTH: usize = 16;
+
+/// How many nested texts a decision lists (they are followed all the same).
+const MAX_TEXTS: usize = 64;
 
 /// One simple command found in the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +47,7 @@ const MAX_BRACKETS: usize = 48;
 
 /// Collects the simple commands of `text`. A syntax error anywhere (also inside a `sh -c`
 /// string or a substitution) is an error carrying the parser's message.
-pub fn collect(text: &str) -> Result<Vec<Seen>, String> {
+pub fn collect(text: &str) -> Result<(Vec<Seen>, Vec<String>), String> {
     let depth = bracket_depth(text);
     if depth > MAX_BRACKETS {
         return Err(format!(
@@ -53,7 +58,7 @@ pub fn collect(text: &str) -> Result<Vec<Seen>, String> {
     // a lost request.
     let run = std::panic::AssertUnwindSafe(|| {
         let mut w = Walker::default();
-        w.program(text, 0).map(|()| w.seen)
+        w.program(text, 0).map(|()| (w.seen, w.texts))
     });
     std::panic::catch_unwind(run).unwrap_or_else(|_| Err("the shell parser failed".into()))
 }
@@ -77,6 +82,13 @@ fn bracket_depth(text: &str) -> usize {
 #[derive(Default)]
 struct Walker {
     seen: Vec<Seen>,
+    /// What the commands being walked read on stdin, when known (a pipe from a literal, a
+    /// here-document of the compound command around them); `None`: their own stdin, unseen.
+    stdin: Option<Script>,
+    /// The nested texts followed (`policy check` shows them).
+    texts: Vec<String>,
+    /// The current text's variables known exactly by now (`a=rm; $a x`).
+    consts: Consts,
 }
 
 type Res = Result<(), String>;
@@ -87,12 +99,26 @@ impl Walker {
             self.unresolved(text, "nested too deeply to follow");
             return Ok(());
         }
+        if depth > 0 && self.texts.len() < MAX_TEXTS {
+            self.texts.push(text.to_string());
+        }
         let mut parser = Parser::new(text.as_bytes(), &ParserOptions::default());
         let program = parser.parse_program().map_err(|e| e.to_string())?;
-        for cc in &program.complete_commands {
-            self.list(cc, depth)?;
-        }
-        Ok(())
+        // A nested text is another shell or another turn: it starts knowing nothing.
+        let outer = std::mem::take(&mut self.consts);
+        let walked = program.complete_commands.iter().try_for_each(|cc| {
+            for item in &cc.0 {
+                self.list_item(item, depth)?;
+                // Known from here on: a top-level assignment of a literal, the only place
+                // the text names that variable other than to read it.
+                if let Some((name, value)) = constant(item).filter(|(n, _)| exact(text, n)) {
+                    self.consts.insert(name, value);
+                }
+            }
+            Ok(())
+        });
+        self.consts = outer;
+        walked
     }
 
     fn unresolved(&mut self, text: &str, why: &'static str) {
@@ -104,20 +130,30 @@ impl Walker {
     }
 
     fn list(&mut self, list: &CompoundList, depth: usize) -> Res {
-        for item in &list.0 {
-            self.pipeline(&item.0.first, depth)?;
-            for next in &item.0.additional {
-                let (brush_parser::ast::AndOr::And(p) | brush_parser::ast::AndOr::Or(p)) = next;
-                self.pipeline(p, depth)?;
-            }
+        list.0
+            .iter()
+            .try_for_each(|item| self.list_item(item, depth))
+    }
+
+    fn list_item(&mut self, item: &CompoundListItem, depth: usize) -> Res {
+        self.pipeline(&item.0.first, depth)?;
+        for next in &item.0.additional {
+            let (brush_parser::ast::AndOr::And(p) | brush_parser::ast::AndOr::Or(p)) = next;
+            self.pipeline(p, depth)?;
         }
         Ok(())
     }
 
     fn pipeline(&mut self, p: &Pipeline, depth: usize) -> Res {
+        let outer = self.stdin.clone();
+        let mut input = outer.clone();
         for c in &p.seq {
+            self.stdin = input.clone();
             self.command(c, depth)?;
+            // The next command reads what this one writes.
+            input = Some(script::output(c, input.as_ref(), &self.consts));
         }
+        self.stdin = outer;
         Ok(())
     }
 
@@ -125,7 +161,17 @@ impl Walker {
         match c {
             Command::Simple(s) => self.simple(s, depth),
             Command::Compound(cc, redirects) => {
+                // `{ sh; } <<EOF`: the body reads what the compound command's redirect gives.
+                let outer = self.stdin.clone();
+                let given = redirects
+                    .iter()
+                    .flat_map(|r| &r.0)
+                    .find_map(|r| script::redirected_stdin(r, &self.consts));
+                if given.is_some() {
+                    self.stdin = given;
+                }
                 self.compound(cc, depth)?;
+                self.stdin = outer;
                 for r in redirects.iter().flat_map(|r| &r.0) {
                     self.redirect(r, depth)?;
                 }
@@ -258,7 +304,7 @@ impl Walker {
 
     fn arg(&mut self, raw: &str, depth: usize) -> Result<Arg, String> {
         let mut nested = Vec::new();
-        let arg = analyse(raw, &mut nested)?;
+        let arg = analyse_with(raw, &mut nested, &self.consts)?;
         for text in nested {
             self.program(&text, depth + 1)?;
         }
@@ -267,6 +313,21 @@ impl Walker {
 
     fn simple(&mut self, c: &SimpleCommand, depth: usize) -> Res {
         let mut args = Vec::new();
+        // Its own redirect of stdin wins over what the pipeline gives it.
+        let redirects = c
+            .prefix
+            .iter()
+            .flat_map(|p| &p.0)
+            .chain(c.suffix.iter().flat_map(|s| &s.0));
+        let own = redirects
+            .filter_map(|item| match item {
+                CommandPrefixOrSuffixItem::IoRedirect(r) => {
+                    script::redirected_stdin(r, &self.consts)
+                }
+                _ => None,
+            })
+            .next_back();
+        let stdin = own.or_else(|| self.stdin.clone());
         for item in c.prefix.iter().flat_map(|p| &p.0) {
             match item {
                 // `FOO=1 cmd`: the assignment is not an argument.
@@ -280,7 +341,7 @@ impl Walker {
         for item in c.suffix.iter().flat_map(|s| &s.0) {
             self.item(item, &mut args, depth)?;
         }
-        self.invocation(&args, depth)
+        self.invocation(&args, stdin.as_ref(), depth)
     }
 
     fn item(&mut self, item: &CommandPrefixOrSuffixItem, args: &mut Vec<Arg>, depth: usize) -> Res {
@@ -291,13 +352,22 @@ impl Walker {
             CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
                 args.push(self.arg(&w.value, depth)?)
             }
-            CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => self.list(&s.list, depth)?,
+            CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => {
+                self.list(&s.list, depth)?;
+                // As an argument it is a path: to what its commands write (`source <(…)`).
+                args.push(Arg {
+                    raw: "<(…)".to_string(),
+                    value: Some("/dev/fd/63".to_string()),
+                    pattern: false,
+                    script: Some(script::list_output(&s.list, &self.consts)),
+                });
+            }
         }
         Ok(())
     }
 
-    /// A command given as words: record it, then whatever it runs in turn.
-    fn invocation(&mut self, args: &[Arg], depth: usize) -> Res {
+    /// A command given as words, reading `stdin`: record it, then whatever it runs in turn.
+    fn invocation(&mut self, args: &[Arg], stdin: Option<&Script>, depth: usize) -> Res {
         let Some(first) = args.first() else {
             return Ok(());
         };
@@ -308,23 +378,58 @@ impl Walker {
         };
         let unresolved = match name.as_str() {
             "eval" => Some("eval runs text as commands"),
-            "source" | "." => Some("it runs the commands of a file"),
+            // Without a file it does nothing; a file is read below, or reported unseen.
             _ => None,
         };
+        let me = self.seen.len();
         self.seen.push(Seen {
             name: Some(name.clone()),
             text,
             unresolved,
         });
+        let sourcing = matches!(name.as_str(), "source" | ".");
         for inner in inner(&name, &args[1..]) {
             match inner {
-                Inner::Slice(words) => self.invocation(words, depth)?,
-                Inner::Args(words) => self.invocation(&words, depth)?,
-                Inner::Text(t) => self.program(&t, depth + 1)?,
+                Inner::Slice(words) => self.invocation(words, stdin, depth)?,
+                Inner::Args(words) => self.invocation(&words, stdin, depth)?,
+                Inner::Text(t) => {
+                    // `sh -c 'cat | sh' <<< TEXT`: the text's commands read this one's stdin.
+                    let outer = std::mem::replace(&mut self.stdin, stdin.cloned());
+                    let walked = self.program(&t, depth + 1);
+                    self.stdin = outer;
+                    walked?
+                }
                 Inner::Unresolved(why) => self.unresolved(&args_text(args), why),
+                Inner::Stdin => self.script(stdin.unwrap_or(&script::INHERITED), args, depth)?,
+                Inner::File(file) => match (&file.script, file.value.as_deref()) {
+                    (Some(s), _) => self.script(s, args, depth)?,
+                    (None, Some(v)) if script::is_stdin_path(v) => {
+                        self.script(stdin.unwrap_or(&script::INHERITED), args, depth)?
+                    }
+                    // `source FILE` is itself the unseen part (as `eval $x` is).
+                    _ if sourcing => {
+                        if let Some(seen) = self.seen.get_mut(me) {
+                            seen.unresolved = Some("it runs the commands of a file, unseen");
+                        }
+                    }
+                    _ => self.unresolved(&args_text(args), "the shell runs a script file, unseen"),
+                },
             }
         }
         Ok(())
+    }
+
+    /// A script a shell (or `source`) runs: walked as shell text when it is known.
+    fn script(&mut self, s: &Script, args: &[Arg], depth: usize) -> Res {
+        // The text parses or it is refused, like any text the daemon is given.
+        let s = s.clone();
+        match s {
+            Script::Text(t) => self.program(&t, depth + 1),
+            Script::Unseen(why) => {
+                self.unresolved(&args_text(args), why);
+                Ok(())
+            }
+        }
     }
 }
 

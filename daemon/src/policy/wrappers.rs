@@ -14,6 +14,10 @@ pub enum Inner<'a> {
     Unresolved(&'static str),
     /// Borrowed words (the common case, kept apart to avoid copies).
     Slice(&'a [Arg]),
+    /// A shell reading its script from its stdin.
+    Stdin,
+    /// A shell (or `source`) running the script file this word names.
+    File(&'a Arg),
 }
 
 /// How a wrapper's options look: which take a separate value, how many positional arguments
@@ -111,6 +115,7 @@ pub fn inner<'a>(name: &str, rest: &'a [Arg]) -> Vec<Inner<'a>> {
         return vec![shell(rest)];
     }
     match name {
+        "source" | "." => return rest.first().map(Inner::File).into_iter().collect(),
         "find" => return find(rest),
         "eval" => return vec![joined(rest, "eval's text is built at run time")],
         "alias" => return alias(rest),
@@ -192,15 +197,22 @@ fn env_split_string(rest: &[Arg]) -> Option<Inner<'static>> {
     None
 }
 
-/// `sh [options] -c TEXT`, `sh FILE`, or `sh` reading stdin.
+/// `sh [options] -c TEXT`, `sh FILE`, or `sh` reading stdin (also with `-s`).
 fn shell(rest: &[Arg]) -> Inner<'_> {
     let mut c = false;
+    let mut s = false;
     let mut i = 0;
     while let Some(arg) = rest.get(i) {
         let Some(v) = arg.value.as_deref() else {
             return Inner::Unresolved("the shell's arguments are built at run time");
         };
-        if v == "--" || v == "-" {
+        if v == "-" {
+            // `sh -`: the script is stdin.
+            s = true;
+            i += 1;
+            break;
+        }
+        if v == "--" {
             i += 1;
             break;
         }
@@ -214,6 +226,9 @@ fn shell(rest: &[Arg]) -> Inner<'_> {
             if v.starts_with('-') && v.contains('c') {
                 c = true;
             }
+            if v.starts_with('-') && v.contains('s') && !v.starts_with("-o") {
+                s = true;
+            }
             i += if matches!(&v[1..], "o" | "O") { 2 } else { 1 };
         } else {
             break;
@@ -225,8 +240,9 @@ fn shell(rest: &[Arg]) -> Inner<'_> {
             None => Inner::Unresolved("the shell's -c text is built at run time"),
         },
         (true, None) => Inner::Args(Vec::new()),
-        (false, Some(_)) => Inner::Unresolved("the shell runs a script file, unseen"),
-        (false, None) => Inner::Unresolved("the shell reads commands from its input, unseen"),
+        _ if s => Inner::Stdin,
+        (false, Some(arg)) => Inner::File(arg),
+        (false, None) => Inner::Stdin,
     }
 }
 
