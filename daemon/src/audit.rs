@@ -96,17 +96,26 @@ impl Audit {
         self.write(None, line);
     }
 
-    /// A spawn the policy allowed (the process may still have failed to start).
-    pub fn allowed(&self, (client, peer): (&ClientInfo, Peer), info: &ProcessInfo) {
+    /// A spawn the policy allowed (the process may still have failed to start), with the parts
+    /// of its text that could not be resolved before run time.
+    pub fn allowed(
+        &self,
+        (client, peer): (&ClientInfo, Peer),
+        info: &ProcessInfo,
+        unresolved: &[String],
+    ) {
         let peer = Some(peer);
         let who = (client.name.as_str(), client.kind, client.pid);
-        let line =
+        let mut line =
             fields("spawn", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({
                 "rule": Value::Null,
                 "id": info.id,
                 "pid": info.pid,
                 "state": info.state.as_str(),
             }));
+        if !unresolved.is_empty() {
+            line = line.extend_with(json!({ "unresolved": unresolved }));
+        }
         self.write(peer.map(|p| (info.id, p)), line);
     }
 

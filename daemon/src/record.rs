@@ -115,6 +115,8 @@ pub struct ProcData {
     /// The policy of the client that started it: a connection from inside its tree is held to
     /// it (`caller::ancestry`). `None` for records restored from the journal.
     pub policy: Option<Arc<Effective>>,
+    /// What its policy check could not resolve before run time (`?(…)`): named in the audit.
+    pub unresolved: Vec<String>,
     /// The request token it was started with (journalled, so a retry finds it after a
     /// restart).
     pub token: Option<Stamp>,
@@ -198,6 +200,7 @@ impl ProcData {
             stop: None,
             tty: None,
             policy: None,
+            unresolved: Vec::new(),
             token: None,
         }
     }

@@ -99,6 +99,7 @@ pub fn check(declared: &[String], blocked: &BTreeSet<String>) -> Result<(), Refu
         offending: Some(first.to_string()),
         commands: Vec::new(),
         message: message.clone(),
+        nested: Vec::new(),
     };
     let error = ProtocolError::new(ErrorKind::Blocked, message.clone());
     Err(Refusal::Blocked(error, Box::new(decision)))

@@ -264,11 +264,11 @@ impl Table {
     /// audit's decision line and the journal's start line. Before its supervisor exists, so
     /// these lines precede its end line.
     pub fn started(&self, (client, peer): (&ClientInfo, Peer), p: &Proc, start_time: u64) {
-        let (info, token) = {
+        let (info, token, unresolved) = {
             let rec = p.lock();
-            (rec.snapshot(), rec.token)
+            (rec.snapshot(), rec.token, rec.unresolved.clone())
         };
-        self.audit.allowed((client, peer), &info);
+        self.audit.allowed((client, peer), &info, &unresolved);
         self.journal.started(&Record {
             marker: self.marker(p.id),
             info,

@@ -81,6 +81,7 @@ fn to_json(d: &PolicyDecision) -> serde_json::Value {
         "rule": d.rule,
         "offending": d.offending,
         "commands": d.commands,
+        "nested": d.nested,
         "message": d.message,
     })
 }
@@ -94,8 +95,15 @@ fn print_human(d: &PolicyDecision) -> std::io::Result<()> {
         _ => outln!("refused")?,
     }
     outln!("{}", d.message)?;
+    if !d.nested.is_empty() {
+        outln!("shell texts followed:")?;
+        for t in &d.nested {
+            // One line each: a here-document's newlines shown as `\n`.
+            outln!("  {}", t.trim_end().replace('\n', "\\n"))?;
+        }
+    }
     if !d.commands.is_empty() {
-        outln!("commands seen:")?;
+        outln!("commands seen (?(…): not known before run time):")?;
         for c in &d.commands {
             outln!("  {c}")?;
         }

@@ -32,6 +32,7 @@ struct File {
     allowed_commands: Option<Vec<String>>,
     allowed_dirs: Option<Vec<String>>,
     blocked_side_effects: Option<Vec<String>>,
+    unresolved: Option<String>,
     audit: Option<bool>,
     sandbox: Option<String>,
     network: Option<bool>,
@@ -101,6 +102,9 @@ impl File {
         }
         if let Some(audit) = self.audit {
             vars.insert("CUBA_EXEC_AUDIT", if audit { "1" } else { "0" }.to_string());
+        }
+        if let Some(v) = self.unresolved {
+            vars.insert("CUBA_EXEC_UNRESOLVED", v);
         }
         if let Some(sandbox) = self.sandbox {
             vars.insert("CUBA_EXEC_SANDBOX", sandbox);

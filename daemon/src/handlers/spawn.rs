@@ -93,7 +93,7 @@ fn start(
         Some(c) => Path::new(&caller.client.cwd).join(c),
         None => PathBuf::from(&caller.client.cwd),
     };
-    allowed(d, caller, &req, &cwd)?;
+    let unresolved = allowed(d, caller, &req, &cwd)?;
     if req.session.is_some() {
         return d
             .sessions()
@@ -105,6 +105,7 @@ fn start(
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok((p.info(), true)),
     };
+    p.lock().unresolved = unresolved;
     let launcher = d.launcher();
     let defaults = (launcher.shell(), launcher.confinement(caller));
     let plan = LaunchPlan::command(p.id, req, caller, cwd, defaults, &table.marker(p.id));
@@ -118,13 +119,13 @@ fn start(
 
 /// The connection's policy (the daemon's, narrowed per client) and the side-effect
 /// declarations. Unknown side-effect names are `BAD_REQUEST`; a refusal is `BLOCKED` and
-/// audited.
+/// audited. Allowed: the parts that could not be resolved before run time (`?(…)`).
 fn allowed(
     d: &Daemon,
     caller: &Caller,
     req: &SpawnRequest,
     cwd: &Path,
-) -> Result<(), ProtocolError> {
+) -> Result<Vec<String>, ProtocolError> {
     let refused = |decision: &cuba_protocol::PolicyDecision| {
         let cwd = cwd.display().to_string();
         d.table()
@@ -148,9 +149,15 @@ fn allowed(
             message,
         ));
     }
+    let unresolved = decision
+        .commands
+        .iter()
+        .filter(|c| c.starts_with("?("))
+        .cloned()
+        .collect();
     // The caller's word, not verified.
     match side_effects::check(&req.side_effects, &d.config().blocked_side_effects) {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(unresolved),
         Err(Refusal::Bad(e)) => Err(e),
         Err(Refusal::Blocked(e, decision)) => {
             refused(&decision);

@@ -16,6 +16,10 @@ pub struct PolicyDecision {
     pub commands: Vec<String>,
     /// One sentence for a human or an agent: what was decided and why.
     pub message: String,
+    /// The shell texts it followed, in the order found: `-c` strings, scripts on a shell's
+    /// stdin or in a process substitution, command substitutions, `eval` text.
+    #[serde(default)]
+    pub nested: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -433,14 +433,16 @@ fn policy_decision() -> impl Strategy<Value = PolicyDecision> {
         opt(text()),
         vec(text(), 0..3),
         text(),
+        vec(text(), 0..3),
     )
         .prop_map(
-            |(allowed, rule, offending, commands, message)| PolicyDecision {
+            |(allowed, rule, offending, commands, message, nested)| PolicyDecision {
                 allowed,
                 rule,
                 offending,
                 commands,
                 message,
+                nested,
             },
         )
 }
