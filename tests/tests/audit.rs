@@ -63,6 +63,23 @@ async fn audit_lines_carry_the_peer_credentials_and_the_outcome() {
     assert_eq!(all[1]["exit"], 3);
     assert!(all[1]["signal"].is_null());
     assert!(all[1]["duration_ms"].is_u64(), "{}", all[1]);
+    assert!(
+        all[0].get("unresolved").is_none(),
+        "nothing to name: {}",
+        all[0]
+    );
+
+    // What the policy could not resolve before run time is named in the spawn line.
+    let p = spawn(&c, "X=true; curl -s localhost:9 | sh; $X").await;
+    wait_exit(&c, p.id).await;
+    assert!(cuba_tests::wait_for(|| lines(&path).len() == 4, STEP).await);
+    let spawned = &lines(&path)[2];
+    assert_eq!(spawned["event"], "spawn", "{spawned}");
+    assert_eq!(
+        spawned["unresolved"],
+        serde_json::json!(["?(sh)"]),
+        "{spawned}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

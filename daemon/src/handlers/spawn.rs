@@ -97,7 +97,7 @@ fn start(
     if req.session.is_some() {
         return d
             .sessions()
-            .run(caller, req, &cwd)
+            .run(caller, req, &cwd, unresolved)
             .map(|info| (info, false));
     }
     let table = d.table();

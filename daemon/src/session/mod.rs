@@ -99,12 +99,14 @@ impl Sessions {
 
     /// Runs `req.command` in the session `req.session`, starting the session's shell first
     /// when it has none (or its shell has ended). Policy and side effects are checked by the
-    /// caller; `cwd` is where a new shell starts.
+    /// caller (`unresolved`: what it could not resolve, for the audit); `cwd` is where a new
+    /// shell starts.
     pub fn run(
         &self,
         caller: &Caller,
         req: SpawnRequest,
         cwd: &Path,
+        unresolved: Vec<String>,
     ) -> Result<ProcessInfo, ProtocolError> {
         let name = check(&req)?;
         let (Session { shell, shared }, notice) = self.shell_for(caller, &req, cwd, &name)?;
@@ -119,7 +121,7 @@ impl Sessions {
                 info.id
             )));
         }
-        let cmd = self.hand_over(caller, &req, cwd, (&shell, &shared), notice)?;
+        let cmd = self.hand_over(caller, &req, cwd, (&shell, &shared), (notice, unresolved))?;
         let info = cmd.info();
         if info.state.is_finished() {
             return Ok(info);
@@ -181,7 +183,7 @@ impl Sessions {
         req: &SpawnRequest,
         cwd: &Path,
         (shell, shared): (&Arc<Proc>, &Arc<Shared>),
-        notice: Option<String>,
+        (notice, unresolved): (Option<String>, Vec<String>),
     ) -> Result<Arc<Proc>, ProtocolError> {
         let name = &shared.name;
         let (shell_pid, shell_root, stdin, control) = {
@@ -217,6 +219,7 @@ impl Sessions {
             c.info.pid = shell_pid;
             c.info.notice = notice;
             c.policy = Some(caller.policy.clone());
+            c.unresolved = unresolved;
             if sent.is_ok() {
                 c.stdin = Some(stdin);
                 c.control = Some(control.clone());
