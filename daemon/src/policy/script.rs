@@ -15,8 +15,19 @@ pub const INHERITED: Script = Script::Unseen("the shell reads commands from its 
 
 /// The stdin a redirect gives a command, if it is a redirect of fd 0.
 pub fn redirected_stdin(r: &IoRedirect, consts: &Consts) -> Option<Script> {
-    let stdin = |fd: &Option<i32>| matches!(fd, None | Some(0));
-    match r {
+    redirected(r, consts).and_then(|(fd, s)| (fd == 0).then_some(s))
+}
+
+/// The descriptor an input redirect gives a command, and what reading it gives
+/// (`3<<EOF … EOF` for `sh /dev/fd/3`).
+pub fn redirected(r: &IoRedirect, consts: &Consts) -> Option<(i32, Script)> {
+    let fd = match r {
+        IoRedirect::HereDocument(fd, _) | IoRedirect::HereString(fd, _) => fd.unwrap_or(0),
+        IoRedirect::File(fd, _, _) => fd.unwrap_or(0),
+        IoRedirect::OutputAndError(..) => return None,
+    };
+    let stdin = |_: &Option<i32>| true;
+    let script = match r {
         IoRedirect::HereDocument(fd, doc) if stdin(fd) => {
             let body = &doc.doc.value;
             Some(
@@ -45,7 +56,8 @@ pub fn redirected_stdin(r: &IoRedirect, consts: &Consts) -> Option<Script> {
             Some(Script::Unseen("the shell reads another descriptor, unseen"))
         }
         _ => None,
-    }
+    }?;
+    Some((fd, script))
 }
 
 /// What a process substitution's (or a subshell's) commands write: known for one pipeline whose
@@ -195,7 +207,13 @@ fn printf(values: &[&str]) -> Script {
     Script::Text(text)
 }
 
-/// A path that names the reader's own stdin.
-pub fn is_stdin_path(v: &str) -> bool {
-    matches!(v, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-")
+/// The descriptor a path names in its reader (`/dev/stdin`, `/dev/fd/3`, `/proc/self/fd/3`).
+pub fn fd_path(v: &str) -> Option<i32> {
+    if v == "/dev/stdin" || v == "-" {
+        return Some(0);
+    }
+    let n = v
+        .strip_prefix("/dev/fd/")
+        .or_else(|| v.strip_prefix("/proc/self/fd/"))?;
+    n.parse().ok()
 }

@@ -162,6 +162,30 @@ const SCRIPTS: &[(&str, Expect, Expect, Expect)] = &[
         block("rm x"),
         block("rm x"),
     ),
+    (
+        "sh /dev/fd/3 3<<EOF\nrm x\nEOF",
+        block("rm x"),
+        block("rm x"),
+        block("rm x"),
+    ),
+    (
+        "bash /proc/self/fd/4 4<<< 'rm x'",
+        block("rm x"),
+        block("rm x"),
+        block("rm x"),
+    ),
+    (
+        "source /dev/fd/5 5< <(echo rm x)",
+        block("rm x"),
+        block("rm x"),
+        block("rm x"),
+    ),
+    (
+        "sh /dev/fd/3",
+        None,
+        unresolved("sh /dev/fd/3"),
+        unresolved("sh /dev/fd/3"),
+    ),
     // Scripts that run what is allowed are allowed.
     ("echo ls | sh", None, None, None),
     ("sh <<EOF\nls -la\nEOF", None, None, None),

@@ -10,7 +10,7 @@ use brush_parser::{Parser, ParserOptions};
 
 use super::consts::{constant, exact};
 use super::script::{self, Script};
-use super::words::{analyse_with, Arg, Consts};
+use super::words::{analyse_with, bracket_depth, Arg, Consts, MAX_BRACKETS};
 use super::wrappers::{inner, Inner};
 
 /// Texts nested deeper than this (`sh -c "sh -c '...'"`, eval of eval) are not followed; the
@@ -41,10 +41,6 @@ impl Seen {
     }
 }
 
-/// Brackets nested deeper than this are refused before parsing: the parser recurses on them,
-/// and a daemon thread's stack must survive any text a client sends.
-const MAX_BRACKETS: usize = 48;
-
 /// Collects the simple commands of `text`. A syntax error anywhere (also inside a `sh -c`
 /// string or a substitution) is an error carrying the parser's message.
 pub fn collect(text: &str) -> Result<(Vec<Seen>, Vec<String>), String> {
@@ -63,22 +59,6 @@ pub fn collect(text: &str) -> Result<(Vec<Seen>, Vec<String>), String> {
     std::panic::catch_unwind(run).unwrap_or_else(|_| Err("the shell parser failed".into()))
 }
 
-/// The deepest nesting of `(`, `{` and `[` (quotes ignored, so it may over-count).
-fn bracket_depth(text: &str) -> usize {
-    let (mut depth, mut max) = (0usize, 0usize);
-    for c in text.chars() {
-        match c {
-            '(' | '{' | '[' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            ')' | '}' | ']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    max
-}
-
 #[derive(Default)]
 struct Walker {
     seen: Vec<Seen>,
@@ -89,6 +69,9 @@ struct Walker {
     texts: Vec<String>,
     /// The current text's variables known exactly by now (`a=rm; $a x`).
     consts: Consts,
+    /// Descriptors other than stdin the command being walked reads, and what they give
+    /// (`sh /dev/fd/3 3<<EOF`); inherited by what it runs.
+    fds: Vec<(i32, Script)>,
 }
 
 type Res = Result<(), String>;
@@ -319,15 +302,21 @@ impl Walker {
             .iter()
             .flat_map(|p| &p.0)
             .chain(c.suffix.iter().flat_map(|s| &s.0));
-        let own = redirects
+        let given: Vec<(i32, Script)> = redirects
             .filter_map(|item| match item {
-                CommandPrefixOrSuffixItem::IoRedirect(r) => {
-                    script::redirected_stdin(r, &self.consts)
-                }
+                CommandPrefixOrSuffixItem::IoRedirect(r) => script::redirected(r, &self.consts),
                 _ => None,
             })
-            .next_back();
+            .collect();
+        let own = given
+            .iter()
+            .rev()
+            .find(|(fd, _)| *fd == 0)
+            .map(|(_, s)| s.clone());
         let stdin = own.or_else(|| self.stdin.clone());
+        let mut fds = self.fds.clone();
+        fds.extend(given.into_iter().filter(|(fd, _)| *fd != 0));
+        let outer_fds = std::mem::replace(&mut self.fds, fds);
         for item in c.prefix.iter().flat_map(|p| &p.0) {
             match item {
                 // `FOO=1 cmd`: the assignment is not an argument.
@@ -341,7 +330,9 @@ impl Walker {
         for item in c.suffix.iter().flat_map(|s| &s.0) {
             self.item(item, &mut args, depth)?;
         }
-        self.invocation(&args, stdin.as_ref(), depth)
+        let walked = self.invocation(&args, stdin.as_ref(), depth);
+        self.fds = outer_fds;
+        walked
     }
 
     fn item(&mut self, item: &CommandPrefixOrSuffixItem, args: &mut Vec<Arg>, depth: usize) -> Res {
@@ -403,8 +394,17 @@ impl Walker {
                 Inner::Stdin => self.script(stdin.unwrap_or(&script::INHERITED), args, depth)?,
                 Inner::File(file) => match (&file.script, file.value.as_deref()) {
                     (Some(s), _) => self.script(s, args, depth)?,
-                    (None, Some(v)) if script::is_stdin_path(v) => {
+                    (None, Some(v)) if script::fd_path(v) == Some(0) => {
                         self.script(stdin.unwrap_or(&script::INHERITED), args, depth)?
+                    }
+                    (None, Some(v)) if script::fd_path(v).is_some() => {
+                        let fd = script::fd_path(v);
+                        let given = self.fds.iter().rev().find(|(n, _)| Some(*n) == fd);
+                        let s = given.map_or(
+                            Script::Unseen("the shell reads a descriptor, unseen"),
+                            |(_, s)| s.clone(),
+                        );
+                        self.script(&s, args, depth)?
                     }
                     // `source FILE` is itself the unseen part (as `eval $x` is).
                     _ if sourcing => {

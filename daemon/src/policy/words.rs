@@ -269,6 +269,26 @@ fn unescape(seq: &str, quoted: bool) -> String {
     rest.to_string()
 }
 
+/// Brackets nested deeper than this are refused before parsing: the parser recurses on them,
+/// and a daemon thread's stack must survive any text a client sends.
+pub const MAX_BRACKETS: usize = 48;
+
+/// The deepest nesting of `(`, `{` and `[` (quotes ignored, so it may over-count).
+pub fn bracket_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' | '{' | '[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 #[cfg(test)]
 mod tests {
     use super::ansi_c;
