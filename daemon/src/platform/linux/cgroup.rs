@@ -179,6 +179,9 @@ impl Cgroups {
     /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups
     /// still there and the bases go.
     pub fn remove(&self) {
+        if let Some(ahead) = &self.ahead {
+            ahead.close();
+        }
         for base in [&self.v2, &self.v1_pids, &self.v1_memory]
             .into_iter()
             .flatten()

@@ -26,6 +26,9 @@ struct State {
     made: Option<u64>,
     /// The highest id a spawn has asked for.
     last: u64,
+    /// The daemon is shutting down and removing its cgroups: a clean-up still running must not
+    /// make one after that.
+    closed: bool,
 }
 
 impl Ahead {
@@ -52,10 +55,19 @@ impl Ahead {
         ours
     }
 
+    /// From now on nothing is made ahead (at shutdown, before the cgroups are removed: a
+    /// directory made before this returns is there for the removal to find).
+    pub fn close(&self) {
+        self.lock().closed = true;
+    }
+
     /// Makes the directory of the id after the last one asked for, unless one is ready;
     /// removes one left for an id that has passed. Blocking: run off the runtime.
     pub fn make_next(&self) {
         let mut s = self.lock();
+        if s.closed {
+            return;
+        }
         if let Some(stale) = s.made.filter(|&k| k <= s.last) {
             // Nobody took it (under this lock, a spawn would have): it is empty.
             if let Err(e) = fs::remove_dir(self.base.join(stale.to_string())) {
@@ -101,5 +113,10 @@ mod tests {
         a.make_next();
         assert!(!dir.path().join("3").exists(), "the passed one is removed");
         assert!(dir.path().join("5").is_dir());
+        // Shutting down: a clean-up that ends after the removal makes nothing.
+        a.close();
+        assert!(a.take(5));
+        a.make_next();
+        assert!(!dir.path().join("6").exists());
     }
 }
