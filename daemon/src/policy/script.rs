@@ -26,9 +26,8 @@ pub fn redirected(r: &IoRedirect, consts: &Consts) -> Option<(i32, Script)> {
         IoRedirect::File(fd, _, _) => fd.unwrap_or(0),
         IoRedirect::OutputAndError(..) => return None,
     };
-    let stdin = |_: &Option<i32>| true;
     let script = match r {
-        IoRedirect::HereDocument(fd, doc) if stdin(fd) => {
+        IoRedirect::HereDocument(_, doc) => {
             let body = &doc.doc.value;
             Some(
                 match doc.requires_expansion && body.contains(['$', '`', '\\']) {
@@ -39,11 +38,11 @@ pub fn redirected(r: &IoRedirect, consts: &Consts) -> Option<(i32, Script)> {
                 },
             )
         }
-        IoRedirect::HereString(fd, w) if stdin(fd) => Some(match static_value(&w.value, consts) {
+        IoRedirect::HereString(_, w) => Some(match static_value(&w.value, consts) {
             Some(v) => Script::Text(format!("{v}\n")),
             None => Script::Unseen("a here-string built at run time"),
         }),
-        IoRedirect::File(fd, IoFileRedirectKind::Read, target) if stdin(fd) => Some(match target {
+        IoRedirect::File(_, IoFileRedirectKind::Read, target) => Some(match target {
             IoFileRedirectTarget::ProcessSubstitution(_, s) => list_output(&s.list, consts),
             IoFileRedirectTarget::Filename(w)
                 if static_value(&w.value, consts).as_deref() == Some("/dev/null") =>
@@ -52,7 +51,7 @@ pub fn redirected(r: &IoRedirect, consts: &Consts) -> Option<(i32, Script)> {
             }
             _ => Script::Unseen("the shell reads a file, unseen"),
         }),
-        IoRedirect::File(fd, IoFileRedirectKind::DuplicateInput, _) if stdin(fd) => {
+        IoRedirect::File(_, IoFileRedirectKind::DuplicateInput, _) => {
             Some(Script::Unseen("the shell reads another descriptor, unseen"))
         }
         _ => None,
