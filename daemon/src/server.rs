@@ -132,6 +132,10 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let loaded = Journal::load(&journal_path)
         .with_context(|| format!("cannot read {}", journal_path.display()))?;
     let handed_ids: HashSet<u64> = saved.iter().map(|p| p.info.id).collect();
+    let handed_leaves: HashSet<u64> = saved
+        .iter()
+        .filter_map(|p| p.cgroup.map(|s| s.leaf))
+        .collect();
     let mut next_id = loaded.next_id;
     let (mut contents, mut records) = restore::restore(&state, config.grace, loaded, &handed_ids);
     let mut adopted = Vec::new();
@@ -169,7 +173,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         &config.limits.cgroups,
         &config.limits,
         &instance,
-        &handed_ids,
+        (&handed_ids, &handed_leaves),
     )
     .context("the configured resource limits cannot be applied")?;
     tracing::info!("supervision: {}", cgroups.mode());

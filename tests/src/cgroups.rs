@@ -39,6 +39,28 @@ pub fn remove_tree(base: &Path) {
     }
 }
 
+/// The v2 cgroup process `pid` is in: its `0::` line of `/proc/<pid>/cgroup`, under the v2
+/// tree's mount.
+pub fn v2_of(pid: i32) -> Option<PathBuf> {
+    let own = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mounts = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mounts.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (right.split(' ').next() == Some("cgroup2")).then(|| left.split(' ').nth(4))?
+    })?;
+    Some(Path::new(point).join(rel.trim().trim_start_matches('/')))
+}
+
+/// Whether cgroup `dir` holds a process (`populated 1` in its `cgroup.events`); a cgroup
+/// that is gone holds none.
+pub fn populated(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("cgroup.events"))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.trim() == "populated 1")
+}
+
 /// `<mount><this process's cgroup>/<name>` for the v2 tree and the v1 pids and memory
 /// hierarchies (a test's daemon starts in the test's cgroups).
 fn bases(name: &str) -> Vec<PathBuf> {

@@ -1,9 +1,10 @@
 //! A cgroup per process (Linux, where the daemon finds a writable cgroup v2 tree): the child is
 //! in it before it runs, a stop kills it whole with `cgroup.kill` (a `setsid` + double-fork
 //! escapee included), CPU and memory come from it, `pids_max` / `memory_max` go through it (v2
-//! controllers, or the v1 hierarchies where v2 lacks them), an OOM kill is the reason given, and
-//! the cgroups are removed at the end and, left by a crashed daemon, at the next start. Where no
-//! cgroup v2 tree is writable the tests say so and only the fallback is checked.
+//! controllers, or the v1 hierarchies where v2 lacks them), an OOM kill is the reason given, an
+//! emptied cgroup serves the next process, and the cgroups are removed at shutdown and, left by
+//! a crashed daemon, at the next start. Where no cgroup v2 tree is writable the tests say so and
+//! only the fallback is checked.
 
 #![allow(clippy::unwrap_used)]
 
@@ -45,9 +46,25 @@ impl Cg {
         Cg { d, base }
     }
 
-    fn dir(&self, id: u64) -> PathBuf {
-        self.base.as_ref().unwrap().join(id.to_string())
+    /// The v2 cgroup of the running process `pid`, which must be under the base.
+    fn dir(&self, pid: u32) -> PathBuf {
+        let dir = cuba_tests::cgroups::v2_of(pid as i32).unwrap();
+        assert_eq!(dir.parent(), self.base.as_deref(), "{}", dir.display());
+        dir
     }
+
+    /// Whether the memory controller is on for the per-process cgroups: then none is reused.
+    fn reuses(&self) -> bool {
+        let base = self.base.as_ref().unwrap();
+        let on = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+        !on.split_whitespace().any(|c| c == "memory")
+    }
+}
+
+/// The process that was in cgroup `dir` has ended and the cgroup is empty: kept for the next
+/// process, or removed.
+async fn released(dir: &Path) -> bool {
+    wait_for(|| !cuba_tests::cgroups::populated(dir), STEP).await
 }
 
 impl Drop for Cg {
@@ -90,19 +107,15 @@ async fn a_process_is_in_its_cgroup_before_it_runs() {
     let p = spawn(&c, "(sleep 31 &) ; echo main=$$; sleep 32").await;
     let main = number_after(&wait_match(&c, p.id, r"^main=\d+$").await, "main");
     let marked = cg.d.marked(p.id);
-    let inside = procs(&cg.dir(p.id));
+    let dir = cg.dir(p.pid);
+    let inside = procs(&dir);
     assert!(inside.contains(&main), "shell {main} not in {inside:?}");
     assert!(marked.len() >= 3, "{marked:?}");
     for pid in &marked {
         assert!(inside.contains(pid), "{pid} not in its cgroup: {inside:?}");
     }
     assert_eq!(stop(&cg.d, p.id).await.state, ProcState::Killed);
-    let dir = cg.dir(p.id);
-    assert!(
-        wait_for(|| !dir.exists(), STEP).await,
-        "{} left",
-        dir.display()
-    );
+    assert!(released(&dir).await, "{} still populated", dir.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,19 +129,15 @@ async fn cgroup_kill_ends_a_setsid_double_fork_escapee() {
     let cmd = r#"setsid sh -c "sh -c 'trap \"\" TERM; echo esc=\$\$; while :; do sleep 1; done' &"; echo main=$$; wait; sleep 300"#;
     let p = spawn(&c, cmd).await;
     let esc = number_after(&wait_match(&c, p.id, r"^esc=\d+$").await, "esc");
-    assert!(procs(&cg.dir(p.id)).contains(&esc), "escapee outside");
+    let dir = cg.dir(p.pid);
+    assert!(procs(&dir).contains(&esc), "escapee outside");
     let info = stop(&cg.d, p.id).await;
     assert_eq!(info.state, ProcState::Killed, "{info:?}");
     assert!(
         wait_for(|| !pid_alive(esc), STEP).await,
         "escapee {esc} survived"
     );
-    let dir = cg.dir(p.id);
-    assert!(
-        wait_for(|| !dir.exists(), STEP).await,
-        "{} left",
-        dir.display()
-    );
+    assert!(released(&dir).await, "{} still populated", dir.display());
     assert!(cg.d.marked(p.id).is_empty(), "{:?}", cg.d.marked(p.id));
 }
 
@@ -195,7 +204,7 @@ async fn pids_max_refuses_a_fork_bomb_and_the_tree_still_stops() {
         out.contains("fork") || out.contains("resource temporarily"),
         "no fork failure: {out}"
     );
-    let dir = cg.dir(p.id);
+    let dir = cg.dir(p.pid);
     let inside = procs(&dir);
     assert!(
         inside.len() <= 20,
@@ -204,11 +213,7 @@ async fn pids_max_refuses_a_fork_bomb_and_the_tree_still_stops() {
     );
     stop(&cg.d, p.id).await;
     assert!(wait_for(|| inside.iter().all(|p| !pid_alive(*p)), STEP).await);
-    assert!(
-        wait_for(|| !dir.exists(), STEP).await,
-        "{} left",
-        dir.display()
-    );
+    assert!(released(&dir).await, "{} still populated", dir.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,8 +252,10 @@ async fn auto_takes_a_cgroup_per_process_where_one_can_be_born_in_it() {
     assert!(auto.base.is_some(), "auto went without cgroups");
     let c = auto.d.client().await;
     let p = spawn(&c, "cat /proc/self/cgroup; sleep 30").await;
-    let leaf = format!("/{}", p.id);
-    wait_match(&c, p.id, &format!("^0::.*{leaf}$")).await;
+    let dir = auto.dir(p.pid);
+    let leaf = dir.strip_prefix("/sys/fs/cgroup").unwrap_or(&dir);
+    let leaf = leaf.file_name().unwrap().to_string_lossy().into_owned();
+    wait_match(&c, p.id, &format!("^0::.*/{leaf}$")).await;
     assert_eq!(stop(&auto.d, p.id).await.state, ProcState::Killed);
 }
 
@@ -281,23 +288,54 @@ async fn without_a_cgroup_processes_still_run_and_stop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cgroups_go_at_the_end_and_a_crashed_daemons_at_the_next_start() {
+async fn an_emptied_cgroup_serves_the_next_process_and_all_go_at_the_end() {
     let mut cg = Cg::start(&[]).await;
     let Some(base) = cg.base.clone() else {
         return;
     };
     let c = cg.d.client().await;
-    let p = spawn(&c, "echo hi").await;
-    wait_exit(&c, p.id).await;
-    let dir = cg.dir(p.id);
-    assert!(
-        wait_for(|| !dir.exists(), STEP).await,
-        "{} left",
-        dir.display()
-    );
+    let p = spawn(&c, "sleep 30").await;
+    let dir = cg.dir(p.pid);
+    stop(&cg.d, p.id).await;
+    if cg.reuses() {
+        // Given back once its output is in, and taken by a later process (the longest free
+        // first: at most one more made while it was not back yet).
+        assert!(released(&dir).await, "{} still populated", dir.display());
+        let reused = wait_for_async(
+            || async {
+                let q = spawn(&c, "sleep 31").await;
+                let same = cg.dir(q.pid) == dir;
+                stop(&cg.d, q.id).await;
+                same
+            },
+            STEP,
+        );
+        assert!(reused.await, "{} was not reused", dir.display());
+    } else {
+        assert!(
+            wait_for(|| !dir.exists(), STEP).await,
+            "{} left",
+            dir.display()
+        );
+    }
+    // At shutdown every cgroup goes, the base too.
+    // SAFETY: a signal to the test's own daemon.
+    unsafe { libc::kill(cg.d.pid(), libc::SIGTERM) };
+    assert!(cg.d.wait_daemon_exit(STEP).await.success());
+    assert!(!base.exists(), "{} left", base.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_daemons_cgroups_go_at_the_next_start() {
+    let mut cg = Cg::start(&[]).await;
+    let Some(base) = cg.base.clone() else {
+        return;
+    };
+    let c = cg.d.client().await;
     // An escapee without the marker, outside the group, reparented: only its cgroup has it.
     let cmd = r#"setsid env -u CUBA_EXEC_PROCESS sh -c "sh -c 'echo esc=\$\$; exec sleep 301' &"; sleep 302"#;
     let p = spawn(&c, cmd).await;
+    let dir = cg.dir(p.pid);
     let esc = number_after(&wait_match(&c, p.id, r"^esc=\d+$").await, "esc");
     drop(c);
     std::fs::create_dir(base.join("999")).unwrap();
@@ -309,5 +347,6 @@ async fn cgroups_go_at_the_end_and_a_crashed_daemons_at_the_next_start() {
     let c = cg.d.client().await;
     assert_eq!(c.info(p.id).await.unwrap().state, ProcState::Lost);
     assert!(!base.join("999").exists(), "an empty leftover stayed");
-    assert!(!cg.dir(p.id).exists(), "a populated leftover stayed");
+    // Its name may serve the new daemon's pool, empty.
+    assert!(procs(&dir).is_empty(), "a populated leftover stayed");
 }

@@ -235,9 +235,8 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
     members.push(tree.pid as i32);
     let supervision = c.status().step().await.unwrap().supervision;
     let cgroup = supervision
-        .strip_prefix("cgroup v2 at ")
-        .map(|rest| std::path::PathBuf::from(rest.split(';').next().unwrap_or(rest)))
-        .map(|base| base.join(tree.id.to_string()));
+        .starts_with("cgroup v2 at ")
+        .then(|| cuba_tests::cgroups::v2_of(tree.pid as i32).unwrap());
     upgrade(&d).await;
     let c = d.client().await;
     // Where processes have cgroups, the new program keeps theirs (and stops through it).

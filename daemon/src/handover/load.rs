@@ -80,6 +80,7 @@ impl SavedProc {
                 None => None,
             },
             policy: self.policy.map(std::sync::Arc::new),
+            cgroup: self.cgroup,
         };
         Ok((output, adopted))
     }

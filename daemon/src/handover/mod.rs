@@ -31,7 +31,7 @@ pub use save::{check_binary, hand_over, Inherited};
 
 /// The hand-over format this program writes and reads. A program that reads another
 /// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {
@@ -69,6 +69,8 @@ pub struct SavedProc {
     /// The policy of the client that started it, which connections from inside its tree are
     /// held to (version 2).
     pub policy: Option<crate::policy::Effective>,
+    /// Its pooled v2 cgroup (version 3: cgroups are no longer named by process id).
+    pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

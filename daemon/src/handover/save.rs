@@ -280,6 +280,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         kill_left_ms: ms(h.state.kill_left),
         session,
         policy: rec.policy.as_deref().cloned(),
+        cgroup: rec.cgroup.as_ref().and_then(|c| c.slot()),
     })
 }
 

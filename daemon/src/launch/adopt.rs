@@ -36,6 +36,8 @@ pub struct Adopted {
     pub session: Option<(String, String, OwnedFd, super::Confinement)>,
     /// Its client's policy, for connections from inside its tree.
     pub policy: Option<Arc<crate::policy::Effective>>,
+    /// Its pooled v2 cgroup.
+    pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
 }
 
 impl Launcher {
@@ -105,7 +107,7 @@ impl Launcher {
             }
             writer = Some((sink, rx, tx));
         }
-        let cgroup = self.cgroups.existing(p.id);
+        let cgroup = self.cgroups.existing(p.id, a.cgroup);
         {
             let mut rec = p.lock();
             rec.root = Some(a.root);

@@ -1,7 +1,7 @@
 //! The cgroup layer: process `id` gets its own cgroup(s), made in the daemon before the spawn
 //! and the child born in them (`platform::cgroup`, `spawn`), so nothing of its tree ever
-//! runs outside. The record keeps the handle (stop, CPU and memory); the cgroup is removed once
-//! the process has ended and its output is in.
+//! runs outside. The record keeps the handle (stop, CPU and memory); the cgroup is given back
+//! for a later process, or removed, once the process has ended and its output is in.
 
 use std::sync::Arc;
 

@@ -74,6 +74,16 @@ pub struct CgroupUsage {
     pub memory_peak_bytes: Option<u64>,
 }
 
+/// Which pooled cgroup a process is in, and the CPU time that cgroup had counted before it: what
+/// an in-place upgrade hands the new program so it finds the cgroup and reads the same figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CgroupSlot {
+    /// The directory's name under the daemon's cgroup base.
+    pub leaf: u64,
+    /// `usage_usec` of its `cpu.stat` when the process was given it.
+    pub cpu_base_us: u64,
+}
+
 /// Adds the hook that sets the configured rlimits (soft = hard, so the command cannot raise
 /// them) in the child before its exec, with `set` (the platform's `setrlimit`, on the
 /// platform's `resource` numbers): no moment in which the command runs without them. A limit

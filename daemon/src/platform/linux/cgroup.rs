@@ -1,10 +1,11 @@
 //! Per-process cgroups (Linux): where they go, and the mode the daemon runs in.
 //!
 //! The cgroup v2 tree is found in `/proc/self/mountinfo` (it is not always `/sys/fs/cgroup`:
-//! a hybrid machine mounts it at `/sys/fs/cgroup/unified`). Each process gets
-//! `<parent>/cuba-exec-<instance>/<id>` — a function of (base, id) only, so a re-executed daemon
-//! finds its processes' cgroups again — where the parent is the daemon's own cgroup, or the
-//! configured `cgroup_parent`. The child enters it before its exec (`cgroup_proc.rs`).
+//! a hybrid machine mounts it at `/sys/fs/cgroup/unified`). Each process gets a v2 cgroup
+//! `<parent>/cuba-exec-<instance>/<leaf>` from the pool (`cgroup_pool.rs`: reused once empty),
+//! and `<v1 base>/<id>` in each v1 hierarchy used, where the parent is the daemon's own cgroup,
+//! or the configured `cgroup_parent`. The child is born in it, or enters it before its exec
+//! (`cgroup_proc.rs`).
 //!
 //! `pids_max` / `memory_max` need the `pids` / `memory` controllers. Where the v2 tree offers
 //! them they are enabled for the per-process cgroups; v2 allows that only in a cgroup without
@@ -22,10 +23,12 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::cgroup_ahead::Ahead;
+use super::cgroup_files::{mounts, own_path, read, v2_mount};
+use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_proc::{empty_now, V1};
 pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
 use crate::config::{CgroupMode, Limits};
+pub use crate::platform::posix::CgroupSlot;
 
 /// The per-process cgroups of this daemon, or why there are none.
 #[derive(Debug)]
@@ -40,8 +43,8 @@ pub struct Cgroups {
     v1_memory: Option<PathBuf>,
     limits: Limits,
     mode: String,
-    /// The next process's v2 cgroup, made ahead.
-    ahead: Option<Arc<Ahead>>,
+    /// The per-process v2 cgroups, empty ones kept for the next process.
+    pool: Option<Arc<Pool>>,
 }
 
 impl Cgroups {
@@ -49,15 +52,17 @@ impl Cgroups {
     /// processes killed first) and checks that the configured limits can be applied. Never
     /// fails for want of a cgroup alone: that is the fallback mode. It fails when `pids_max` /
     /// `memory_max` are configured and cannot be applied.
-    /// `keep`: processes an in-place upgrade handed over, whose cgroups are theirs still.
+    /// `keep`: processes an in-place upgrade handed over, whose cgroups are theirs still (v1
+    /// ones named by id, v2 ones by their slot's leaf).
     pub fn setup(
         mode: &CgroupMode,
         limits: &Limits,
         instance: &str,
-        keep: &HashSet<u64>,
+        keep: (&HashSet<u64>, &HashSet<u64>),
     ) -> Result<Cgroups> {
+        let (keep, keep_leaves) = keep;
         let name = format!("cuba-exec-{instance}");
-        let v2 = v2_base(mode, &name, instance, keep).map_err(|why| format!("{why:#}"));
+        let v2 = v2_base(mode, &name, instance, keep_leaves).map_err(|why| format!("{why:#}"));
         let mut c = Cgroups {
             v2: v2.as_ref().ok().cloned(),
             v2_pids: false,
@@ -66,7 +71,7 @@ impl Cgroups {
             v1_memory: None,
             limits: limits.clone(),
             mode: String::new(),
-            ahead: None,
+            pool: None,
         };
         let hint = "unset CUBA_EXEC_PIDS_MAX / CUBA_EXEC_MEMORY_MAX, or run cubad in a \
                     delegated cgroup (e.g. `systemd-run --user -p Delegate=yes cubad`)";
@@ -94,6 +99,10 @@ impl Cgroups {
             })?);
         }
         let mut no_v2 = v2.err();
+        // Memory figures cannot be told apart in a reused cgroup (see `cgroup_pool.rs`).
+        let reuse = !c.v2_memory;
+        let last = keep_leaves.iter().copied().max().unwrap_or(0);
+        c.pool = c.v2.clone().map(|base| Pool::new(base, reuse, last));
         if let Err(e) = c.probe(mode) {
             if limits.wants_cgroup() {
                 return Err(e);
@@ -102,9 +111,9 @@ impl Cgroups {
             no_v2 = Some(format!("{e:#}"));
             c.v2 = None;
             c.v2_memory = false;
+            c.pool = None;
         }
         c.mode = c.describe(no_v2);
-        c.ahead = c.v2.clone().map(Ahead::new);
         Ok(c)
     }
 
@@ -118,36 +127,49 @@ impl Cgroups {
         self.v2.is_some() || self.v1_pids.is_some() || self.v1_memory.is_some()
     }
 
-    /// The cgroups process `id` is in already: one a previous program of this daemon made
-    /// (an in-place upgrade), for its stop, figures and removal.
-    pub fn existing(&self, id: u64) -> Option<Arc<ProcCgroup>> {
+    /// The cgroups process `id` is in already (its v2 one `slot`): made by a previous program
+    /// of this daemon (an in-place upgrade), for its stop, figures and removal.
+    pub fn existing(&self, id: u64, slot: Option<Slot>) -> Option<Arc<ProcCgroup>> {
         if !self.is_active() {
             return None;
         }
         let leaf = id.to_string();
         let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
+        let slot = slot.filter(|_| self.v2.is_some());
         Some(Arc::new(ProcCgroup {
-            v2: self.v2.as_ref().map(|b| b.join(&leaf)),
+            v2: self
+                .v2
+                .as_ref()
+                .zip(slot)
+                .map(|(b, s)| b.join(s.leaf.to_string())),
+            slot,
             v2_memory: self.v2_memory,
             v1_pids: v1(&self.v1_pids),
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
-            ahead: None,
+            pool: None,
         }))
     }
 
-    /// The per-process cgroups of process `id`, made and with their limits set, their
-    /// `cgroup.procs` open for the child to enter before its exec.
+    /// The per-process cgroups of process `id`, made (or taken from the pool) and with their
+    /// limits set, the v2 directory and the v1 `cgroup.procs` open for the child to be born
+    /// in or to enter before its exec.
     pub fn prepare(&self, id: u64) -> Result<Placement, String> {
         let leaf = id.to_string();
         let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
+        let taken = self.pool.as_ref().map(|p| p.take());
         let cg = ProcCgroup {
-            v2: self.v2.as_ref().map(|b| b.join(&leaf)),
+            v2: self
+                .pool
+                .as_ref()
+                .zip(taken)
+                .map(|(p, t)| p.dir(t.slot.leaf)),
+            slot: taken.map(|t| t.slot),
             v2_memory: self.v2_memory,
             v1_pids: v1(&self.v1_pids),
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
-            ahead: self.ahead.clone(),
+            pool: self.pool.clone(),
         };
         let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
         if let Some(n) = self.limits.pids_max {
@@ -172,15 +194,15 @@ impl Cgroups {
             };
             limits.push((dir.clone(), file, n));
         }
-        let made = self.ahead.as_ref().is_some_and(|a| a.take(id));
-        Placement::make(cg, &limits, made)
+        let state = taken.map_or((false, false), |t| (t.exists, t.configured));
+        Placement::make(cg, &limits, state)
     }
 
     /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups
     /// still there and the bases go.
     pub fn remove(&self) {
-        if let Some(ahead) = &self.ahead {
-            ahead.close();
+        if let Some(pool) = &self.pool {
+            pool.close();
         }
         for base in [&self.v2, &self.v1_pids, &self.v1_memory]
             .into_iter()
@@ -236,10 +258,18 @@ impl Cgroups {
             .map_err(|e| anyhow::anyhow!("{e}"))
             .context("cannot make a trial per-process cgroup")?;
         let costly = costly(mode, &self.limits, &placement);
-        placement.handle().remove();
+        let cgroup = placement.handle();
+        drop(placement);
         match costly {
-            Some(why) => Err(anyhow::anyhow!(why)),
-            None => Ok(()),
+            Some(why) => {
+                cgroup.remove();
+                Err(anyhow::anyhow!(why))
+            }
+            // The trial cgroup is the pool's first (or its spare is made).
+            None => {
+                cgroup.release();
+                Ok(())
+            }
         }
     }
 }
@@ -332,9 +362,7 @@ fn enable(parent: &Path, base: &Path, controller: &str, instance: &str) -> io::R
     add(base)
 }
 
-/// Per-process cgroups left under `base` by an earlier daemon of this state directory: their
-/// processes (already marked `lost` by the restore) are killed, and the cgroups removed.
-/// Whether `dir` is the cgroup of a process in `keep`.
+/// Whether `dir` is the cgroup of a process in `keep` (by name: a v1 id or a v2 leaf).
 fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
     dir.file_name()
         .and_then(|n| n.to_str())
@@ -342,6 +370,8 @@ fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
         .is_some_and(|id| keep.contains(&id))
 }
 
+/// Per-process cgroups left under `base` by an earlier daemon of this state directory: their
+/// processes (already marked `lost` by the restore) are killed, and the cgroups removed.
 fn remove_leftovers(base: &Path, keep: &HashSet<u64>) {
     let Ok(entries) = fs::read_dir(base) else {
         return;
@@ -388,83 +418,19 @@ fn v1_base(controller: &str, name: &str, keep: &HashSet<u64>) -> Result<PathBuf>
     Ok(base)
 }
 
-struct Mount {
-    point: PathBuf,
-    fstype: String,
-    /// The super options (`rw,pids`): which v1 controllers a hierarchy has.
-    options: String,
-}
-
-/// `/proc/self/mountinfo`: `ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS…] - FSTYPE SOURCE SUPER`.
-fn mounts() -> Result<Vec<Mount>> {
-    let text = read(Path::new("/proc/self/mountinfo")).context("cannot read mountinfo")?;
-    Ok(text.lines().filter_map(parse_mount).collect())
-}
-
-fn parse_mount(line: &str) -> Option<Mount> {
-    let (left, right) = line.split_once(" - ")?;
-    let point = left.split(' ').nth(4)?;
-    let mut r = right.split(' ');
-    let fstype = r.next()?.to_string();
-    let options = r.nth(1).unwrap_or_default().to_string();
-    // Octal escapes (`\040` for a space) in mount points.
-    let point = point.replace("\\040", " ");
-    Some(Mount {
-        point: PathBuf::from(point),
-        fstype,
-        options,
-    })
-}
-
-fn v2_mount() -> Result<PathBuf> {
-    mounts()?
-        .into_iter()
-        .find(|m| m.fstype == "cgroup2")
-        .map(|m| m.point)
-        .context("no cgroup v2 tree is mounted")
-}
-
-/// The daemon's cgroup under `mount`, from its `/proc/self/cgroup` line containing `tag`
-/// (`0::` for v2, `:pids:` for a v1 hierarchy).
-fn own_path(mount: &Path, tag: &str) -> Result<PathBuf> {
-    let text = read(Path::new("/proc/self/cgroup")).context("cannot read /proc/self/cgroup")?;
-    let rel = text
-        .lines()
-        .find_map(|l| match tag {
-            "0::" => l.strip_prefix("0::"),
-            _ => l.find(tag).map(|at| &l[at + tag.len()..]),
-        })
-        .with_context(|| format!("/proc/self/cgroup has no {tag} entry"))?;
-    Ok(mount.join(rel.trim().trim_start_matches('/')))
-}
-
-fn read(path: &Path) -> io::Result<String> {
-    fs::read_to_string(path)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn mountinfo_lines_parse() {
-        let m = parse_mount(
-            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw",
-        )
-        .unwrap();
-        assert_eq!(m.point, Path::new("/sys/fs/cgroup/unified"));
-        assert_eq!(m.fstype, "cgroup2");
-        let m = parse_mount("39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids").unwrap();
-        assert_eq!(
-            (m.fstype.as_str(), m.options.as_str()),
-            ("cgroup", "rw,pids")
-        );
+    fn none() -> (&'static HashSet<u64>, &'static HashSet<u64>) {
+        static EMPTY: std::sync::LazyLock<HashSet<u64>> = std::sync::LazyLock::new(HashSet::new);
+        (&EMPTY, &EMPTY)
     }
 
     #[test]
     fn off_is_the_fallback_and_says_so() {
-        let c = Cgroups::setup(&CgroupMode::Off, &Limits::default(), "t", &HashSet::new()).unwrap();
+        let c = Cgroups::setup(&CgroupMode::Off, &Limits::default(), "t", none()).unwrap();
         assert!(!c.is_active());
         assert!(
             c.mode().starts_with("process groups + /proc tree walk"),
@@ -477,56 +443,118 @@ mod tests {
     #[test]
     fn a_parent_that_is_not_a_cgroup_falls_back() {
         let mode = CgroupMode::Parent("/nonexistent/cg".into());
-        let c = Cgroups::setup(&mode, &Limits::default(), "t", &HashSet::new()).unwrap();
+        let c = Cgroups::setup(&mode, &Limits::default(), "t", none()).unwrap();
         assert!(!c.is_active());
         assert!(c.mode().contains("/nonexistent/cg"), "{}", c.mode());
+    }
+
+    /// A daemon's cgroups on the real tree (`on`), removed with whatever is left however the
+    /// test ends; `None` where no cgroup v2 tree is writable.
+    fn real(instance: &str) -> Option<(Cgroups, Rm)> {
+        let c = Cgroups::setup(&CgroupMode::On, &Limits::default(), instance, none()).unwrap();
+        let Some(base) = c.v2.clone() else {
+            eprintln!("NOTE: no writable cgroup v2 tree here: {}", c.mode());
+            return None;
+        };
+        Some((c, Rm(base)))
+    }
+
+    struct Rm(PathBuf);
+
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            for e in fs::read_dir(&self.0).into_iter().flatten().flatten() {
+                let _ = fs::remove_dir(e.path());
+            }
+            let _ = fs::remove_dir(&self.0);
+        }
     }
 
     #[test]
     fn a_child_is_in_its_cgroup_from_its_first_instruction() {
         let instance = format!("unit{}", std::process::id());
-        let c = Cgroups::setup(
-            &CgroupMode::On,
-            &Limits::default(),
-            &instance,
-            &HashSet::new(),
-        )
-        .unwrap();
-        let Some(base) = c.v2.clone() else {
-            eprintln!("NOTE: no writable cgroup v2 tree here: {}", c.mode());
+        let Some((c, rm)) = real(&instance) else {
             return;
         };
-        // Removes what the test made, however it ends.
-        struct Rm(PathBuf);
-        impl Drop for Rm {
-            fn drop(&mut self) {
-                let _ = fs::remove_dir(self.0.join("7"));
-                let _ = fs::remove_dir(&self.0);
-            }
-        }
-        let _rm = Rm(base.clone());
+        let base = rm.0.clone();
         use crate::platform::spawn::{tests::capture_by, Spawn};
         // Born in it (clone3), and moved there first of all by the fallback start.
         let starts: [fn(Spawn) -> io::Result<i32>; 2] = [Spawn::start, Spawn::start_std];
         for start in starts {
             let placement = c.prepare(7).unwrap();
+            let cg = placement.handle();
+            let leaf = cg.slot().unwrap().leaf;
             let mut cmd = Spawn::new("/bin/sh");
             cmd.arg("-c").arg("cat /proc/self/cgroup");
             placement.install(&mut cmd);
             let (status, text) = capture_by(cmd, start);
             assert_eq!(status, 0, "{text}");
-            let cg = placement.handle();
             drop(placement);
-            let leaf = format!("/cuba-exec-{instance}/7");
+            let want = format!("/cuba-exec-{instance}/{leaf}");
             assert!(
                 text.lines()
-                    .any(|l| l.starts_with("0::") && l.ends_with(&leaf)),
+                    .any(|l| l.starts_with("0::") && l.ends_with(&want)),
                 "{text}"
             );
             assert!(!cg.populated(), "the child was reaped");
             assert!(cg.usage().cpu_ms.is_some(), "cpu.stat is readable");
             cg.remove();
-            assert!(!base.join("7").exists());
+            assert!(!base.join(leaf.to_string()).exists());
         }
+    }
+
+    #[test]
+    fn an_emptied_cgroup_serves_the_next_process_with_its_cpu_counted_apart() {
+        let instance = format!("unitpool{}", std::process::id());
+        let Some((c, _rm)) = real(&instance) else {
+            return;
+        };
+        use crate::platform::spawn::{tests::capture_by, Spawn};
+        let run = |script: &str| {
+            let placement = c.prepare(1).unwrap();
+            let cg = placement.handle();
+            let mut cmd = Spawn::new("/bin/sh");
+            cmd.arg("-c").arg(script);
+            placement.install(&mut cmd);
+            let (status, text) = capture_by(cmd, Spawn::start);
+            assert_eq!(status, 0, "{text}");
+            cg
+        };
+        // Enough CPU to be counted in milliseconds.
+        let busy = run("i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done");
+        let spent = busy.final_usage().cpu_ms.unwrap();
+        assert!(spent > 0, "the loop ran {spent} ms");
+        busy.release();
+        let next = c.prepare(2).unwrap().handle();
+        if c.v2_memory {
+            // Memory figures cannot be told apart in a reused cgroup: a new one.
+            assert_ne!(next.slot().unwrap().leaf, busy.slot().unwrap().leaf);
+        } else {
+            assert_eq!(
+                next.slot().unwrap().leaf,
+                busy.slot().unwrap().leaf,
+                "not reused"
+            );
+            assert_eq!(
+                next.usage().cpu_ms,
+                Some(0),
+                "the earlier process's CPU counted"
+            );
+        }
+        next.release();
+        // A cgroup still holding a process is not handed on.
+        let held = run("sleep 30 >/dev/null 2>&1 &");
+        let leaf = held.slot().unwrap().leaf;
+        held.release();
+        let after = c.prepare(3).unwrap().handle();
+        assert_ne!(
+            after.slot().unwrap().leaf,
+            leaf,
+            "a populated cgroup was reused"
+        );
+        // Killed and waited for, so that the cgroups can go.
+        assert!(!empty_now(held.v2.as_deref().unwrap()));
+        held.remove();
+        after.remove();
     }
 }

@@ -1,6 +1,7 @@
 //! One process's cgroups (Linux): made before the spawn, entered by the child itself before its
 //! exec, killed whole with `cgroup.kill`, watched until empty through inotify on
-//! `cgroup.events`, read for CPU, memory and OOM kills, and removed once the process has ended.
+//! `cgroup.events`, read for CPU, memory and OOM kills, and given back (`cgroup_pool.rs`) or
+//! removed once the process has ended.
 //!
 //! The child is born in its v2 cgroup (`clone3` with `CLONE_INTO_CGROUP`, see `spawn`): no
 //! migration, so no cost. The v1 hierarchies used for limits have no such start: there the
@@ -21,7 +22,8 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::cgroup_ahead::Ahead;
+use super::cgroup_files::{cpu_usage_us, field, populated, read_small, remove_dir};
+use super::cgroup_pool::{Pool, Slot};
 use crate::platform::spawn::{CgroupEntry, Spawn};
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
@@ -34,17 +36,20 @@ impl V1 {
 
 pub use crate::platform::posix::CgroupUsage as Usage;
 
-/// Process `id`'s cgroups: `<base>/<id>` in each tree used.
+/// A process's cgroups: a pooled `<base>/<leaf>` in the v2 tree, `<base>/<id>` in each v1
+/// hierarchy used.
 #[derive(Debug)]
 pub struct ProcCgroup {
     pub(super) v2: Option<PathBuf>,
+    /// The v2 cgroup's name and the CPU time it had counted before (`cgroup_pool.rs`).
+    pub(super) slot: Option<Slot>,
     /// The v2 memory controller is on: memory figures and OOM kills come from v2.
     pub(super) v2_memory: bool,
     pub(super) v1_pids: Option<PathBuf>,
     pub(super) v1_memory: Option<PathBuf>,
     pub(super) memory_max: Option<u64>,
-    /// Where the next process's cgroup is made once this one's has gone.
-    pub(super) ahead: Option<Arc<Ahead>>,
+    /// Where the v2 cgroup goes back once the process has ended.
+    pub(super) pool: Option<Arc<Pool>>,
 }
 
 /// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
@@ -58,13 +63,13 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Makes the directories (the v2 one unless `v2_made`: made ahead), writes the `limits`
-    /// (directory, file, value) and opens them close-on-exec. On an error nothing is left
-    /// behind.
+    /// Makes the directories (the v2 one unless `v2_made`: free in the pool, or made ahead),
+    /// writes the `limits` (directory, file, value; into the v2 one unless `v2_configured`: by
+    /// an earlier process) and opens them close-on-exec. On an error nothing is left behind.
     pub(super) fn make(
         cgroup: ProcCgroup,
         limits: &[(Option<PathBuf>, &str, u64)],
-        v2_made: bool,
+        (v2_made, v2_configured): (bool, bool),
     ) -> Result<Placement, String> {
         let cgroup = Arc::new(cgroup);
         let made = (|| {
@@ -78,7 +83,7 @@ impl Placement {
                     }
                 }
                 for (at, file, value) in limits {
-                    if at.as_deref() == Some(dir) {
+                    if at.as_deref() == Some(dir) && !(is_v2 && v2_configured) {
                         fs::write(dir.join(file), value.to_string()).map_err(|e| (dir, e))?;
                     }
                 }
@@ -215,10 +220,12 @@ impl ProcCgroup {
     }
 
     fn read_usage(&self, resident: bool) -> Usage {
-        let v2 = |f: &str| self.v2.as_ref().and_then(|d| read_small(&d.join(f)));
-        let cpu_ms = v2("cpu.stat")
-            .and_then(|t| field(&t, "usage_usec"))
-            .map(|us| us / 1000);
+        let base = self.slot.map_or(0, |s| s.cpu_base_us);
+        let cpu_ms = self
+            .v2
+            .as_deref()
+            .and_then(cpu_usage_us)
+            .map(|us| us.saturating_sub(base) / 1000);
         let num = |dir: Option<&PathBuf>, f: &str| {
             dir.and_then(|d| read_small(&d.join(f)))
                 .and_then(|t| t.trim().parse().ok())
@@ -266,26 +273,27 @@ impl ProcCgroup {
         })
     }
 
-    /// Once the process has ended and its output is in: the next process's cgroup is made
-    /// ahead, and this one's go. In that order: a removal waits for the kernel (RCU grace
-    /// periods, milliseconds), and an agent's next command comes sooner. Blocking: run off
+    /// Which pooled v2 cgroup it is in (for an in-place upgrade).
+    pub fn slot(&self) -> Option<Slot> {
+        self.slot
+    }
+
+    /// Once the process has ended and its output is in: its v2 cgroup goes back to the pool
+    /// (kept if empty, or removed and a spare made ahead), the v1 ones go. Blocking: run off
     /// the runtime.
     pub fn release(&self) {
-        if let Some(ahead) = &self.ahead {
-            ahead.make_next();
+        let (Some(pool), Some(slot)) = (&self.pool, self.slot) else {
+            return self.remove();
+        };
+        pool.release(slot.leaf);
+        for dir in [&self.v1_pids, &self.v1_memory].into_iter().flatten() {
+            remove_dir(dir);
         }
-        self.remove();
     }
 
     /// Removes the cgroups (an empty one only: the kernel refuses a populated one).
     pub fn remove(&self) {
-        for dir in self.dirs() {
-            if let Err(e) = fs::remove_dir(dir) {
-                if e.kind() != io::ErrorKind::NotFound {
-                    tracing::warn!("cannot remove cgroup {}: {e}", dir.display());
-                }
-            }
-        }
+        self.dirs().for_each(remove_dir);
     }
 }
 
@@ -317,36 +325,6 @@ fn rss_sum(dir: &Path) -> Option<u64> {
         .filter_map(crate::platform::proc::rss_bytes)
         .sum::<u64>();
     (sum > 0).then_some(sum)
-}
-
-fn populated(dir: &Path) -> bool {
-    read_small(&dir.join("cgroup.events"))
-        .as_deref()
-        .and_then(|t| field(t, "populated"))
-        .is_some_and(|n| n > 0)
-}
-
-/// A small cgroup file, in one read where it fits (they do: a few lines), without the size
-/// query and the read for the end that `fs::read_to_string` adds: these are read at every
-/// process's exit, on the way to its reply.
-fn read_small(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut file = fs::File::open(path).ok()?;
-    let mut buf = [0u8; 1024];
-    let n = file.read(&mut buf).ok()?;
-    let mut text = String::from_utf8_lossy(&buf[..n]).into_owned();
-    if n == buf.len() {
-        file.read_to_string(&mut text).ok()?;
-    }
-    Some(text)
-}
-
-/// The value of `key` in a flat-keyed file (`key value` lines).
-fn field(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
 }
 
 fn human(bytes: u64) -> String {

@@ -2,7 +2,8 @@
 //! `malloc_trim`.
 
 pub mod cgroup;
-mod cgroup_ahead;
+mod cgroup_files;
+mod cgroup_pool;
 mod cgroup_proc;
 pub mod clone;
 pub mod descriptors;

@@ -15,6 +15,7 @@ pub struct Cgroups {
 }
 
 /// Never known here.
+pub use crate::platform::posix::CgroupSlot;
 pub use crate::platform::posix::CgroupUsage as Usage;
 
 /// Never made here.
@@ -29,7 +30,10 @@ impl Cgroups {
         _mode: &CgroupMode,
         limits: &Limits,
         _instance: &str,
-        _keep: &std::collections::HashSet<u64>,
+        _keep: (
+            &std::collections::HashSet<u64>,
+            &std::collections::HashSet<u64>,
+        ),
     ) -> Result<Cgroups> {
         if limits.wants_cgroup() {
             bail!(
@@ -52,7 +56,7 @@ impl Cgroups {
 
     pub fn remove(&self) {}
 
-    pub fn existing(&self, _id: u64) -> Option<Arc<ProcCgroup>> {
+    pub fn existing(&self, _id: u64, _slot: Option<CgroupSlot>) -> Option<Arc<ProcCgroup>> {
         None
     }
 
@@ -101,4 +105,8 @@ impl ProcCgroup {
     pub fn remove(&self) {}
 
     pub fn release(&self) {}
+
+    pub fn slot(&self) -> Option<CgroupSlot> {
+        None
+    }
 }

@@ -1,0 +1,126 @@
+//! The cgroup file system as the daemon reads it: where the trees are mounted, the daemon's own
+//! cgroup in them, and the small flat-keyed files of a cgroup.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub(super) struct Mount {
+    pub point: PathBuf,
+    pub fstype: String,
+    /// The super options (`rw,pids`): which v1 controllers a hierarchy has.
+    pub options: String,
+}
+
+/// `/proc/self/mountinfo`: `ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS…] - FSTYPE SOURCE SUPER`.
+pub(super) fn mounts() -> Result<Vec<Mount>> {
+    let text = read(Path::new("/proc/self/mountinfo")).context("cannot read mountinfo")?;
+    Ok(text.lines().filter_map(parse_mount).collect())
+}
+
+pub(super) fn parse_mount(line: &str) -> Option<Mount> {
+    let (left, right) = line.split_once(" - ")?;
+    let point = left.split(' ').nth(4)?;
+    let mut r = right.split(' ');
+    let fstype = r.next()?.to_string();
+    let options = r.nth(1).unwrap_or_default().to_string();
+    // Octal escapes (`\040` for a space) in mount points.
+    let point = point.replace("\\040", " ");
+    Some(Mount {
+        point: PathBuf::from(point),
+        fstype,
+        options,
+    })
+}
+
+pub(super) fn v2_mount() -> Result<PathBuf> {
+    mounts()?
+        .into_iter()
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| m.point)
+        .context("no cgroup v2 tree is mounted")
+}
+
+/// The daemon's cgroup under `mount`, from its `/proc/self/cgroup` line containing `tag`
+/// (`0::` for v2, `:pids:` for a v1 hierarchy).
+pub(super) fn own_path(mount: &Path, tag: &str) -> Result<PathBuf> {
+    let text = read(Path::new("/proc/self/cgroup")).context("cannot read /proc/self/cgroup")?;
+    let rel = text
+        .lines()
+        .find_map(|l| match tag {
+            "0::" => l.strip_prefix("0::"),
+            _ => l.find(tag).map(|at| &l[at + tag.len()..]),
+        })
+        .with_context(|| format!("/proc/self/cgroup has no {tag} entry"))?;
+    Ok(mount.join(rel.trim().trim_start_matches('/')))
+}
+
+pub(super) fn read(path: &Path) -> io::Result<String> {
+    fs::read_to_string(path)
+}
+
+pub(super) fn remove_dir(dir: &Path) {
+    if let Err(e) = fs::remove_dir(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!("cannot remove cgroup {}: {e}", dir.display());
+        }
+    }
+}
+
+/// `usage_usec` of `dir`'s `cpu.stat`: the CPU time of everything the cgroup ever held.
+pub(super) fn cpu_usage_us(dir: &Path) -> Option<u64> {
+    field(&read_small(&dir.join("cpu.stat"))?, "usage_usec")
+}
+
+pub(super) fn populated(dir: &Path) -> bool {
+    read_small(&dir.join("cgroup.events"))
+        .as_deref()
+        .and_then(|t| field(t, "populated"))
+        .is_some_and(|n| n > 0)
+}
+
+/// A small cgroup file, in one read where it fits (they do: a few lines), without the size
+/// query and the read for the end that `fs::read_to_string` adds: these are read at every
+/// process's exit, on the way to its reply.
+pub(super) fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut file = fs::File::open(path).ok()?;
+    let mut buf = [0u8; 1024];
+    let n = file.read(&mut buf).ok()?;
+    let mut text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    if n == buf.len() {
+        file.read_to_string(&mut text).ok()?;
+    }
+    Some(text)
+}
+
+/// The value of `key` in a flat-keyed file (`key value` lines).
+pub(super) fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_parse() {
+        let m = parse_mount(
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw",
+        )
+        .unwrap();
+        assert_eq!(m.point, Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(m.fstype, "cgroup2");
+        let m = parse_mount("39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids").unwrap();
+        assert_eq!(
+            (m.fstype.as_str(), m.options.as_str()),
+            ("cgroup", "rw,pids")
+        );
+    }
+}
