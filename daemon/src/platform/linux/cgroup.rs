@@ -148,6 +148,7 @@ impl Cgroups {
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
             pool: None,
+            killed: Default::default(),
         }))
     }
 
@@ -170,6 +171,7 @@ impl Cgroups {
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
             pool: self.pool.clone(),
+            killed: Default::default(),
         };
         let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
         if let Some(n) = self.limits.pids_max {
@@ -555,6 +557,21 @@ mod tests {
         // Killed and waited for, so that the cgroups can go.
         assert!(!empty_now(held.v2.as_deref().unwrap()));
         held.remove();
-        after.remove();
+        after.release();
+        // A cgroup that `cgroup.kill` emptied serves no later process: the kernel would kill
+        // every child born in it. The next one is new, and its process runs.
+        let killed = run("sleep 30 >/dev/null 2>&1 &");
+        assert!(killed.kill().is_some());
+        empty_now(killed.v2.as_deref().unwrap());
+        killed.release();
+        let placement = c.prepare(4).unwrap();
+        let next = placement.handle();
+        assert_ne!(next.slot().unwrap().leaf, killed.slot().unwrap().leaf);
+        let mut cmd = Spawn::new("/bin/sh");
+        cmd.arg("-c").arg("echo alive");
+        placement.install(&mut cmd);
+        let (status, text) = capture_by(cmd, Spawn::start);
+        assert_eq!((status, text.trim()), (0, "alive"));
+        next.remove();
     }
 }

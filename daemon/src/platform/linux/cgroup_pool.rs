@@ -2,7 +2,8 @@
 //! kernel places in a cgroup it has just made costs it 100–150 µs more than one placed in a
 //! cgroup that has held processes before (measured in docs/decisions.md), and that is on the
 //! way to every reply. So a process that has ended and left its cgroup empty gives it back, and
-//! the next spawn takes it; only when none is free is one made on the spawn's path.
+//! the next spawn takes it; only when none is free is one made on the spawn's path. One that was
+//! emptied by `cgroup.kill` is not kept: the kernel kills every child later born in it.
 //!
 //! A reused cgroup's `cpu.stat` counts what every earlier process ran: its `usage_usec` when it
 //! comes back is kept with it, and a process's CPU time is the difference. Memory figures cannot
@@ -113,11 +114,11 @@ impl Pool {
     }
 
     /// The process in cgroup `leaf` has ended and its output is in: the cgroup is kept for the
-    /// next one if it is empty and there is room, else removed (and, without reuse, a spare
-    /// made ahead). Blocking: run off the runtime.
-    pub fn release(&self, leaf: u64) {
+    /// next one if it is `reusable` (never killed), empty and there is room, else removed (and,
+    /// without reuse, a spare made ahead). Blocking: run off the runtime.
+    pub fn release(&self, leaf: u64, reusable: bool) {
         let dir = self.dir(leaf);
-        if self.reuse {
+        if self.reuse && reusable {
             // Read before the lock: a spawn must not wait for a file read.
             let base = cpu_usage_us(&dir);
             let mut s = self.lock();
@@ -134,7 +135,9 @@ impl Pool {
             remove_dir(&dir);
             return;
         }
-        self.make_spare();
+        if !self.reuse {
+            self.make_spare();
+        }
         remove_dir(&dir);
     }
 
@@ -186,7 +189,7 @@ mod tests {
             "names go on after the kept"
         );
         fs::create_dir(pool.dir(5)).unwrap();
-        pool.release(5);
+        pool.release(5, true);
         assert!(!pool.dir(5).exists(), "the used one goes");
         assert!(pool.dir(6).is_dir(), "a spare is made ahead");
         pool.make_spare();
@@ -195,7 +198,7 @@ mod tests {
         assert_eq!((t.slot.leaf, t.exists, t.configured), (6, true, false));
         pool.close();
         fs::create_dir(pool.dir(8)).unwrap();
-        pool.release(8);
+        pool.release(8, true);
         assert!(!pool.dir(9).exists(), "nothing is made once closed");
     }
 
@@ -204,7 +207,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::new(dir.path().to_path_buf(), true, 0);
         fs::create_dir(pool.dir(1)).unwrap();
-        pool.release(1);
+        pool.release(1, true);
         assert!(!pool.dir(1).exists());
         assert!(!pool.take().exists);
     }

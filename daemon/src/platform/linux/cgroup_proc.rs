@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +51,10 @@ pub struct ProcCgroup {
     pub(super) memory_max: Option<u64>,
     /// Where the v2 cgroup goes back once the process has ended.
     pub(super) pool: Option<Arc<Pool>>,
+    /// `cgroup.kill` was written: the kernel (6.18) SIGKILLs every child later born in that
+    /// cgroup with `CLONE_INTO_CGROUP` (its kill count no longer matches the parent's), so it
+    /// serves no other process.
+    pub(super) killed: AtomicBool,
 }
 
 /// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
@@ -170,6 +175,8 @@ impl ProcCgroup {
         let n = fs::read_to_string(dir.join("cgroup.procs"))
             .map(|t| t.lines().count())
             .unwrap_or(0);
+        // Before the write: a write that fails half-way may still have counted.
+        self.killed.store(true, Ordering::Relaxed);
         match fs::write(dir.join("cgroup.kill"), "1") {
             Ok(()) => Some(n),
             Err(e) => {
@@ -279,13 +286,13 @@ impl ProcCgroup {
     }
 
     /// Once the process has ended and its output is in: its v2 cgroup goes back to the pool
-    /// (kept if empty, or removed and a spare made ahead), the v1 ones go. Blocking: run off
+    /// (kept if empty and never killed, or removed and a spare made ahead), the v1 ones go. Blocking: run off
     /// the runtime.
     pub fn release(&self) {
         let (Some(pool), Some(slot)) = (&self.pool, self.slot) else {
             return self.remove();
         };
-        pool.release(slot.leaf);
+        pool.release(slot.leaf, !self.killed.load(Ordering::Relaxed));
         for dir in [&self.v1_pids, &self.v1_memory].into_iter().flatten() {
             remove_dir(dir);
         }
