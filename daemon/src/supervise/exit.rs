@@ -152,6 +152,9 @@ impl Supervisor {
             let mut rec = self.p.lock();
             rec.set_drained();
             rec.control = None;
+            // Its cgroup may serve another process from now on: nothing may signal or read it
+            // as this one's.
+            rec.cgroup = None;
             if let Some(tty) = rec.tty.as_mut() {
                 tty.master = None;
             }

@@ -543,10 +543,19 @@ mod tests {
                 "the earlier process's CPU counted"
             );
         }
+        // A stop that finds it empty writes no `cgroup.kill`: it can serve again.
+        assert_eq!(next.kill(), Some(0));
         next.release();
         // A cgroup still holding a process is not handed on.
         let held = run("sleep 30 >/dev/null 2>&1 &");
         let leaf = held.slot().unwrap().leaf;
+        if !c.v2_memory {
+            assert_eq!(
+                leaf,
+                next.slot().unwrap().leaf,
+                "not reused after a kill of nothing"
+            );
+        }
         held.release();
         let after = c.prepare(3).unwrap().handle();
         assert_ne!(

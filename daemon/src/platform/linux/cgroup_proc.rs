@@ -172,6 +172,11 @@ impl ProcCgroup {
     /// Returns how many processes it held, or `None` without a v2 cgroup.
     pub fn kill(&self) -> Option<usize> {
         let dir = self.v2.as_ref()?;
+        // Nothing to kill (a process reaped before the kernel unlinked it from its cgroup left
+        // `populated 1` for a moment): no write, so the cgroup can serve again.
+        if !populated(dir) {
+            return Some(0);
+        }
         let n = fs::read_to_string(dir.join("cgroup.procs"))
             .map(|t| t.lines().count())
             .unwrap_or(0);
