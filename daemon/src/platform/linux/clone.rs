@@ -3,7 +3,8 @@
 //! posix_spawn's does, so the start costs the same however large the daemon is; and it is born
 //! in its cgroup, with no migration (which waits for an RCU grace period).
 //!
-//! The child runs only [`child`]: it resets every signal disposition, places its stdio, joins
+//! The child runs only [`child`]: it is born with the daemon's signal handlers cleared
+//! (`CLONE_CLEAR_SIGHAND`) and resets the ignored signals, places its stdio, joins
 //! its group, changes directory, runs the hooks, clears its signal mask and execs. All signals
 //! are blocked around the clone, so no daemon handler can run in the child on shared memory
 //! before the dispositions are reset. A failure is left in shared memory for the parent, which
@@ -12,11 +13,14 @@
 use std::ffi::c_void;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::platform::spawn::{Group, Prepared};
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// The child starts with every caught signal back to its default (Linux 5.5): no daemon handler
+/// can run in it, and it has only the ignored ones to reset.
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 /// The child's stack: hooks only make system calls.
 const STACK_SIZE: usize = 256 * 1024;
 
@@ -39,6 +43,36 @@ struct CloneArgs {
 
 /// clone3 (or its cgroup field) is missing from this kernel: std's start from now on.
 static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// This kernel refused `CLONE_CLEAR_SIGHAND`: the child resets every disposition itself.
+static NO_CLEAR_SIGHAND: AtomicBool = AtomicBool::new(false);
+
+/// The signals the daemon ignores (SIGPIPE, std's, and whatever it inherited ignored and could
+/// not handle instead), read once at the first spawn: the daemon sets no signal to ignored
+/// after it has started. A child born with its handlers cleared resets only these.
+static IGNORED: OnceLock<Vec<i32>> = OnceLock::new();
+
+fn ignored() -> &'static [i32] {
+    IGNORED.get_or_init(|| {
+        (1..=64)
+            .filter(|&sig| {
+                let mut old = [0u64; 4];
+                // SAFETY: the raw call (glibc's wrapper refuses 32 and 33) with no new action,
+                // reading the current one into `old`, which outlives the call.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_rt_sigaction,
+                        sig,
+                        std::ptr::null::<u64>(),
+                        old.as_mut_ptr(),
+                        8usize,
+                    )
+                };
+                r == 0 && old[0] == libc::SIG_IGN as u64
+            })
+            .collect()
+    })
+}
 
 /// One stack, reused: a vfork-style clone returns only once the child is done with it.
 static STACK: Mutex<Option<Stack>> = Mutex::new(None);
@@ -82,8 +116,26 @@ impl Stack {
 /// What the child reads and where it leaves its error.
 struct Child<'a, 'b> {
     p: &'a mut Prepared<'b>,
+    /// The signals whose disposition the child must reset: the ignored ones when it was born
+    /// with its handlers cleared, else all.
+    reset: &'static [i32],
     errno: AtomicI32,
 }
+
+/// Every signal but KILL and STOP, for a child born with the daemon's handlers.
+static ALL_SIGNALS: [i32; 62] = {
+    let mut all = [0i32; 62];
+    let mut i = 0;
+    let mut sig = 1;
+    while sig <= 64 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            all[i] = sig;
+            i += 1;
+        }
+        sig += 1;
+    }
+    all
+};
 
 /// Starts the child of `p`. `None`: this kernel cannot (no clone3, or no `CLONE_INTO_CGROUP`),
 /// nothing was started and the caller starts it another way.
@@ -97,14 +149,39 @@ pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
         Err(e) => return Some(Err(e)),
     };
     let cgroup = p.cgroup.map(|entry| entry.dir);
+    let clear = !NO_CLEAR_SIGHAND.load(Ordering::Relaxed);
     let mut child = Child {
         p: &mut p,
+        reset: if clear { ignored() } else { &ALL_SIGNALS },
         errno: AtomicI32::new(0),
     };
     // SAFETY: the child runs only `child_main` on `child`, which outlives the call (the
     // parent is suspended until the child has exec'd or exited); the stack is ours under
     // the lock.
-    let ret = unsafe { vfork_clone(stack, cgroup, child_main, (&mut child as *mut Child).cast()) };
+    let mut ret = unsafe {
+        vfork_clone(
+            stack,
+            cgroup,
+            clear,
+            child_main,
+            (&mut child as *mut Child).cast(),
+        )
+    };
+    if ret == -(libc::EINVAL as isize) && clear {
+        // A kernel before 5.5: the child resets all, from now on.
+        NO_CLEAR_SIGHAND.store(true, Ordering::Relaxed);
+        child.reset = &ALL_SIGNALS;
+        // SAFETY: as above.
+        ret = unsafe {
+            vfork_clone(
+                stack,
+                cgroup,
+                false,
+                child_main,
+                (&mut child as *mut Child).cast(),
+            )
+        };
+    }
     drop(guard);
     let cgroup = cgroup.is_some();
     if ret < 0 {
@@ -142,6 +219,7 @@ pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
 unsafe fn vfork_clone(
     stack: *mut c_void,
     cgroup: Option<i32>,
+    clear_handlers: bool,
     f: extern "C" fn(*mut c_void) -> !,
     arg: *mut c_void,
 ) -> isize {
@@ -155,6 +233,9 @@ unsafe fn vfork_clone(
     if let Some(dir) = cgroup {
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = dir as u64;
+    }
+    if clear_handlers {
+        args.flags |= CLONE_CLEAR_SIGHAND;
     }
     let _blocked = BlockSignals::new();
     // SAFETY: the caller's contract.
@@ -173,7 +254,7 @@ pub fn can_start_in(dir: i32) -> bool {
         return false;
     };
     // SAFETY: the child only calls _exit.
-    let pid = unsafe { vfork_clone(stack, Some(dir), exit_at_once, std::ptr::null_mut()) };
+    let pid = unsafe { vfork_clone(stack, Some(dir), false, exit_at_once, std::ptr::null_mut()) };
     if pid <= 0 {
         return false;
     }
@@ -211,14 +292,14 @@ extern "C" fn child_main(arg: *mut c_void) -> ! {
     // SAFETY: `arg` is the parent's `Child`, alive while the parent is suspended.
     let child = unsafe { &mut *arg.cast::<Child>() };
     // SAFETY: `prepare_and_exec` only makes system calls on prepared data.
-    let errno = unsafe { prepare_and_exec(child.p) };
+    let errno = unsafe { prepare_and_exec(child.p, child.reset) };
     child.errno.store(errno.max(1), Ordering::SeqCst);
     // SAFETY: _exit ends the child without running anything of the daemon's.
     unsafe { libc::_exit(127) }
 }
 
 /// In the child: returns only on a failure, with its errno.
-unsafe fn prepare_and_exec(p: &mut Prepared<'_>) -> i32 {
+unsafe fn prepare_and_exec(p: &mut Prepared<'_>, reset: &[i32]) -> i32 {
     let errno = || {
         io::Error::last_os_error()
             .raw_os_error()
@@ -226,15 +307,13 @@ unsafe fn prepare_and_exec(p: &mut Prepared<'_>) -> i32 {
     };
     // SAFETY: system calls on the prepared data, valid until the exec; see the module.
     unsafe {
-        // Default dispositions: the daemon's handlers must never run here, and what it ignores
-        // (SIGPIPE) the command must not.
+        // Default dispositions: the daemon's handlers must never run here (born without them,
+        // or reset here), and what it ignores (SIGPIPE) the command must not.
         // The raw call: glibc's wrapper refuses the signals it keeps for itself (32, 33),
         // which may have come in ignored. All-zero is SIG_DFL with no flags on every layout.
         let dfl = [0u64; 4];
-        for sig in 1..=64 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0usize, 8usize);
-            }
+        for &sig in reset {
+            libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0usize, 8usize);
         }
         // A source descriptor below 3 would be overwritten by an earlier dup2: move it up first.
         let mut fds = p.stdio;
