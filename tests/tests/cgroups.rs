@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use cuba_protocol::{ProcState, Signal, SignalRequest};
+use cuba_protocol::{
+    FollowRequest, ProcState, Request, Response, Signal, SignalRequest, StreamFilter,
+};
 use cuba_tests::{
     bounded, number_after, pid_alive, spawn, text, wait_exit, wait_for, wait_for_async, wait_match,
     TestDaemon, STEP,
@@ -349,4 +351,48 @@ async fn a_crashed_daemons_cgroups_go_at_the_next_start() {
     assert!(!base.join("999").exists(), "an empty leftover stayed");
     // Its name may serve the new daemon's pool, empty.
     assert!(procs(&dir).is_empty(), "a populated leftover stayed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_tree_ends_once_its_cgroup_is_empty_not_after_the_grace_period() {
+    // A grace period longer than the follow below may wait: the end must come from the
+    // cgroup's emptying, not from the KILL due after it.
+    let cg = Cg::start(&[("CUBA_EXEC_SHUTDOWN_TIMEOUT", "60s")]).await;
+    if cg.base.is_none() {
+        return;
+    }
+    let c = cg.d.client().await;
+    // The shell execs `sleep`, which dies at the TERM; its child outlives it by 0.3 s.
+    let cmd = r#"sh -c 'trap "sleep 0.3; exit 0" TERM; echo up; while :; do sleep 0.1; done' & exec sleep 30"#;
+    let p = spawn(&c, cmd).await;
+    wait_match(&c, p.id, "^up$").await;
+    let req = SignalRequest {
+        id: p.id,
+        signal: Signal::Term,
+        escalate: true,
+        grace_ms: None,
+        wait: true,
+    };
+    let info = bounded("stop", STEP, c.signal(req)).await.unwrap();
+    assert_eq!(info.state, ProcState::Killed, "{info:?}");
+    let follow = FollowRequest {
+        id: p.id,
+        since: Some(0),
+        backlog: 0,
+        stream: StreamFilter::Both,
+    };
+    let mut sub = bounded("follow", STEP, c.subscribe(Request::Follow(follow)))
+        .await
+        .unwrap();
+    // The end frame comes once all output is in and the tree is gone.
+    loop {
+        match bounded("follow frame", STEP, sub.next()).await {
+            Some(Ok(Response::Output(_))) => {}
+            Some(Ok(Response::Process(info))) => {
+                assert_eq!(info.state, ProcState::Killed);
+                break;
+            }
+            other => panic!("unexpected follow frame: {other:?}"),
+        }
+    }
 }

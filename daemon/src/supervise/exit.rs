@@ -1,6 +1,7 @@
 //! The end of a process under its supervisor: stopping its tree (on request, at its timeout, or
 //! what it left behind), publishing its exit through the table, and the final clean-up.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::Signal;
@@ -11,6 +12,7 @@ use super::{Supervisor, ABANDON_AFTER};
 /// How long the cgroup may take to empty after `cgroup.kill` (the kernel is quick; this bounds
 /// a stuck uninterruptible sleep).
 const EMPTY_WITHIN: Duration = Duration::from_secs(2);
+use crate::platform::cgroup::ProcCgroup;
 use crate::reaper::Exit;
 use crate::record::{set_usage, Outcome, Proc, StopCause};
 use crate::table::Table;
@@ -66,6 +68,9 @@ impl Supervisor {
                 left,
                 "stopping what the process left behind"
             );
+            if populated == Some(true) {
+                self.emptying = cgroup;
+            }
             self.kill_at = Some(Instant::now() + self.grace);
             self.abandon_at = Some(Instant::now() + self.grace + ABANDON_AFTER);
         } else {
@@ -180,6 +185,15 @@ pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
     }
     p.notify();
     table.changed();
+}
+
+/// Whether cgroup `cg` has emptied (its `populated 0` event), waited for at most
+/// [`EMPTY_WITHIN`]; without a cgroup, never.
+pub(super) async fn emptied(cg: Option<Arc<ProcCgroup>>) -> bool {
+    match cg {
+        Some(cg) => cg.emptied(EMPTY_WITHIN).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// SIGKILLs `p`'s whole tree: its cgroup at once where it has one, else the tree walk. How many

@@ -25,6 +25,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, Instant};
 
+use crate::platform::cgroup::ProcCgroup;
 use crate::reaper::Exit;
 use crate::record::{spill_off_thread, Control, Paused, Proc};
 use crate::table::Table;
@@ -129,6 +130,9 @@ struct Supervisor {
     cleanup: Vec<Cleanup>,
     /// Its cgroup was empty when the process exited: its usage then is final.
     cgroup_empty: bool,
+    /// Its cgroup held what the process left behind when it exited: watched, so that once it
+    /// has emptied the KILL due after the grace period is dropped and the end comes now.
+    emptying: Option<Arc<ProcCgroup>>,
 }
 
 /// Supervises process `p` until it has ended and all its output is in. Should the supervision
@@ -169,6 +173,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         spill_at: None,
         cleanup: job.cleanup,
         cgroup_empty: false,
+        emptying: None,
     };
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
@@ -203,6 +208,13 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             _ = at(s.kill_at), if s.kill_at.is_some() => {
                 s.kill_at = None;
                 s.kill_now();
+            }
+            empty = exit::emptied(s.emptying.clone()), if s.emptying.is_some() => {
+                if empty {
+                    // What was left ended on the TERM: no KILL to wait for.
+                    s.emptying = None;
+                    s.kill_at = None;
+                }
             }
             _ = at(s.abandon_at), if s.abandon_at.is_some() => {
                 s.abandon_at = None;
