@@ -465,7 +465,9 @@ mod tests {
 
     impl Drop for Rm {
         fn drop(&mut self) {
+            // A failed assertion may leave a process in one: killed and waited for first.
             for e in fs::read_dir(&self.0).into_iter().flatten().flatten() {
+                empty_now(&e.path());
                 let _ = fs::remove_dir(e.path());
             }
             let _ = fs::remove_dir(&self.0);
