@@ -366,14 +366,8 @@ async fn a_stopped_tree_ends_once_its_cgroup_is_empty_not_after_the_grace_period
     let cmd = r#"sh -c 'trap "sleep 0.3; exit 0" TERM; echo up; while :; do sleep 0.1; done' & exec sleep 30"#;
     let p = spawn(&c, cmd).await;
     wait_match(&c, p.id, "^up$").await;
-    let req = SignalRequest {
-        id: p.id,
-        signal: Signal::Term,
-        escalate: true,
-        grace_ms: None,
-        wait: true,
-    };
-    let info = bounded("stop", STEP, c.signal(req)).await.unwrap();
+    // The KILL a stop arms is re-armed at the exit with the daemon's grace period.
+    let info = stop(&cg.d, p.id).await;
     assert_eq!(info.state, ProcState::Killed, "{info:?}");
     let follow = FollowRequest {
         id: p.id,
