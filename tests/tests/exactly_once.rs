@@ -102,8 +102,11 @@ async fn a_spawn_retried_after_a_daemon_restart_finds_its_record() {
     req.token = Some(RequestToken::fresh());
     let c = d.client().await;
     let first = c.spawn(req.clone()).step().await.unwrap();
+    // Its line written, not only the file made by the redirect: the stop below must not
+    // come between the two.
+    let ran = || std::fs::read_to_string(&marker).is_ok_and(|t| t == "x\n");
     assert!(
-        cuba_tests::wait_for(|| marker.exists(), STEP).await,
+        cuba_tests::wait_for(ran, STEP).await,
         "the command never ran"
     );
     // SIGTERM: the daemon stops its children and exits; a new one restores the journal.

@@ -211,6 +211,9 @@ impl Cgroups {
             .flatten()
         {
             for e in fs::read_dir(base).into_iter().flatten().flatten() {
+                // A process stopped just now can hold its cgroup a moment after it was reaped
+                // (the kernel unlinks it after its last switch): waited for, bounded.
+                empty_now(&e.path());
                 let _ = fs::remove_dir(e.path());
             }
             if let Err(e) = fs::remove_dir(base) {
