@@ -101,8 +101,9 @@ impl Cgroups {
         let mut no_v2 = v2.err();
         // Memory figures cannot be told apart in a reused cgroup (see `cgroup_pool.rs`).
         let reuse = !c.v2_memory;
-        let last = keep_leaves.iter().copied().max().unwrap_or(0);
-        c.pool = c.v2.clone().map(|base| Pool::new(base, reuse, last));
+        c.pool =
+            c.v2.clone()
+                .map(|base| Pool::new(base.clone(), reuse, highest_leaf(&base)));
         if let Err(e) = c.probe(mode) {
             if limits.wants_cgroup() {
                 return Err(e);
@@ -373,6 +374,18 @@ fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
         .and_then(|n| n.to_str())
         .and_then(|n| n.parse::<u64>().ok())
         .is_some_and(|id| keep.contains(&id))
+}
+
+/// The highest numbered directory in `base` after start-up's clean-up (a handed-over process's,
+/// or a leftover that would not go): new names start above it.
+fn highest_leaf(base: &Path) -> u64 {
+    fs::read_dir(base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Per-process cgroups left under `base` by an earlier daemon of this state directory: their

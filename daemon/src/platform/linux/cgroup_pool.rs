@@ -54,7 +54,7 @@ struct State {
 struct Free {
     slot: Slot,
     /// It has held a process: its limits are written already.
-    used: bool,
+    configured: bool,
 }
 
 /// A cgroup given to a spawn.
@@ -68,8 +68,8 @@ pub struct Taken {
 }
 
 impl Pool {
-    /// The pool of `base`, whose directories up to `after` (a handed-over process's, kept at
-    /// start-up) are taken.
+    /// The pool of `base`, whose directories up to `after` (what start-up left there: a
+    /// handed-over process's) are taken.
     pub fn new(base: PathBuf, reuse: bool, after: u64) -> Arc<Pool> {
         Arc::new(Pool {
             base,
@@ -98,7 +98,7 @@ impl Pool {
             return Taken {
                 slot: f.slot,
                 exists: true,
-                configured: f.used,
+                configured: f.configured,
             };
         }
         let leaf = s.next;
@@ -127,7 +127,7 @@ impl Pool {
             {
                 s.free.push_back(Free {
                     slot: Slot { leaf, cpu_base_us },
-                    used: true,
+                    configured: true,
                 });
                 return;
             }
@@ -156,7 +156,7 @@ impl Pool {
                     leaf,
                     cpu_base_us: 0,
                 },
-                used: false,
+                configured: false,
             }),
             Err(e) => tracing::debug!("cannot make a spare cgroup: {e}"),
         }

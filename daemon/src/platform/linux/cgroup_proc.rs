@@ -291,8 +291,8 @@ impl ProcCgroup {
     }
 
     /// Once the process has ended and its output is in: its v2 cgroup goes back to the pool
-    /// (kept if empty and never killed, or removed and a spare made ahead), the v1 ones go. Blocking: run off
-    /// the runtime.
+    /// (kept if empty and never killed, or removed and a spare made ahead), the v1 ones go.
+    /// Blocking: run off the runtime.
     pub fn release(&self) {
         let (Some(pool), Some(slot)) = (&self.pool, self.slot) else {
             return self.remove();
