@@ -12,6 +12,7 @@ mod command;
 mod exit;
 mod input;
 mod route;
+mod timers;
 
 use std::io;
 use std::panic::AssertUnwindSafe;
@@ -23,7 +24,7 @@ use futures_util::FutureExt;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use crate::platform::cgroup::ProcCgroup;
 use crate::reaper::Exit;
@@ -95,13 +96,6 @@ fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
     match source {
         Source::Pipe(p) => crate::fd::read(p, buf),
         Source::Pty(m) => m.read_now(buf),
-    }
-}
-
-async fn at(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -178,9 +172,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     let mut exit = Some(io.exit);
     let mut out_buf = vec![0u8; READ_BUF_MIN];
     let mut err_buf = vec![0u8; READ_BUF_MIN];
+    let mut timer = timers::Timer::new();
     // A pending KILL keeps the loop too: what the process left behind may have closed its
     // pipes and still be shrugging off the TERM.
     while !(s.exited && s.stdout.is_none() && s.stderr.is_none() && s.kill_at.is_none()) {
+        let timed = timer.aim(s.next_deadline());
         tokio::select! {
             r = read_some(&mut s.stdout, &mut out_buf) => {
                 s.took(Stream::Stdout, &r, &out_buf);
@@ -201,14 +197,6 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 // Its waiters (a `run`'s reply) go first; the clean-up after them.
                 tokio::task::yield_now().await;
             }
-            _ = at(s.timeout_at), if !s.exited && s.timeout_at.is_some() => {
-                s.timeout_at = None;
-                s.timed_out();
-            }
-            _ = at(s.kill_at), if s.kill_at.is_some() => {
-                s.kill_at = None;
-                s.kill_now();
-            }
             empty = exit::emptied(s.emptying.clone()), if s.emptying.is_some() => {
                 if empty {
                     // What was left ended on the TERM: no KILL to wait for.
@@ -216,35 +204,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                     s.kill_at = None;
                 }
             }
-            _ = at(s.abandon_at), if s.abandon_at.is_some() => {
-                s.abandon_at = None;
-                // A busy runtime can find both timers due at once, and `select!` may take this
-                // one first: the KILL still comes before the loop (and its timers) ends.
-                if s.kill_at.take().is_some() {
-                    s.kill_now();
-                }
-                s.stdout = None;
-                s.stderr = None;
-            }
-            _ = at(s.input_check_at), if !s.exited && s.input_check_at.is_some() => {
-                s.input_check_at = None;
-                s.check_input();
-            }
-            _ = at(s.spill_at), if s.spill_at.is_some() => {
-                s.spill_at = None;
-                spill_off_thread(s.p.clone()).await;
-                if let Some(cmd) = s.route.as_ref().and_then(|r| r.current()) {
-                    spill_off_thread(cmd).await;
-                }
-            }
-            _ = at(s.cmd_kill_at), if s.cmd_kill_at.is_some() => {
-                s.cmd_kill_at = None;
-                s.kill_command();
-            }
-            _ = at(s.cmd_abandon_at), if s.cmd_abandon_at.is_some() => {
-                s.cmd_abandon_at = None;
-                s.abandon_command();
-            }
+            _ = timer.fired(), if timed => s.due().await,
             Some(msg) = control.recv() => match msg {
                 Control::Pause { reply, resume } => {
                     // An exit already delivered is handled now, not handed over.
