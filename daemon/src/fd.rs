@@ -18,6 +18,16 @@ pub fn read(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// Makes O_NONBLOCK the only file status flag, in one call: for a descriptor just made by
+/// `pipe2` without flags, which has no other.
+pub fn set_only_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: F_SETFL on a descriptor the caller keeps open.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     let fd = fd.as_raw_fd();
     // SAFETY: F_GETFL/F_SETFL on a descriptor the caller keeps open.

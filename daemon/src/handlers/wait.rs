@@ -23,6 +23,9 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
     let deadline = Instant::now() + Duration::from_millis(r.spec.timeout_ms).min(MAX_WAIT);
     let quiet = r.spec.quiet_ms.map(Duration::from_millis);
     let mut changes = p.subscribe();
+    // One timer for the whole wait: one made per turn would register anew on every change.
+    let timeout = sleep_until(deadline);
+    tokio::pin!(timeout);
     let reason = loop {
         changes.borrow_and_update();
         if let Some(m) = matcher.as_mut() {
@@ -54,7 +57,7 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
         }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { break WaitReason::Exited },
-            _ = sleep_until(deadline) => break WaitReason::Timeout,
+            _ = &mut timeout => break WaitReason::Timeout,
             _ = async { sleep_until(quiet_at.unwrap_or(deadline)).await }, if quiet_at.is_some() => {}
         }
     };

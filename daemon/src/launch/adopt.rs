@@ -10,7 +10,7 @@ use cuba_protocol::ProcessInfo;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
-use super::stdin::{self, StdinSink};
+use super::stdin::{self, PipeSink, StdinSink};
 use super::{Launcher, CONTROL_QUEUE};
 use crate::platform;
 use crate::reaper::Exit;
@@ -92,9 +92,7 @@ impl Launcher {
         if let Some((fd, pending, eof)) = a.stdin {
             let sink = match (&master, fd) {
                 (Some((m, _)), _) => StdinSink::Pty(m.clone()),
-                (None, Some(fd)) => {
-                    StdinSink::Pipe(pipe::Sender::from_owned_fd(fd).map_err(io_err)?)
-                }
+                (None, Some(fd)) => StdinSink::Pipe(PipeSink::new(fd)),
                 (None, None) => return Err(format!("process {}: no stdin to write to", p.id)),
             };
             let (tx, rx) = mpsc::channel(stdin::QUEUE);

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 
 use tokio::net::unix::pipe;
 
-use super::stdin::StdinSink;
+use super::stdin::{PipeSink, StdinSink};
 use super::Connected;
 use crate::platform;
 use crate::platform::spawn::Spawn;
@@ -47,17 +47,19 @@ pub fn connect(pipes: Pipes, exit: ChildExit) -> Result<Connected, String> {
     platform::pipe::grow(&out_fd, PIPE_SIZE);
     platform::pipe::grow(&err_fd, PIPE_SIZE);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
+    // Our own fresh pipe ends: made non-blocking in one call each, and handed to the runtime
+    // without the checks an unknown descriptor needs.
+    let watch = |fd: OwnedFd| {
+        crate::fd::set_only_nonblocking(&fd)?;
+        pipe::Receiver::from_owned_fd_unchecked(fd)
+    };
     let io = ChildIo {
-        stdout: Some(Source::Pipe(
-            pipe::Receiver::from_owned_fd(out_fd).map_err(io_err)?,
-        )),
-        stderr: Some(Source::Pipe(
-            pipe::Receiver::from_owned_fd(err_fd).map_err(io_err)?,
-        )),
+        stdout: Some(Source::Pipe(watch(out_fd).map_err(io_err)?)),
+        stderr: Some(Source::Pipe(watch(err_fd).map_err(io_err)?)),
         exit,
         input: platform::pipe::id(&stdin).map(InputTarget::Pipe),
     };
-    let sink = StdinSink::Pipe(pipe::Sender::from_owned_fd(stdin).map_err(io_err)?);
+    let sink = StdinSink::Pipe(PipeSink::new(stdin));
     Ok(Connected {
         io,
         sink,

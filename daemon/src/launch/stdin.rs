@@ -2,6 +2,7 @@
 //! so a child that does not read its stdin never stalls the output drain or a request.
 
 use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ pub const QUEUE: usize = 64;
 /// Where stdin writes go: the pipe, or the terminal (where the line discipline turns `C-c`
 /// into SIGINT, and so on).
 pub enum StdinSink {
-    Pipe(pipe::Sender),
+    Pipe(PipeSink),
     Pty(Arc<Master>),
 }
 
@@ -26,16 +27,52 @@ impl StdinSink {
     /// One cancel-safe write (dropped before it completes, it wrote nothing).
     async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         match self {
-            StdinSink::Pipe(p) => p.write(data).await,
+            StdinSink::Pipe(p) => p.ready()?.write(data).await,
             StdinSink::Pty(m) => m.write(data).await,
         }
     }
 
     /// The pipe's descriptor; `None` on a terminal (the master is the supervisor's).
-    fn pipe_fd(&self) -> Option<std::os::fd::RawFd> {
+    fn pipe_fd(&self) -> Option<RawFd> {
         match self {
-            StdinSink::Pipe(p) => Some(std::os::fd::AsRawFd::as_raw_fd(p)),
+            StdinSink::Pipe(p) => Some(p.raw()),
             StdinSink::Pty(_) => None,
+        }
+    }
+}
+
+/// The stdin pipe's write end, given to the runtime at the first write: most commands are
+/// never sent input, and a registered end costs set-up at the spawn and an event when the
+/// child exits.
+pub enum PipeSink {
+    Idle(Option<OwnedFd>),
+    Ready(pipe::Sender),
+}
+
+impl PipeSink {
+    pub fn new(fd: OwnedFd) -> PipeSink {
+        PipeSink::Idle(Some(fd))
+    }
+
+    fn ready(&mut self) -> std::io::Result<&mut pipe::Sender> {
+        if let PipeSink::Idle(fd) = self {
+            let fd = fd
+                .take()
+                .ok_or_else(|| std::io::Error::other("stdin pipe lost"))?;
+            // Either our own fresh end (no status flag) or one an earlier program of the
+            // daemon handed over: checked and made non-blocking as an unknown descriptor.
+            *self = PipeSink::Ready(pipe::Sender::from_owned_fd(fd)?);
+        }
+        match self {
+            PipeSink::Ready(p) => Ok(p),
+            PipeSink::Idle(_) => Err(std::io::Error::other("stdin pipe lost")),
+        }
+    }
+
+    fn raw(&self) -> RawFd {
+        match self {
+            PipeSink::Idle(fd) => fd.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            PipeSink::Ready(p) => p.as_raw_fd(),
         }
     }
 }
