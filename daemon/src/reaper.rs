@@ -95,8 +95,9 @@ impl Reaper {
     /// pid for later signals).
     pub fn spawn(&self, cmd: Spawn) -> io::Result<(i32, oneshot::Receiver<Exit>, u64)> {
         let mut waiters = self.lock();
+        let before = crate::platform::proc::clock();
         let pid = cmd.start()?;
-        let start_time = crate::platform::proc::stat(pid).map_or(0, |s| s.start_time);
+        let start_time = crate::platform::proc::start_time_of(pid, before);
         let (tx, rx) = oneshot::channel();
         waiters.insert(pid, tx);
         Ok((pid, rx, start_time))

@@ -56,6 +56,19 @@ pub fn stat(pid: i32) -> Option<ProcStat> {
     bsdinfo(pid).map(|info| of(pid, &info))
 }
 
+/// A point in time a child's start comes after (Linux reads its start time from the clock).
+#[derive(Clone, Copy)]
+pub struct Clock;
+
+pub fn clock() -> Clock {
+    Clock
+}
+
+/// The start time of `pid`, a child made after the clock was read.
+pub fn start_time_of(pid: i32, _before: Clock) -> u64 {
+    stat(pid).map_or(0, |s| s.start_time)
+}
+
 /// The process `pid` if it is alive (not a zombie: dead already, and `kill` "succeeds" on it).
 pub fn live(pid: i32) -> Option<ProcStat> {
     let info = bsdinfo(pid)?;
