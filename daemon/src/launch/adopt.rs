@@ -149,7 +149,9 @@ impl Launcher {
         let script = self.table.state_dir().script(id);
         let mut cleanup = vec![super::program::remove_script(script)];
         if let Some(cg) = cgroup {
-            cleanup.push(Box::new(move || cg.remove()));
+            cleanup.push(Box::new(move || {
+                crate::supervise::off_runtime(move || cg.remove())
+            }));
         }
         cleanup
     }

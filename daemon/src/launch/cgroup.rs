@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::layer::Layer;
 use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
 use crate::platform::spawn::Spawn;
-use crate::supervise::Cleanup;
+use crate::supervise::{off_runtime, Cleanup};
 
 pub struct Cgroup {
     /// Open until the spawn has returned: the child writes to its `cgroup.procs`.
@@ -45,6 +45,10 @@ impl Layer for Cgroup {
 
     fn undo(&mut self) -> Option<Cleanup> {
         let handle = self.handle.clone();
-        Some(Box::new(move || handle.release()))
+        Some(Box::new(move || {
+            if !handle.give_back() {
+                off_runtime(move || handle.release());
+            }
+        }))
     }
 }

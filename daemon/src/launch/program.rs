@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::layer::Layer;
 use super::plan::Program;
 use crate::platform::spawn::Spawn;
-use crate::supervise::Cleanup;
+use crate::supervise::{off_runtime, Cleanup};
 
 /// The layer that gives the shell its program.
 pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {
@@ -109,10 +109,12 @@ impl Layer for CommandPipe {
 /// Removes a command's script file (if it had one) once the process has ended.
 pub fn remove_script(path: std::path::PathBuf) -> Cleanup {
     Box::new(move || {
-        if let Err(e) = std::fs::remove_file(&path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!("cannot remove {}: {e}", path.display());
+        off_runtime(move || {
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove {}: {e}", path.display());
+                }
             }
-        }
+        })
     })
 }

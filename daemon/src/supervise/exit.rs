@@ -147,12 +147,9 @@ impl Supervisor {
     /// All output is in: the record lets go of its handles, and what its launch left (a
     /// cgroup, a script file) is removed.
     pub(super) fn finish(&mut self) {
-        let cleanup: Vec<_> = self.cleanup.drain(..).collect();
-        if !cleanup.is_empty() {
-            // Off the runtime's threads: a cgroup's rmdir waits for the kernel (RCU grace
-            // periods, milliseconds), which would stall every other task on this worker.
-            tokio::task::spawn_blocking(move || cleanup.into_iter().for_each(|undo| undo()));
-        }
+        // Each hands what may block (a cgroup's rmdir waits for RCU grace periods) to the
+        // blocking pool; a cgroup that goes back to the pool needs no thread of its own.
+        self.cleanup.drain(..).for_each(|undo| undo());
         {
             let mut rec = self.p.lock();
             rec.set_drained();

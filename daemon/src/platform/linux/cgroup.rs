@@ -150,6 +150,8 @@ impl Cgroups {
             memory_max: self.limits.memory_max,
             pool: None,
             killed: Default::default(),
+            files: None,
+            given_back: Default::default(),
         }))
     }
 
@@ -164,15 +166,17 @@ impl Cgroups {
             v2: self
                 .pool
                 .as_ref()
-                .zip(taken)
+                .zip(taken.as_ref())
                 .map(|(p, t)| p.dir(t.slot.leaf)),
-            slot: taken.map(|t| t.slot),
+            slot: taken.as_ref().map(|t| t.slot),
             v2_memory: self.v2_memory,
             v1_pids: v1(&self.v1_pids),
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
             pool: self.pool.clone(),
             killed: Default::default(),
+            files: None,
+            given_back: Default::default(),
         };
         let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
         if let Some(n) = self.limits.pids_max {
@@ -197,8 +201,10 @@ impl Cgroups {
             };
             limits.push((dir.clone(), file, n));
         }
-        let state = taken.map_or((false, false), |t| (t.exists, t.configured));
-        Placement::make(cg, &limits, state)
+        let (state, open) = taken.map_or(((false, false), Default::default()), |t| {
+            ((t.exists, t.configured), t.open)
+        });
+        Placement::make(cg, &limits, state, open)
     }
 
     /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups
@@ -544,8 +550,15 @@ mod tests {
         let busy = run("i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done");
         let spent = busy.final_usage().cpu_ms.unwrap();
         assert!(spent > 0, "the loop ran {spent} ms");
+        // Empty and never killed: back in the pool at once, on the caller's thread (and the
+        // release that follows, off the runtime, has nothing left to do).
+        assert_eq!(busy.give_back(), !c.v2_memory);
         busy.release();
         let next = c.prepare(2).unwrap().handle();
+        assert!(
+            next.files.is_some(),
+            "its cgroup.events and cpu.stat come open"
+        );
         if c.v2_memory {
             // Memory figures cannot be told apart in a reused cgroup: a new one.
             assert_ne!(next.slot().unwrap().leaf, busy.slot().unwrap().leaf);
@@ -574,6 +587,7 @@ mod tests {
                 "not reused after a kill of nothing"
             );
         }
+        assert!(!held.give_back(), "a populated cgroup went back");
         held.release();
         let after = c.prepare(3).unwrap().handle();
         assert_ne!(

@@ -12,6 +12,13 @@
 //! made ahead instead, off the reply's path, the next process's start paying only the kernel's
 //! first placement.
 //!
+//! A free cgroup keeps its directory open (a spawn is born in it by descriptor) and, like a
+//! process's, its `cgroup.events` and `cpu.stat` (`Files`): a spawn from the pool opens nothing,
+//! and a cgroup goes back on the runtime's thread, two `pread`s and a lock, right after the exit's
+//! reply (no hand-over to a blocking thread, whose wake-up would compete with the reply's
+//! delivery on a small machine). Only a removal (`rmdir` waits for the kernel) goes off the
+//! runtime.
+//!
 //! Cgroups are named by a counter, not by process id (cgroup v2 cannot rename a directory): a
 //! process's record keeps its slot, and an in-place upgrade hands it over. At most [`FREE_MAX`]
 //! wait, empty; like every per-process cgroup they go at shutdown, and by the next daemon's
@@ -19,10 +26,11 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::cgroup_files::{cpu_usage_us, populated, remove_dir};
+use super::cgroup_files::{cpu_usage_us, populated, remove_dir, Files};
 
 pub use crate::platform::posix::CgroupSlot as Slot;
 
@@ -55,16 +63,49 @@ struct Free {
     slot: Slot,
     /// It has held a process: its limits are written already.
     configured: bool,
+    open: Open,
+}
+
+/// What of a cgroup is open: its directory and its files, each if it could be opened.
+#[derive(Debug, Default)]
+pub struct Open {
+    pub dir: Option<OwnedFd>,
+    pub files: Option<Arc<Files>>,
+}
+
+impl Open {
+    /// Opens what of `dir` is not open yet.
+    pub(super) fn complete(mut self, dir: &Path) -> Open {
+        if self.dir.is_none() {
+            self.dir = open_dir(dir).ok();
+        }
+        if self.files.is_none() {
+            self.files = Files::open(dir).ok().map(Arc::new);
+        }
+        self
+    }
+}
+
+/// A cgroup's directory, open for `CLONE_INTO_CGROUP`.
+pub(super) fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
+        .open(dir)
+        .map(OwnedFd::from)
 }
 
 /// A cgroup given to a spawn.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Taken {
     pub slot: Slot,
     /// The directory exists (free or made ahead): only a new one must be made.
     pub exists: bool,
     /// Its limits were written for an earlier process (they are the daemon's, the same).
     pub configured: bool,
+    /// What of it is open already (a free one's).
+    pub open: Open,
 }
 
 impl Pool {
@@ -99,6 +140,7 @@ impl Pool {
                 slot: f.slot,
                 exists: true,
                 configured: f.configured,
+                open: f.open,
             };
         }
         let leaf = s.next;
@@ -110,56 +152,96 @@ impl Pool {
             },
             exists: false,
             configured: false,
+            open: Open::default(),
         }
     }
 
-    /// The process in cgroup `leaf` has ended and its output is in: the cgroup is kept for the
-    /// next one if it is `reusable` (never killed), empty and there is room, else removed (and,
-    /// without reuse, a spare made ahead). Blocking: run off the runtime.
-    pub fn release(&self, leaf: u64, reusable: bool) {
+    /// The process in cgroup `leaf` (its `files` open, if they are) has ended and its output
+    /// is in: the cgroup is kept for the next one if there is reuse, it is empty and there is
+    /// room. Whether it was. Does not block (two `pread`s and, where the files are not open, a
+    /// read of each by name; the directory opened): for the runtime's thread.
+    pub fn keep(&self, leaf: u64, files: Option<&Arc<Files>>) -> bool {
+        if !self.reuse {
+            return false;
+        }
         let dir = self.dir(leaf);
-        if self.reuse && reusable {
-            // Read before the lock: a spawn must not wait for a file read.
-            let base = cpu_usage_us(&dir);
-            let mut s = self.lock();
-            if let Some(cpu_base_us) =
-                base.filter(|_| !s.closed && s.free.len() < FREE_MAX && !populated(&dir))
-            {
-                s.free.push_back(Free {
-                    slot: Slot { leaf, cpu_base_us },
-                    configured: true,
-                });
-                return;
-            }
-            drop(s);
-            remove_dir(&dir);
+        // Read before the lock: a spawn must not wait for a file read.
+        let base = match files {
+            Some(f) => f.cpu_usage_us(),
+            None => cpu_usage_us(&dir),
+        };
+        let Some(cpu_base_us) = base else {
+            return false;
+        };
+        let empty = match files {
+            Some(f) => f.populated() == Some(false),
+            None => !populated(&dir),
+        };
+        if !empty || self.lock().free.len() >= FREE_MAX {
+            return false;
+        }
+        let open = Open {
+            dir: None,
+            files: files.cloned(),
+        }
+        .complete(&dir);
+        let mut s = self.lock();
+        if s.closed || s.free.len() >= FREE_MAX {
+            return false;
+        }
+        s.free.push_back(Free {
+            slot: Slot { leaf, cpu_base_us },
+            configured: true,
+            open,
+        });
+        true
+    }
+
+    /// The process in cgroup `leaf` has ended and its output is in: the cgroup is kept for the
+    /// next one if it is `reusable` (never killed) and [`Pool::keep`] keeps it, else removed
+    /// (and, without reuse, a spare made ahead). Blocking: run off the runtime.
+    pub fn release(&self, leaf: u64, reusable: bool, files: Option<&Arc<Files>>) {
+        if reusable && self.keep(leaf, files) {
             return;
         }
         if !self.reuse {
             self.make_spare();
         }
-        remove_dir(&dir);
+        remove_dir(&self.dir(leaf));
     }
 
     /// Without reuse: one empty cgroup made ahead for the next spawn, unless there is one.
     /// With reuse: a first one at start-up. Blocking: run off the runtime.
     pub fn make_spare(&self) {
-        let mut s = self.lock();
-        if s.closed || !s.free.is_empty() {
+        let leaf = {
+            let mut s = self.lock();
+            if s.closed || !s.free.is_empty() {
+                return;
+            }
+            s.next += 1;
+            s.next - 1
+        };
+        // Made and opened outside the lock: a spawn must not wait for it.
+        let dir = self.dir(leaf);
+        if let Err(e) = fs::create_dir(&dir) {
+            tracing::debug!("cannot make a spare cgroup: {e}");
             return;
         }
-        let leaf = s.next;
-        s.next += 1;
-        match fs::create_dir(self.dir(leaf)) {
-            Ok(()) => s.free.push_back(Free {
-                slot: Slot {
-                    leaf,
-                    cpu_base_us: 0,
-                },
-                configured: false,
-            }),
-            Err(e) => tracing::debug!("cannot make a spare cgroup: {e}"),
+        let open = Open::default().complete(&dir);
+        let mut s = self.lock();
+        if s.closed {
+            drop(s);
+            remove_dir(&dir);
+            return;
         }
+        s.free.push_back(Free {
+            slot: Slot {
+                leaf,
+                cpu_base_us: 0,
+            },
+            configured: false,
+            open,
+        });
     }
 
     /// From now on nothing is kept or made (at shutdown, before the cgroups are removed: one
@@ -189,7 +271,7 @@ mod tests {
             "names go on after the kept"
         );
         fs::create_dir(pool.dir(5)).unwrap();
-        pool.release(5, true);
+        pool.release(5, true, None);
         assert!(!pool.dir(5).exists(), "the used one goes");
         assert!(pool.dir(6).is_dir(), "a spare is made ahead");
         pool.make_spare();
@@ -198,7 +280,7 @@ mod tests {
         assert_eq!((t.slot.leaf, t.exists, t.configured), (6, true, false));
         pool.close();
         fs::create_dir(pool.dir(8)).unwrap();
-        pool.release(8, true);
+        pool.release(8, true, None);
         assert!(!pool.dir(9).exists(), "nothing is made once closed");
     }
 
@@ -207,7 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::new(dir.path().to_path_buf(), true, 0);
         fs::create_dir(pool.dir(1)).unwrap();
-        pool.release(1, true);
+        pool.release(1, true, None);
         assert!(!pool.dir(1).exists());
         assert!(!pool.take().exists);
     }

@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::cgroup_files::{cpu_usage_us, field, populated, read_small, remove_dir};
-use super::cgroup_pool::{Pool, Slot};
+use super::cgroup_files::{cpu_usage_us, field, populated, read_small, remove_dir, Files};
+use super::cgroup_pool::{open_dir, Open, Pool, Slot};
 use crate::platform::spawn::{CgroupEntry, Spawn};
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
@@ -55,6 +55,10 @@ pub struct ProcCgroup {
     /// cgroup with `CLONE_INTO_CGROUP` (its kill count no longer matches the parent's), so it
     /// serves no other process.
     pub(super) killed: AtomicBool,
+    /// The v2 cgroup's `cgroup.events` and `cpu.stat`, open (`None`: read by name).
+    pub(super) files: Option<Arc<Files>>,
+    /// It went back to the pool at the process's end ([`ProcCgroup::give_back`]).
+    pub(super) given_back: AtomicBool,
 }
 
 /// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
@@ -70,13 +74,15 @@ pub struct Placement {
 impl Placement {
     /// Makes the directories (the v2 one unless `v2_made`: free in the pool, or made ahead),
     /// writes the `limits` (directory, file, value; into the v2 one unless `v2_configured`: by
-    /// an earlier process) and opens them close-on-exec. On an error nothing is left behind.
+    /// an earlier process) and opens them close-on-exec (the v2 one's directory and files
+    /// unless `open` has them). On an error nothing is left behind.
     pub(super) fn make(
-        cgroup: ProcCgroup,
+        mut cgroup: ProcCgroup,
         limits: &[(Option<PathBuf>, &str, u64)],
         (v2_made, v2_configured): (bool, bool),
+        open: Open,
     ) -> Result<Placement, String> {
-        let cgroup = Arc::new(cgroup);
+        let mut open_v2 = open.dir;
         let made = (|| {
             let (mut v2, mut procs) = (None, Vec::new());
             for dir in cgroup.dirs() {
@@ -94,12 +100,11 @@ impl Placement {
                 }
                 // The v2 child is born in its directory; a v1 one writes to `cgroup.procs`.
                 if is_v2 {
-                    let d = OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
-                        .open(dir)
-                        .map_err(|e| (dir, e))?;
-                    v2 = Some(OwnedFd::from(d));
+                    let d = match open_v2.take() {
+                        Some(d) => Ok(d),
+                        None => open_dir(dir),
+                    };
+                    v2 = Some(d.map_err(|e| (dir, e))?);
                 } else {
                     let f = OpenOptions::new()
                         .write(true)
@@ -112,10 +117,23 @@ impl Placement {
             Ok((v2, procs))
         })();
         match made {
-            Ok((v2, procs)) => Ok(Placement { v2, procs, cgroup }),
+            Ok((v2, procs)) => {
+                // Unreadable files are read by name later, with the same result.
+                cgroup.files = match (open.files, &cgroup.v2) {
+                    (Some(f), _) => Some(f),
+                    (None, Some(dir)) => Files::open(dir).ok().map(Arc::new),
+                    (None, None) => None,
+                };
+                Ok(Placement {
+                    v2,
+                    procs,
+                    cgroup: Arc::new(cgroup),
+                })
+            }
             Err((dir, e)) => {
+                let e = format!("cannot make cgroup {}: {e}", dir.display());
                 cgroup.remove();
-                Err(format!("cannot make cgroup {}: {e}", dir.display()))
+                Err(e)
             }
         }
     }
@@ -174,7 +192,7 @@ impl ProcCgroup {
         let dir = self.v2.as_ref()?;
         // Nothing to kill (a process reaped before the kernel unlinked it from its cgroup left
         // `populated 1` for a moment): no write, so the cgroup can serve again.
-        if !populated(dir) {
+        if !self.populated_at(dir) {
             return Some(0);
         }
         let n = fs::read_to_string(dir.join("cgroup.procs"))
@@ -193,7 +211,16 @@ impl ProcCgroup {
 
     /// Whether any process is left (`populated 1` in `cgroup.events`).
     pub fn populated(&self) -> bool {
-        self.v2.as_deref().is_some_and(populated)
+        self.v2.as_deref().is_some_and(|dir| self.populated_at(dir))
+    }
+
+    /// [`ProcCgroup::populated`] of the v2 cgroup `dir`: through its open file where there is
+    /// one.
+    fn populated_at(&self, dir: &Path) -> bool {
+        match self.files.as_ref().and_then(|f| f.populated()) {
+            Some(p) => p,
+            None => populated(dir),
+        }
     }
 
     /// Waits (as an event: inotify on `cgroup.events`) until the cgroup is empty, at most
@@ -203,20 +230,22 @@ impl ProcCgroup {
             return true;
         };
         // Most trees are gone by the time their shell's exit is seen: no watch needed.
-        if !populated(dir) {
+        if !self.populated_at(dir) {
             return true;
         }
         let watch = match Watch::new(&dir.join("cgroup.events")) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!("cannot watch {}: {e}", dir.display());
-                return !populated(dir);
+                return !self.populated_at(dir);
             }
         };
-        if let Ok(Err(e)) = tokio::time::timeout(limit, watch.until_empty(dir)).await {
+        if let Ok(Err(e)) =
+            tokio::time::timeout(limit, watch.until_empty(|| self.populated_at(dir))).await
+        {
             tracing::warn!("cannot watch {}: {e}", dir.display());
         }
-        !populated(dir)
+        !self.populated_at(dir)
     }
 
     /// CPU time and memory, now.
@@ -234,9 +263,10 @@ impl ProcCgroup {
     fn read_usage(&self, resident: bool) -> Usage {
         let base = self.slot.map_or(0, |s| s.cpu_base_us);
         let cpu_ms = self
-            .v2
-            .as_deref()
-            .and_then(cpu_usage_us)
+            .files
+            .as_ref()
+            .and_then(|f| f.cpu_usage_us())
+            .or_else(|| self.v2.as_deref().and_then(cpu_usage_us))
             .map(|us| us.saturating_sub(base) / 1000);
         let num = |dir: Option<&PathBuf>, f: &str| {
             dir.and_then(|d| read_small(&d.join(f)))
@@ -290,14 +320,37 @@ impl ProcCgroup {
         self.slot
     }
 
+    /// Once the process has ended and its output is in, on the runtime's thread: its v2 cgroup
+    /// goes back to the pool if that needs no removal (it is reusable, empty and there is
+    /// room; no v1 cgroups to remove). Whether it did: if not, [`ProcCgroup::release`] is to
+    /// run, off the runtime.
+    pub fn give_back(&self) -> bool {
+        let (Some(pool), Some(slot)) = (&self.pool, self.slot) else {
+            return false;
+        };
+        let v1 = self.v1_pids.is_some() || self.v1_memory.is_some();
+        if v1 || self.killed.load(Ordering::Relaxed) || !pool.keep(slot.leaf, self.files.as_ref()) {
+            return false;
+        }
+        self.given_back.store(true, Ordering::Relaxed);
+        true
+    }
+
     /// Once the process has ended and its output is in: its v2 cgroup goes back to the pool
     /// (kept if empty and never killed, or removed and a spare made ahead), the v1 ones go.
     /// Blocking: run off the runtime.
     pub fn release(&self) {
+        if self.given_back.load(Ordering::Relaxed) {
+            return;
+        }
         let (Some(pool), Some(slot)) = (&self.pool, self.slot) else {
             return self.remove();
         };
-        pool.release(slot.leaf, !self.killed.load(Ordering::Relaxed));
+        pool.release(
+            slot.leaf,
+            !self.killed.load(Ordering::Relaxed),
+            self.files.as_ref(),
+        );
         for dir in [&self.v1_pids, &self.v1_memory].into_iter().flatten() {
             remove_dir(dir);
         }
@@ -373,13 +426,13 @@ impl Watch {
     }
 
     /// Waits until `dir` is empty, each change an event of the runtime.
-    async fn until_empty(self, dir: &Path) -> io::Result<()> {
+    async fn until_empty(self, populated: impl Fn() -> bool) -> io::Result<()> {
         // SAFETY: an OwnedFd: valid and the same descriptor for the AsyncFd's whole life.
         let fd = unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) }
             .map_err(|e| io::Error::other(e.to_string()))?;
         // Checked after the watch exists, so no change can fall in between.
         let waited = async {
-            while populated(dir) {
+            while populated() {
                 let mut guard = fd.readable().await?;
                 if !drain(fd.get_ref().as_raw_fd()) {
                     guard.clear_ready();

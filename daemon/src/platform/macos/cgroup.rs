@@ -104,6 +104,10 @@ impl ProcCgroup {
 
     pub fn remove(&self) {}
 
+    pub fn give_back(&self) -> bool {
+        true
+    }
+
     pub fn release(&self) {}
 
     pub fn slot(&self) -> Option<CgroupSlot> {
