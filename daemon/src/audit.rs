@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use cuba_protocol::{now_ms, ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
+use serde::Serialize;
+#[cfg(test)]
 use serde_json::{json, Value};
 
 /// Rotated generations kept beside the live file.
@@ -49,18 +51,46 @@ pub struct Audit {
     log: Mutex<Log>,
 }
 
-fn kind_name(kind: ClientKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(Value::String(s)) => s.to_ascii_lowercase(),
-        _ => format!("{kind:?}").to_ascii_lowercase(),
+fn kind_name(kind: ClientKind) -> &'static str {
+    match kind {
+        ClientKind::Mcp => "mcp",
+        ClientKind::Cli => "cli",
+        ClientKind::Other => "other",
     }
 }
 
-fn peer_fields(peer: Option<Peer>) -> (Value, Value) {
-    match peer {
-        Some(p) => (json!(p.uid), json!(p.pid)),
-        None => (Value::Null, Value::Null),
-    }
+/// One audit line, serialized straight from borrowed fields (no map built per line). The
+/// fields are in the order of their names, the order the lines have always had; those an
+/// event lacks are left out, those it has without a value are `null`.
+#[derive(Serialize, Default)]
+struct Line<'a> {
+    client: &'a str,
+    client_kind: &'a str,
+    client_pid: u32,
+    command: &'a str,
+    cwd: &'a str,
+    decision: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+    event: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit: Option<Option<i32>>,
+    id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offending: Option<Option<&'a str>>,
+    peer_pid: Option<i32>,
+    peer_uid: Option<u32>,
+    pid: Option<u32>,
+    rule: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a str>,
+    ts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unresolved: Option<&'a [String]>,
 }
 
 impl Audit {
@@ -87,13 +117,12 @@ impl Audit {
         d: &PolicyDecision,
     ) {
         let who = (client.name.as_str(), client.kind, client.pid);
-        let line = fields("spawn", who, Some(peer), command, cwd, "refused").extend_with(json!({
-            "rule": d.rule,
-            "offending": d.offending,
-            "id": Value::Null,
-            "pid": Value::Null,
-        }));
-        self.write(None, line);
+        let line = Line {
+            rule: d.rule.as_deref(),
+            offending: Some(d.offending.as_deref()),
+            ..fields("spawn", who, Some(peer), command, cwd, "refused")
+        };
+        self.write(None, &line);
     }
 
     /// A spawn the policy allowed (the process may still have failed to start), with the parts
@@ -104,19 +133,24 @@ impl Audit {
         info: &ProcessInfo,
         unresolved: &[String],
     ) {
-        let peer = Some(peer);
         let who = (client.name.as_str(), client.kind, client.pid);
-        let mut line =
-            fields("spawn", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({
-                "rule": Value::Null,
-                "id": info.id,
-                "pid": info.pid,
-                "state": info.state.as_str(),
-            }));
-        if !unresolved.is_empty() {
-            line = line.extend_with(json!({ "unresolved": unresolved }));
-        }
-        self.write(peer.map(|p| (info.id, p)), line);
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(info.pid),
+            state: Some(info.state.as_str()),
+            unresolved: (!unresolved.is_empty()).then_some(unresolved),
+            ..fields(
+                "spawn",
+                who,
+                Some(peer),
+                &info.command,
+                &info.cwd,
+                "allowed",
+            )
+        };
+        // An end line may already have been written (a process that failed to start).
+        let running = info.state.as_str() == "running";
+        self.write(running.then_some((info.id, peer)), &line);
     }
 
     /// A process's end.
@@ -124,18 +158,17 @@ impl Audit {
         let peer = self.lock().peers.remove(&info.id);
         let ms = info.elapsed_ms(now_ms());
         let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
-        let line =
-            fields("end", who, peer, &info.command, &info.cwd, "allowed").extend_with(json!({
-                "rule": Value::Null,
-                "id": info.id,
-                "pid": info.pid,
-                "state": info.state.as_str(),
-                "exit": info.exit_code,
-                "signal": info.signal.map(|s| format!("{s:?}")),
-                "duration_ms": ms,
-                "ms": ms,
-            }));
-        self.write(None, line);
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(info.pid),
+            state: Some(info.state.as_str()),
+            exit: Some(info.exit_code),
+            signal: Some(info.signal.map(|s| format!("{s:?}"))),
+            duration_ms: Some(ms),
+            ms: Some(ms),
+            ..fields("end", who, peer, &info.command, &info.cwd, "allowed")
+        };
+        self.write(None, &line);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
@@ -143,18 +176,21 @@ impl Audit {
     }
 
     /// Appends `line`; `remember` keeps a running process's peer for its end line.
-    fn write(&self, remember: Option<(u64, Peer)>, line: Value) {
-        let mut text = line.to_string();
+    fn write(&self, remember: Option<(u64, Peer)>, line: &impl Serialize) {
+        let mut text = match serde_json::to_string(line) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("cannot encode an audit line: {e}");
+                return;
+            }
+        };
         text.push('\n');
         if self.stderr {
             crate::health::to_stderr(&format!("cubad audit: {text}"));
         }
         let mut log = self.lock();
         if let Some((id, peer)) = remember {
-            // An end line may already have been written (a process that failed to start).
-            if !matches!(line.get("state"), Some(Value::String(s)) if s != "running") {
-                log.peers.insert(id, peer);
-            }
+            log.peers.insert(id, peer);
         }
         if log.file.is_none() {
             match OpenOptions::new()
@@ -217,40 +253,26 @@ fn rotate(path: &Path) -> std::io::Result<()> {
 
 /// The fields every audit line has: when, what, who (client and kernel-reported peer), the
 /// command and the decision.
-fn fields(
-    event: &str,
-    (client, kind, client_pid): (&str, ClientKind, u32),
+fn fields<'a>(
+    event: &'a str,
+    (client, kind, client_pid): (&'a str, ClientKind, u32),
     peer: Option<Peer>,
-    command: &str,
-    cwd: &str,
-    decision: &str,
-) -> Value {
-    let (peer_uid, peer_pid) = peer_fields(peer);
-    json!({
-        "ts": now_ms(),
-        "event": event,
-        "client": client,
-        "client_kind": kind_name(kind),
-        "client_pid": client_pid,
-        "peer_uid": peer_uid,
-        "peer_pid": peer_pid,
-        "command": command,
-        "cwd": cwd,
-        "decision": decision,
-    })
-}
-
-/// Adds an object's fields to another (audit lines: the common fields, then the event's own).
-trait ExtendWith {
-    fn extend_with(self, more: Value) -> Value;
-}
-
-impl ExtendWith for Value {
-    fn extend_with(mut self, more: Value) -> Value {
-        if let (Some(base), Value::Object(more)) = (self.as_object_mut(), more) {
-            base.extend(more);
-        }
-        self
+    command: &'a str,
+    cwd: &'a str,
+    decision: &'a str,
+) -> Line<'a> {
+    Line {
+        ts: now_ms(),
+        event,
+        client,
+        client_kind: kind_name(kind),
+        client_pid,
+        peer_uid: peer.map(|p| p.uid),
+        peer_pid: peer.and_then(|p| p.pid),
+        command,
+        cwd,
+        decision,
+        ..Line::default()
     }
 }
 
@@ -259,13 +281,55 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The lines keep the shape they always had: every field in the order of its name, a
+    /// field without a value `null`.
+    #[test]
+    fn a_refused_spawn_is_one_line_of_ordered_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::new(path.clone(), false, 1 << 20);
+        let client = ClientInfo {
+            kind: ClientKind::Mcp,
+            name: "agent \"x\"".into(),
+            pid: 7,
+            cwd: "/".into(),
+            env: Vec::new(),
+        };
+        let d = PolicyDecision {
+            allowed: false,
+            rule: Some("blocklist".into()),
+            offending: Some("rm -rf /".into()),
+            commands: Vec::new(),
+            message: String::new(),
+            nested: Vec::new(),
+        };
+        let peer = Peer {
+            uid: 1000,
+            pid: None,
+        };
+        audit.refused((&client, peer), "rm -rf /", "/tmp", &d);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let ts = serde_json::from_str::<Value>(&text).unwrap()["ts"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{{\"client\":\"agent \\\"x\\\"\",\"client_kind\":\"mcp\",\"client_pid\":7,\
+                 \"command\":\"rm -rf /\",\"cwd\":\"/tmp\",\"decision\":\"refused\",\
+                 \"event\":\"spawn\",\"id\":null,\"offending\":\"rm -rf /\",\"peer_pid\":null,\
+                 \"peer_uid\":1000,\"pid\":null,\"rule\":\"blocklist\",\"ts\":{ts}}}\n"
+            )
+        );
+    }
+
     #[test]
     fn rotation_keeps_three_generations_of_valid_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let audit = Audit::new(path.clone(), false, 1024);
         for i in 0..200 {
-            audit.write(None, json!({ "i": i, "pad": "x".repeat(40) }));
+            audit.write(None, &json!({ "i": i, "pad": "x".repeat(40) }));
         }
         for n in 1..=3 {
             let text = std::fs::read_to_string(generation(&path, n)).unwrap();

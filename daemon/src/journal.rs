@@ -57,6 +57,12 @@ enum Entry {
     },
 }
 
+/// [`Entry::Start`] as it is written: the record borrowed, not copied (the same line).
+#[derive(Serialize)]
+enum StartRef<'a> {
+    Start(&'a Record),
+}
+
 pub struct Journal {
     path: PathBuf,
     /// std Mutex: held for one `write(2)`, never across an await.
@@ -192,7 +198,7 @@ fn load(path: &Path) -> io::Result<Loaded> {
     Ok(loaded)
 }
 
-fn line(entry: &Entry) -> io::Result<Vec<u8>> {
+fn line(entry: &impl Serialize) -> io::Result<Vec<u8>> {
     let mut buf = serde_json::to_vec(entry).map_err(io::Error::other)?;
     buf.push(b'\n');
     Ok(buf)
@@ -241,7 +247,7 @@ impl Journal {
             let mut out = io::BufWriter::new(File::create(&tmp)?);
             out.write_all(&line(&Entry::NextId(next_id))?)?;
             for rec in records.values() {
-                out.write_all(&line(&Entry::Start(Box::new(rec.clone())))?)?;
+                out.write_all(&line(&StartRef::Start(rec))?)?;
             }
             for l in then {
                 out.write_all(l)?;
@@ -259,7 +265,7 @@ impl Journal {
 
     /// Appends `entry` after any held back; what the file does not take now is held back
     /// (bounded) and written with the next entry or compaction.
-    fn append(&self, entry: &Entry) {
+    fn append(&self, entry: &impl Serialize) {
         let buf = match line(entry) {
             Ok(buf) => buf,
             Err(e) => {
@@ -296,7 +302,7 @@ impl Journal {
     }
 
     pub fn started(&self, rec: &Record) {
-        self.append(&Entry::Start(Box::new(rec.clone())));
+        self.append(&StartRef::Start(rec));
     }
 
     pub fn ended(&self, info: &ProcessInfo) {
