@@ -16,6 +16,8 @@ mod sandbox;
 mod stdin;
 mod terminal;
 
+pub use pipes::PIPE_SIZE;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -11,8 +11,9 @@ use crate::platform;
 use crate::platform::spawn::Spawn;
 use crate::supervise::{ChildIo, InputTarget, Source};
 
-/// Pipe buffer asked for, so a fast writer needs fewer wake-ups (capped by the kernel setting).
-const PIPE_SIZE: i32 = 1024 * 1024;
+/// Pipe buffer asked for once a child writes fast (the supervisor's first full read), so it
+/// needs fewer wake-ups (capped by the kernel setting).
+pub const PIPE_SIZE: i32 = 1024 * 1024;
 
 /// The daemon's ends of a child's three pipes.
 pub struct Pipes {
@@ -44,8 +45,6 @@ pub fn connect(pipes: Pipes, exit: ChildExit) -> Result<Connected, String> {
         stdout: out_fd,
         stderr: err_fd,
     } = pipes;
-    platform::pipe::grow(&out_fd, PIPE_SIZE);
-    platform::pipe::grow(&err_fd, PIPE_SIZE);
     let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
     // Our own fresh pipe ends: made non-blocking in one call each, and handed to the runtime
     // without the checks an unknown descriptor needs.

@@ -129,10 +129,10 @@ impl Policy {
 
     /// The decision on shell text, with the texts it followed.
     pub fn check(&self, text: &str) -> PolicyDecision {
-        match collect(text) {
+        match &*collect(text) {
             Ok((seen, nested)) => PolicyDecision {
-                nested,
-                ..self.verdict(&seen)
+                nested: nested.clone(),
+                ..self.verdict(seen)
             },
             Err(e) => refuse(
                 "parse",

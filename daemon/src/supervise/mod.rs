@@ -190,11 +190,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         tokio::select! {
             r = read_some(&mut s.stdout, &mut out_buf) => {
                 s.took(Stream::Stdout, &r, &out_buf);
-                grow(&mut out_buf, &r);
+                grow(&mut out_buf, &r, &s.stdout);
             }
             r = read_some(&mut s.stderr, &mut err_buf) => {
                 s.took(Stream::Stderr, &r, &err_buf);
-                grow(&mut err_buf, &r);
+                grow(&mut err_buf, &r, &s.stderr);
             }
             status = async { exit.as_mut().expect("guarded by the branch condition").await },
                 if exit.is_some() =>
@@ -243,8 +243,15 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
 }
 
 /// A read that filled the buffer suggests a fast writer: a bigger buffer halves the wake-ups.
-fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>) {
+/// At the first, its pipe is given a bigger buffer too (most commands write a few lines: the
+/// pipe keeps the kernel's default, and the spawn two `fcntl`s fewer).
+fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>, source: &Option<Source>) {
     if matches!(r, Ok(n) if *n == buf.len()) && buf.len() < READ_BUF_MAX {
+        if buf.len() == READ_BUF_MIN {
+            if let Some(Source::Pipe(p)) = source {
+                crate::platform::pipe::grow(p, crate::launch::PIPE_SIZE);
+            }
+        }
         buf.resize(buf.len() * 4, 0);
     }
 }
