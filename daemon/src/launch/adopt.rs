@@ -150,7 +150,7 @@ impl Launcher {
         let mut cleanup = vec![super::program::remove_script(script)];
         if let Some(cg) = cgroup {
             cleanup.push(Box::new(move || {
-                crate::supervise::off_runtime(move || cg.remove())
+                crate::blocking::off_runtime(move || cg.remove())
             }));
         }
         cleanup

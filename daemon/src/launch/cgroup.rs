@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use super::layer::Layer;
+use crate::blocking::off_runtime;
 use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
 use crate::platform::spawn::Spawn;
-use crate::supervise::{off_runtime, Cleanup};
+use crate::supervise::Cleanup;
 
 pub struct Cgroup {
     /// Open until the spawn has returned: the child writes to its `cgroup.procs`.

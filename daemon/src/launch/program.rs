@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::layer::Layer;
 use super::plan::Program;
+use crate::blocking::off_runtime;
 use crate::platform::spawn::Spawn;
-use crate::supervise::{off_runtime, Cleanup};
+use crate::supervise::Cleanup;
 
 /// The layer that gives the shell its program.
 pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {

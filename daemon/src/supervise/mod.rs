@@ -50,16 +50,8 @@ const SPILL_AFTER: Duration = Duration::from_millis(10);
 
 /// Something to undo once the process has ended and its output is in (a cgroup, a script file).
 /// It runs on the runtime's thread and must not block: what may wait for the kernel (a file's
-/// or a cgroup's removal) it hands to [`off_runtime`].
+/// or a cgroup's removal) it hands to [`crate::blocking::off_runtime`].
 pub type Cleanup = Box<dyn FnOnce() + Send>;
-
-/// Runs `f` on the blocking pool (in the runtime), or here (outside one: tests, start-up).
-pub fn off_runtime(f: impl FnOnce() + Send + 'static) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) => drop(rt.spawn_blocking(f)),
-        Err(_) => f(),
-    }
-}
 
 /// What a supervisor is given besides its child.
 pub struct Job {
