@@ -16,8 +16,6 @@ mod sandbox;
 mod stdin;
 mod terminal;
 
-pub use pipes::PIPE_SIZE;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -11,10 +11,6 @@ use crate::platform;
 use crate::platform::spawn::Spawn;
 use crate::supervise::{ChildIo, InputTarget, Source};
 
-/// Pipe buffer asked for once a child writes fast (the supervisor's first full read), so it
-/// needs fewer wake-ups (capped by the kernel setting).
-pub const PIPE_SIZE: i32 = 1024 * 1024;
-
 /// The daemon's ends of a child's three pipes.
 pub struct Pipes {
     stdin: OwnedFd,

@@ -5,6 +5,7 @@
 
 mod consts;
 mod narrow;
+mod parsed;
 mod script;
 mod walk;
 mod words;
@@ -21,7 +22,8 @@ use std::path::{Path, PathBuf};
 use cuba_protocol::PolicyDecision;
 
 pub use narrow::Effective;
-pub use walk::{collect, Seen};
+pub use parsed::collect;
+pub use walk::Seen;
 
 /// The 27 names of Cuba-Exec's default blocklist.
 pub const DEFAULT_BLOCKED: [&str; 27] = [

@@ -38,6 +38,9 @@ pub use route::Route;
 /// cheap) and grow while reads fill them, up to the pipe size.
 const READ_BUF_MIN: usize = 8 * 1024;
 const READ_BUF_MAX: usize = 1024 * 1024;
+/// Pipe buffer asked for once a child writes fast (the first read that fills the smallest
+/// buffer), so it needs fewer wake-ups (capped by the kernel setting).
+const PIPE_SIZE: i32 = 1024 * 1024;
 /// After the exit, how long to wait for pipes held by processes outside our reach.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
 /// Most bytes read per stream at the exit: more than a pipe holds, so all the exited process
@@ -241,7 +244,7 @@ fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>, source: &Option<Source>) {
     if matches!(r, Ok(n) if *n == buf.len()) && buf.len() < READ_BUF_MAX {
         if buf.len() == READ_BUF_MIN {
             if let Some(Source::Pipe(p)) = source {
-                crate::platform::pipe::grow(p, crate::launch::PIPE_SIZE);
+                crate::platform::pipe::grow(p, PIPE_SIZE);
             }
         }
         buf.resize(buf.len() * 4, 0);

@@ -1,7 +1,7 @@
 //! One process's cgroups (Linux): made before the spawn, entered by the child itself before its
 //! exec, killed whole with `cgroup.kill`, watched until empty through inotify on
-//! `cgroup.events`, read for CPU, memory and OOM kills, and given back (`cgroup_pool.rs`) or
-//! removed once the process has ended.
+//! `cgroup.events` (`cgroup_watch.rs`), read for CPU, memory and OOM kills, and given back
+//! (`cgroup_pool.rs`) or removed once the process has ended.
 //!
 //! The child is born in its v2 cgroup (`clone3` with `CLONE_INTO_CGROUP`, see `spawn`): no
 //! migration, so no cost. The v1 hierarchies used for limits have no such start: there the
@@ -10,21 +10,18 @@
 //! That migration waits for an RCU grace period (measured in docs/decisions.md), paid only by
 //! processes whose limits need v1.
 
-use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
-
 use super::cgroup_files::{cpu_usage_us, field, populated, read_small, remove_dir, Files};
 use super::cgroup_pool::{open_dir, Open, Pool, Slot};
+use super::cgroup_watch::Watch;
 use crate::platform::spawn::{CgroupEntry, Spawn};
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
@@ -398,80 +395,5 @@ fn human(bytes: u64) -> String {
         b if b % (1024 * MIB) == 0 => format!("{} GiB", b / (1024 * MIB)),
         b if b % MIB == 0 => format!("{} MiB", b / MIB),
         b => format!("{b} bytes"),
-    }
-}
-
-/// An inotify watch for `IN_MODIFY` on one file (the kernel signals `cgroup.events` changes
-/// that way).
-struct Watch {
-    fd: OwnedFd,
-}
-
-impl Watch {
-    fn new(path: &Path) -> io::Result<Watch> {
-        // SAFETY: inotify_init1 has no memory arguments; the result is checked.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let c = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a valid descriptor and a NUL-terminated path.
-        if unsafe { libc::inotify_add_watch(raw, c.as_ptr(), libc::IN_MODIFY) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Watch { fd })
-    }
-
-    /// Waits until `dir` is empty, each change an event of the runtime.
-    async fn until_empty(self, populated: impl Fn() -> bool) -> io::Result<()> {
-        // SAFETY: an OwnedFd: valid and the same descriptor for the AsyncFd's whole life.
-        let fd = unsafe { AsyncFd::register_with_interest(self.fd, Interest::READABLE) }
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        // Checked after the watch exists, so no change can fall in between.
-        let waited = async {
-            while populated() {
-                let mut guard = fd.readable().await?;
-                if !drain(fd.get_ref().as_raw_fd()) {
-                    guard.clear_ready();
-                }
-            }
-            Ok(())
-        }
-        .await;
-        // Closing an inotify instance waits for an SRCU grace period (milliseconds): not on
-        // a runtime worker, where it would stall every connection.
-        let fd = fd.into_inner();
-        tokio::task::spawn_blocking(move || drop(fd));
-        waited
-    }
-
-    /// Waits up to `ms` for a change, blocking the thread (start-up only).
-    fn block(&self, ms: i32) {
-        let raw = self.fd.as_raw_fd();
-        let mut pfd = libc::pollfd {
-            fd: raw,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one valid pollfd.
-        unsafe { libc::poll(&mut pfd, 1, ms) };
-        drain(raw);
-    }
-}
-
-/// Reads every pending event; whether there was one.
-fn drain(fd: RawFd) -> bool {
-    let mut buf = [0u8; 1024];
-    let mut any = false;
-    loop {
-        // SAFETY: read into a local buffer of the given length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            return any;
-        }
-        any = true;
     }
 }

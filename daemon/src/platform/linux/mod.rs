@@ -5,6 +5,7 @@ pub mod cgroup;
 mod cgroup_files;
 mod cgroup_pool;
 mod cgroup_proc;
+mod cgroup_watch;
 pub mod clone;
 pub mod descriptors;
 pub mod input;
