@@ -49,15 +49,25 @@ async fn write_replies(
     mut rx: mpsc::Receiver<ResponseFrame>,
 ) {
     while let Some(frame) = rx.recv().await {
-        let body = wire::encode(&frame)
-            .or_else(|e| wire::encode(&error_frame(frame.id, ErrorKind::Internal, e.to_string())));
-        match body {
-            Ok(body) => {
-                if sink.send(Bytes::from(body)).await.is_err() {
-                    return;
+        // The frames already queued go out in one write (a run that ended at once: its record
+        // and its result), so the client wakes once for them.
+        let mut next = Some(frame);
+        while let Some(frame) = next.take() {
+            let body = wire::encode(&frame).or_else(|e| {
+                wire::encode(&error_frame(frame.id, ErrorKind::Internal, e.to_string()))
+            });
+            match body {
+                Ok(body) => {
+                    if sink.feed(Bytes::from(body)).await.is_err() {
+                        return;
+                    }
                 }
+                Err(e) => tracing::error!("cannot encode a reply: {e}"),
             }
-            Err(e) => tracing::error!("cannot encode a reply: {e}"),
+            next = rx.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            return;
         }
     }
 }
