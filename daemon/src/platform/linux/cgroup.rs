@@ -201,10 +201,10 @@ impl Cgroups {
             };
             limits.push((dir.clone(), file, n));
         }
-        let (state, open) = taken.map_or(((false, false), Default::default()), |t| {
-            ((t.exists, t.configured), t.open)
+        let (state, files) = taken.map_or(((false, false), None), |t| {
+            ((t.exists, t.configured), t.files)
         });
-        Placement::make(cg, &limits, state, open)
+        Placement::make(cg, &limits, state, files)
     }
 
     /// At an orderly shutdown, once every process was stopped: the (empty) per-process cgroups

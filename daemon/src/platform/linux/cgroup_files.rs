@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -85,22 +86,16 @@ pub(super) fn populated(dir: &Path) -> bool {
 /// query and the read for the end that `fs::read_to_string` adds: these are read at every
 /// process's exit, on the way to its reply.
 pub(super) fn read_small(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut file = fs::File::open(path).ok()?;
-    let mut buf = [0u8; 1024];
-    let n = file.read(&mut buf).ok()?;
-    let mut text = String::from_utf8_lossy(&buf[..n]).into_owned();
-    if n == buf.len() {
-        file.read_to_string(&mut text).ok()?;
-    }
-    Some(text)
+    pread_small(&fs::File::open(path).ok()?)
 }
 
-/// The two files of a v2 cgroup read at every process's end (`cgroup.events`, `cpu.stat`), open
-/// while the cgroup serves processes, in the pool too: each read is one `pread`, without the
-/// path walk, open and close of a read by name (3–5 µs each, on the way to the exit's reply).
+/// A v2 cgroup's directory (a child is born in it by descriptor) and the two files read at
+/// every process's end (`cgroup.events`, `cpu.stat`), open while the cgroup serves processes,
+/// in the pool too: a spawn opens nothing, and each read is one `pread`, without the path walk,
+/// open and close of a read by name (3–5 µs each, on the way to the exit's reply).
 #[derive(Debug)]
 pub struct Files {
+    dir: OwnedFd,
     events: fs::File,
     cpu: fs::File,
 }
@@ -108,9 +103,15 @@ pub struct Files {
 impl Files {
     pub fn open(dir: &Path) -> io::Result<Files> {
         Ok(Files {
+            dir: open_dir(dir)?,
             events: fs::File::open(dir.join("cgroup.events"))?,
             cpu: fs::File::open(dir.join("cpu.stat"))?,
         })
+    }
+
+    /// The directory, for `CLONE_INTO_CGROUP`.
+    pub fn dir(&self) -> RawFd {
+        self.dir.as_raw_fd()
     }
 
     /// `populated` of `cgroup.events`; `None` if it cannot be read (the cgroup was removed).
@@ -124,8 +125,18 @@ impl Files {
     }
 }
 
+/// A cgroup's directory, open close-on-exec (for `CLONE_INTO_CGROUP`).
+pub(super) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
+        .open(dir)
+        .map(OwnedFd::from)
+}
+
 /// A small file of an open descriptor, from its start (a cgroup file is made anew at each read
-/// from offset 0).
+/// from offset 0), in one read where it fits.
 fn pread_small(file: &fs::File) -> Option<String> {
     use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 1024];

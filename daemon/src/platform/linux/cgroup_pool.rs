@@ -12,10 +12,9 @@
 //! made ahead instead, off the reply's path, the next process's start paying only the kernel's
 //! first placement.
 //!
-//! A free cgroup keeps its directory open (a spawn is born in it by descriptor) and, like a
-//! process's, its `cgroup.events` and `cpu.stat` (`Files`): a spawn from the pool opens nothing,
-//! and a cgroup goes back on the runtime's thread, two `pread`s and a lock, right after the exit's
-//! reply (no hand-over to a blocking thread, whose wake-up would compete with the reply's
+//! A free cgroup keeps, like a process's, its directory, `cgroup.events` and `cpu.stat` open
+//! (`Files`): a spawn from the pool opens nothing, and a cgroup goes back on the runtime's
+//! thread, two `pread`s and a lock, right after the exit's reply (no hand-over to a blocking thread, whose wake-up would compete with the reply's
 //! delivery on a small machine). Only a removal (`rmdir` waits for the kernel) goes off the
 //! runtime.
 //!
@@ -26,8 +25,7 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::cgroup_files::{cpu_usage_us, populated, remove_dir, Files};
@@ -63,37 +61,7 @@ struct Free {
     slot: Slot,
     /// It has held a process: its limits are written already.
     configured: bool,
-    open: Open,
-}
-
-/// What of a cgroup is open: its directory and its files, each if it could be opened.
-#[derive(Debug, Default)]
-pub struct Open {
-    pub dir: Option<OwnedFd>,
-    pub files: Option<Arc<Files>>,
-}
-
-impl Open {
-    /// Opens what of `dir` is not open yet.
-    pub(super) fn complete(mut self, dir: &Path) -> Open {
-        if self.dir.is_none() {
-            self.dir = open_dir(dir).ok();
-        }
-        if self.files.is_none() {
-            self.files = Files::open(dir).ok().map(Arc::new);
-        }
-        self
-    }
-}
-
-/// A cgroup's directory, open for `CLONE_INTO_CGROUP`.
-pub(super) fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_DIRECTORY)
-        .open(dir)
-        .map(OwnedFd::from)
+    files: Option<Arc<Files>>,
 }
 
 /// A cgroup given to a spawn.
@@ -104,8 +72,8 @@ pub struct Taken {
     pub exists: bool,
     /// Its limits were written for an earlier process (they are the daemon's, the same).
     pub configured: bool,
-    /// What of it is open already (a free one's).
-    pub open: Open,
+    /// Its directory and files, open already (a free one's).
+    pub files: Option<Arc<Files>>,
 }
 
 impl Pool {
@@ -140,7 +108,7 @@ impl Pool {
                 slot: f.slot,
                 exists: true,
                 configured: f.configured,
-                open: f.open,
+                files: f.files,
             };
         }
         let leaf = s.next;
@@ -152,39 +120,30 @@ impl Pool {
             },
             exists: false,
             configured: false,
-            open: Open::default(),
+            files: None,
         }
     }
 
     /// The process in cgroup `leaf` (its `files` open, if they are) has ended and its output
     /// is in: the cgroup is kept for the next one if there is reuse, it is empty and there is
-    /// room. Whether it was. Does not block (two `pread`s and, where the files are not open, a
-    /// read of each by name; the directory opened): for the runtime's thread.
+    /// room. Whether it was. Does not block (two `pread`s, or where the files are not open a
+    /// read of each by name and their opening): for the runtime's thread.
     pub fn keep(&self, leaf: u64, files: Option<&Arc<Files>>) -> bool {
         if !self.reuse {
             return false;
         }
         let dir = self.dir(leaf);
-        // Read before the lock: a spawn must not wait for a file read.
-        let base = match files {
-            Some(f) => f.cpu_usage_us(),
-            None => cpu_usage_us(&dir),
+        // Read and opened before the lock: a spawn must not wait for a file read.
+        let (base, empty) = match files {
+            Some(f) => (f.cpu_usage_us(), f.populated() == Some(false)),
+            None => (cpu_usage_us(&dir), !populated(&dir)),
         };
-        let Some(cpu_base_us) = base else {
+        let Some(cpu_base_us) = base.filter(|_| empty) else {
             return false;
         };
-        let empty = match files {
-            Some(f) => f.populated() == Some(false),
-            None => !populated(&dir),
-        };
-        if !empty || self.lock().free.len() >= FREE_MAX {
-            return false;
-        }
-        let open = Open {
-            dir: None,
-            files: files.cloned(),
-        }
-        .complete(&dir);
+        let files = files
+            .cloned()
+            .or_else(|| Files::open(&dir).ok().map(Arc::new));
         let mut s = self.lock();
         if s.closed || s.free.len() >= FREE_MAX {
             return false;
@@ -192,7 +151,7 @@ impl Pool {
         s.free.push_back(Free {
             slot: Slot { leaf, cpu_base_us },
             configured: true,
-            open,
+            files,
         });
         true
     }
@@ -227,7 +186,7 @@ impl Pool {
             tracing::debug!("cannot make a spare cgroup: {e}");
             return;
         }
-        let open = Open::default().complete(&dir);
+        let files = Files::open(&dir).ok().map(Arc::new);
         let mut s = self.lock();
         if s.closed {
             drop(s);
@@ -240,7 +199,7 @@ impl Pool {
                 cpu_base_us: 0,
             },
             configured: false,
-            open,
+            files,
         });
     }
 

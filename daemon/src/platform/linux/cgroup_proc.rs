@@ -19,8 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cgroup_files::{cpu_usage_us, field, populated, read_small, remove_dir, Files};
-use super::cgroup_pool::{open_dir, Open, Pool, Slot};
+use super::cgroup_files::{
+    cpu_usage_us, field, open_dir, populated, read_small, remove_dir, Files,
+};
+use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_watch::Watch;
 use crate::platform::spawn::{CgroupEntry, Spawn};
 
@@ -52,16 +54,16 @@ pub struct ProcCgroup {
     /// cgroup with `CLONE_INTO_CGROUP` (its kill count no longer matches the parent's), so it
     /// serves no other process.
     pub(super) killed: AtomicBool,
-    /// The v2 cgroup's `cgroup.events` and `cpu.stat`, open (`None`: read by name).
+    /// The v2 cgroup's directory, `cgroup.events` and `cpu.stat`, open (`None`: read by name).
     pub(super) files: Option<Arc<Files>>,
     /// It went back to the pool at the process's end ([`ProcCgroup::give_back`]).
     pub(super) given_back: AtomicBool,
 }
 
-/// The cgroups made for a spawn, open (v2: the directory; v1: `cgroup.procs`) until the spawn
-/// has returned.
+/// The cgroups made for a spawn, open (v2: the directory, kept with its files by the process's
+/// cgroup; v1: `cgroup.procs`) until the spawn has returned.
 pub struct Placement {
-    /// The v2 cgroup's directory.
+    /// The v2 cgroup's directory, where its files could not be opened.
     v2: Option<OwnedFd>,
     /// The v1 cgroups' `cgroup.procs`.
     procs: Vec<OwnedFd>,
@@ -72,14 +74,14 @@ impl Placement {
     /// Makes the directories (the v2 one unless `v2_made`: free in the pool, or made ahead),
     /// writes the `limits` (directory, file, value; into the v2 one unless `v2_configured`: by
     /// an earlier process) and opens them close-on-exec (the v2 one's directory and files
-    /// unless `open` has them). On an error nothing is left behind.
+    /// unless it comes with `files`). On an error nothing is left behind.
     pub(super) fn make(
         mut cgroup: ProcCgroup,
         limits: &[(Option<PathBuf>, &str, u64)],
         (v2_made, v2_configured): (bool, bool),
-        open: Open,
+        files: Option<Arc<Files>>,
     ) -> Result<Placement, String> {
-        let mut open_v2 = open.dir;
+        let mut files = files;
         let made = (|| {
             let (mut v2, mut procs) = (None, Vec::new());
             for dir in cgroup.dirs() {
@@ -97,11 +99,14 @@ impl Placement {
                 }
                 // The v2 child is born in its directory; a v1 one writes to `cgroup.procs`.
                 if is_v2 {
-                    let d = match open_v2.take() {
-                        Some(d) => Ok(d),
-                        None => open_dir(dir),
-                    };
-                    v2 = Some(d.map_err(|e| (dir, e))?);
+                    if files.is_none() {
+                        files = Files::open(dir).ok().map(Arc::new);
+                    }
+                    // Without its files (read by name later, with the same result), the
+                    // directory alone.
+                    if files.is_none() {
+                        v2 = Some(open_dir(dir).map_err(|e| (dir, e))?);
+                    }
                 } else {
                     let f = OpenOptions::new()
                         .write(true)
@@ -115,12 +120,7 @@ impl Placement {
         })();
         match made {
             Ok((v2, procs)) => {
-                // Unreadable files are read by name later, with the same result.
-                cgroup.files = match (open.files, &cgroup.v2) {
-                    (Some(f), _) => Some(f),
-                    (None, Some(dir)) => Files::open(dir).ok().map(Arc::new),
-                    (None, None) => None,
-                };
+                cgroup.files = files;
                 Ok(Placement {
                     v2,
                     procs,
@@ -137,10 +137,8 @@ impl Placement {
 
     /// The child is born in the v2 cgroup and enters the v1 ones before it execs.
     pub fn install(&self, cmd: &mut Spawn) {
-        if let Some(dir) = &self.v2 {
-            cmd.cgroup(CgroupEntry {
-                dir: dir.as_raw_fd(),
-            });
+        if let Some(dir) = self.v2_dir() {
+            cmd.cgroup(CgroupEntry { dir });
         }
         if self.procs.is_empty() {
             return;
@@ -165,9 +163,13 @@ impl Placement {
 
     /// Whether a process can be born in the v2 cgroup (a trial child).
     pub fn can_start_inside(&self) -> bool {
-        self.v2
-            .as_ref()
-            .is_some_and(|dir| super::clone::can_start_in(dir.as_raw_fd()))
+        self.v2_dir().is_some_and(super::clone::can_start_in)
+    }
+
+    /// The v2 cgroup's directory, open.
+    fn v2_dir(&self) -> Option<RawFd> {
+        let kept = self.cgroup.files.as_ref().map(|f| f.dir());
+        kept.or_else(|| self.v2.as_ref().map(AsRawFd::as_raw_fd))
     }
 }
 
