@@ -8,6 +8,7 @@
 //! - `link.rs`: the connection to cubad and which requests may be retried.
 //! - `args.rs` / `reply.rs` / `schema.rs`: what the model sends, what it gets back, and the
 //!   schemas of both; `error.rs`: error codes and what to do about them.
+//! - `clients.rs`: the reply shape and arguments per MCP client (what each shows the model).
 //! - `fetch.rs` and [`view`]: output for a reply, as the model sees it.
 //! - `hints.rs`, `env.rs`, `keys.rs`, `spawn.rs`, `progress.rs`, `platform.rs`: small pieces
 //!   the tools share.
@@ -15,6 +16,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod args;
+mod clients;
 mod env;
 mod error;
 mod fetch;

@@ -68,7 +68,7 @@ pub async fn read(
         .info(id)
         .await
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-    let max = fetch::max_output(None);
+    let max = fetch::max_output(None, fetch::RESOURCE_MAX_OUTPUT);
     let out = fetch::output(&client, view, &info, 0, max, StreamFilter::Both, None)
         .await
         .map_err(internal)?;

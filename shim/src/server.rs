@@ -11,13 +11,16 @@ use cuba_protocol::client::Client;
 
 use regex::Regex;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
 
+use crate::clients::{self, Shape, Structured};
 use crate::link::Link;
 use crate::resources;
 use crate::view::{View, SECRET_NAMES};
@@ -33,6 +36,10 @@ pub struct CubaExec {
     pub(crate) view: Arc<View>,
     /// The views of other hosts: this machine's secrets and theirs.
     views: Arc<Views>,
+    /// Which clients get structured content (`CUBA_EXEC_STRUCTURED`).
+    structured: Structured,
+    /// Output bytes of a reply when the call names no `max_output` (`CUBA_EXEC_MAX_OUTPUT`).
+    pub(crate) max_output: u64,
 }
 
 /// What a view is made of, to make one for another host's environment too.
@@ -54,9 +61,26 @@ impl CubaExec {
         let link = Link::new(socket);
         // A configuration that failed to load keeps `host`, so that its error reaches the model.
         let hosts = !link.hosts().is_empty() || link.hosts_error().is_some();
+        let settings = cuba_protocol::hosts::mcp_settings(&|k| std::env::var(k).ok())
+            .unwrap_or_else(|e| {
+                tracing::warn!("{e}; using the default reply settings");
+                Default::default()
+            });
+        let structured = match settings.structured.as_deref().map(Structured::parse) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                tracing::warn!("{e}; using auto");
+                Structured::Auto
+            }
+            None => Structured::Auto,
+        };
+        let max_output =
+            crate::fetch::max_output(settings.max_output, crate::fetch::DEFAULT_MAX_OUTPUT);
+        let mut tool_router = Self::tools_for(hosts);
+        clients::declare_result_size(&mut tool_router, max_output);
         CubaExec {
-            tool_router: Self::tools_for(hosts),
-            instructions: instructions(hosts).into(),
+            tool_router,
+            instructions: instructions(hosts, max_output).into(),
             link: Arc::new(link),
             view: Arc::new(View::new(strip, names.as_ref(), pairs)),
             views: Arc::new(Views {
@@ -64,7 +88,15 @@ impl CubaExec {
                 names,
                 made: Mutex::new(HashMap::new()),
             }),
+            structured,
+            max_output,
         }
+    }
+
+    /// How replies are shaped for the client of `ctx`.
+    fn shape(&self, ctx: &RequestContext<RoleServer>) -> Shape {
+        let client = ctx.client_info();
+        Shape::for_client(self.structured, client.as_ref().map(|c| c.name.as_str()))
     }
 
     /// The view for output read through `client`: on another host, that host's secret values
@@ -110,16 +142,17 @@ impl CubaExec {
 
 /// What every tool shares, said once: the reply header and its cursor, the output view,
 /// waiting for input, terminals, sessions, hosts (only where some are configured).
-fn instructions(hosts: bool) -> String {
-    let mut text = String::from(
+fn instructions(hosts: bool, max_output: u64) -> String {
+    let mut text = format!(
         "Shell commands on a daemon shared with other agents and people (cubactl). A reply \
          starts with a header like [id:7 exit:0 time:12ms bytes:1532 trunc:no next:1532]; \
          pass `next` as `since` to status or wait to read only newer output. Output beyond \
-         max_output (default 65536 bytes) keeps its head and tail with a marker for the cut; \
-         all of it stays readable by cursor. A \
+         max_output (default {max_output} bytes, {} lines) keeps its head and tail with a \
+         marker for the cut; all of it stays readable by cursor. A \
          process blocked reading input is state:waiting_input with its prompt: answer with \
          send_input. tty: true gives a terminal (send_input keys; view=\"screen\" shows it); \
          session=\"name\" keeps one shell across runs. Errors name a code and a fix.",
+        crate::fetch::max_lines(max_output)
     );
     if hosts {
         text.push_str(
@@ -148,6 +181,42 @@ fn view_settings() -> (bool, Option<Regex>) {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CubaExec {
+    async fn call_tool(
+        &self,
+        mut request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        clients::drop_client_args(&mut request.arguments);
+        let shape = self.shape(&ctx);
+        let mut response = self
+            .tool_router
+            .call(ToolCallContext::new(self, request, ctx))
+            .await?;
+        if let CallToolResponse::Complete(result) = &mut response {
+            shape.apply(result);
+        }
+        Ok(response)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        // As rmcp's own listing does: 2026-07-28 clients may cache it (it never changes).
+        let cache = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        Ok(ListToolsResult {
+            result_type: Some(rmcp::model::ResultType::COMPLETE),
+            tools: self.shape(&ctx).tools(self.tool_router.list_all()),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: cache.then_some(0),
+            cache_scope: cache.then_some(rmcp::model::CacheScope::Public),
+        })
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()

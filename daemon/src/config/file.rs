@@ -46,6 +46,11 @@ struct File {
     hosts: Option<toml::Table>,
     #[allow(dead_code)]
     allowed_hosts: Option<Vec<String>>,
+    /// The MCP server's reply settings (read by `cuba_protocol::hosts::mcp_settings`).
+    #[allow(dead_code)]
+    structured: Option<String>,
+    #[allow(dead_code)]
+    max_output: Option<toml::Value>,
 }
 
 /// `[limits]`: rlimits and cgroup limits for every command.

@@ -15,6 +15,73 @@ struct File {
     #[serde(default)]
     hosts: BTreeMap<String, Entry>,
     allowed_hosts: Option<Vec<String>>,
+    /// The MCP server's reply settings (`structured`, `max_output`): read by
+    /// [`mcp_settings`], not with the hosts.
+    #[serde(flatten)]
+    mcp: McpFile,
+}
+
+/// The MCP server's keys of the file.
+#[derive(Deserialize, Default, Clone)]
+struct McpFile {
+    structured: Option<String>,
+    max_output: Option<toml::Value>,
+}
+
+/// The MCP server's reply settings, from the environment (`CUBA_EXEC_STRUCTURED`,
+/// `CUBA_EXEC_MAX_OUTPUT`) or else the settings file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct McpSettings {
+    /// `auto`, `always` or `never`, unchecked (the server knows the words).
+    pub structured: Option<String>,
+    /// Bytes of output a reply carries by default.
+    pub max_output: Option<u64>,
+}
+
+/// [`McpSettings`] through `lookup`; errors name the setting and its value.
+pub fn mcp_settings(lookup: &impl Fn(&str) -> Option<String>) -> Result<McpSettings, String> {
+    let mut file = McpFile::default();
+    if let Some((path, _)) = paths::config_file(lookup) {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let parsed: File = toml::from_str(&text)
+                .map_err(|e| format!("config file {}: {e}", path.display()))?;
+            file = parsed.mcp;
+        }
+    }
+    let structured = lookup("CUBA_EXEC_STRUCTURED").or(file.structured);
+    let max_output = match lookup("CUBA_EXEC_MAX_OUTPUT") {
+        Some(v) => Some(size(&v).map_err(|e| format!("CUBA_EXEC_MAX_OUTPUT: {e}"))?),
+        None => match file.max_output {
+            Some(toml::Value::Integer(n)) => {
+                Some(u64::try_from(n).map_err(|_| format!("max_output: {n} is negative"))?)
+            }
+            Some(toml::Value::String(s)) => Some(size(&s).map_err(|e| format!("max_output: {e}"))?),
+            Some(other) => return Err(format!("max_output: {other} is not a size")),
+            None => None,
+        },
+    };
+    Ok(McpSettings {
+        structured,
+        max_output,
+    })
+}
+
+/// `16384`, `16K`, `1M`: a number of bytes.
+fn size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1024),
+        None => match t.strip_suffix(['M', 'm']) {
+            Some(d) => (d, 1024 * 1024),
+            None => (t, 1),
+        },
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{text:?} is not a size (bytes, or a number with K or M)"))
 }
 
 /// `[hosts.NAME]`: unknown keys are an error naming the line.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use bridge::{hostname, NARROWING};
-pub use config::{check_name, config_hint, load, load_env};
+pub use config::{check_name, config_hint, load, load_env, mcp_settings, McpSettings};
 pub use pool::{is_local, Pool};
 
 /// The name of this machine in `host` arguments and listings.

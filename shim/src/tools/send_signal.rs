@@ -16,8 +16,8 @@ use crate::server::CubaExec;
 #[tool_router(router = send_signal_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Signal a process's whole tree. A command in a session is interrupted and \
-                       the session stays.",
+        description = "Kill, stop or interrupt a process: a signal to its whole tree. A command \
+                       in a session is interrupted and the session stays.",
         annotations(destructive_hint = true),
         input_schema = input_schema::<SendSignalArgs>(),
         output_schema = output_schema::<ProcessReply>()

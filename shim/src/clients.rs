@@ -1,0 +1,170 @@
+//! What each known MCP client does with a tool result, and the reply shape chosen for it, so
+//! the model reads our compact view on every client (docs/clients.md has the measurements,
+//! docs/decisions.md the why).
+//!
+//! Some clients hand the model `JSON.stringify(structuredContent)` in place of our text (Claude
+//! Code, Codex); those get text only, and tools/list declares no output schema to them (a
+//! declared schema obliges structured content). Others show the text and leave structured
+//! content to programs, which keep it. `CUBA_EXEC_STRUCTURED` (or `structured` in config.toml)
+//! overrides the choice: `auto` (the default), `always`, `never`.
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+
+use crate::server::CubaExec;
+
+/// The setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Structured {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl Structured {
+    pub fn parse(text: &str) -> Result<Structured, String> {
+        match text.trim() {
+            "auto" | "" => Ok(Structured::Auto),
+            "always" => Ok(Structured::Always),
+            "never" => Ok(Structured::Never),
+            other => Err(format!(
+                "structured must be auto, always or never, not {other:?}"
+            )),
+        }
+    }
+}
+
+/// How replies are shaped for one client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Structured content in results and output schemas in tools/list.
+    pub structured: bool,
+    /// Failures carry `isError`. Gemini CLI shows the model a JSON dump of the whole result in
+    /// place of the text of one that does: it gets none, and reads the failure in the header
+    /// and the error line like every other client.
+    pub error_flag: bool,
+}
+
+/// `clientInfo.name`s of clients that show structured content to the model in place of the
+/// text (measured: docs/clients.md).
+const SHOW_STRUCTURED: &[&str] = &["claude-code", "codex-mcp-client"];
+
+/// `clientInfo.name`s of clients that show the model a dump of a result marked `isError`.
+const DUMP_ERRORS: &[&str] = &["gemini-cli-mcp-client"];
+
+impl Shape {
+    pub fn for_client(setting: Structured, client: Option<&str>) -> Shape {
+        let structured = match setting {
+            Structured::Always => true,
+            Structured::Never => false,
+            Structured::Auto => !client.is_some_and(|c| SHOW_STRUCTURED.contains(&c)),
+        };
+        let error_flag = !client.is_some_and(|c| DUMP_ERRORS.contains(&c));
+        Shape {
+            structured,
+            error_flag,
+        }
+    }
+
+    /// `result` as this client should receive it.
+    pub fn apply(self, result: &mut CallToolResult) {
+        if !self.structured {
+            result.structured_content = None;
+        }
+        if !self.error_flag {
+            result.is_error = None;
+        }
+    }
+
+    /// `tools` as this client should see them.
+    pub fn tools(self, mut tools: Vec<Tool>) -> Vec<Tool> {
+        if !self.structured {
+            for t in &mut tools {
+                t.output_schema = None;
+            }
+        }
+        tools
+    }
+}
+
+/// What a reply adds to its output at most (header, error, hint and notice lines, the cut
+/// marker), for the size a client is told to expect.
+const REPLY_OVERHEAD: u64 = 2048;
+
+/// Above the default output bound, each tool declares the largest reply it sends
+/// (`_meta["anthropic/maxResultSizeChars"]`): Claude Code persists a larger result to a file
+/// and shows the model a preview of its head, unless the tool declares more. UTF-8 output has
+/// no more characters than bytes, so the byte bound bounds the characters too.
+pub fn declare_result_size(router: &mut ToolRouter<CubaExec>, max_output: u64) {
+    if max_output <= crate::fetch::DEFAULT_MAX_OUTPUT {
+        return;
+    }
+    let chars = max_output + REPLY_OVERHEAD;
+    for route in router.map.values_mut() {
+        let mut meta = route.attr.meta.take().unwrap_or_default();
+        meta.0
+            .insert("anthropic/maxResultSizeChars".into(), chars.into());
+        route.attr.meta = Some(meta);
+    }
+}
+
+/// Arguments clients add to every tool's call of their own accord (Gemini CLI's
+/// `wait_for_previous`, its scheduling flag, passed through to the server). They mean nothing
+/// to a command; dropped before the arguments are read, so they never fail a call, while an
+/// argument the model made up is still refused with the valid names.
+const CLIENT_ARGS: &[&str] = &["wait_for_previous"];
+
+pub fn drop_client_args(args: &mut Option<JsonObject>) {
+    if let Some(a) = args {
+        for name in CLIENT_ARGS {
+            a.remove(*name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_reads_its_three_words_and_refuses_others() {
+        assert_eq!(Structured::parse("never"), Ok(Structured::Never));
+        assert_eq!(Structured::parse(" always "), Ok(Structured::Always));
+        assert_eq!(Structured::parse("auto"), Ok(Structured::Auto));
+        assert!(Structured::parse("yes").is_err());
+    }
+
+    #[test]
+    fn clients_that_show_structured_content_get_text_only_unless_told() {
+        let auto = |c| Shape::for_client(Structured::Auto, c).structured;
+        assert!(!auto(Some("claude-code")));
+        assert!(!auto(Some("codex-mcp-client")));
+        assert!(auto(Some("opencode")));
+        assert!(auto(Some("some-sdk-program")));
+        assert!(auto(None));
+        assert!(Shape::for_client(Structured::Always, Some("claude-code")).structured);
+        assert!(!Shape::for_client(Structured::Never, Some("opencode")).structured);
+    }
+
+    #[test]
+    fn a_client_that_dumps_error_results_gets_failures_unflagged() {
+        let mut r = CallToolResult::error(vec![rmcp::model::ContentBlock::text("[id:1 exit:3]")]);
+        Shape::for_client(Structured::Auto, Some("gemini-cli-mcp-client")).apply(&mut r);
+        assert_eq!(r.is_error, None);
+        let mut r = CallToolResult::error(vec![rmcp::model::ContentBlock::text("[id:1 exit:3]")]);
+        Shape::for_client(Structured::Auto, Some("claude-code")).apply(&mut r);
+        assert_eq!(r.is_error, Some(true));
+    }
+
+    #[test]
+    fn only_the_arguments_clients_add_are_dropped() {
+        let mut args = serde_json::json!({"command": "ls", "wait_for_previous": true, "colour": 1})
+            .as_object()
+            .cloned();
+        drop_client_args(&mut args);
+        let mut keys: Vec<_> = args.iter().flat_map(|a| a.keys().cloned()).collect();
+        keys.sort();
+        assert_eq!(keys, ["colour", "command"]);
+    }
+}
