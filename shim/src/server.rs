@@ -145,8 +145,10 @@ impl CubaExec {
 fn instructions(hosts: bool, max_output: u64) -> String {
     let mut text = format!(
         "Shell commands on a daemon shared with other agents and people (cubactl). A reply \
-         starts with a header like [id:7 exit:0 time:12ms bytes:1532 trunc:no next:1532]; \
-         pass `next` as `since` to status or wait to read only newer output. Output beyond \
+         starts with a header: [id:7 exit:0] for a command that ended, shown whole; one that \
+         runs on or was cut adds its time, bytes, trunc (bytes cut) and next, e.g. [id:9 \
+         state:running time:10003ms bytes:812 next:812]: pass `next` as `since` to status or \
+         wait to read only newer output. Output beyond \
          max_output (default {max_output} bytes, {} lines) keeps its head and tail with a \
          marker for the cut; all of it stays readable by cursor. A \
          process blocked reading input is state:waiting_input with its prompt: answer with \

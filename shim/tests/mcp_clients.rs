@@ -37,7 +37,7 @@ async fn clients_that_show_structured_content_get_our_text_alone() {
         );
         let r = c.call("run", json!({ "command": "exit 3" })).await;
         assert_eq!(r.0.is_error, Some(true), "{name}: failures stay flagged");
-        assert!(r.text().contains(" exit:3 error:EXIT "), "{}", r.text());
+        assert!(r.text().contains(" exit:3 error:EXIT]"), "{}", r.text());
         c.close().await;
     }
     // Any other client keeps both: programs read the typed form.
@@ -77,7 +77,7 @@ async fn gemini_reads_a_failure_as_text_and_its_own_argument_fails_nothing() {
     // Unflagged: Gemini CLI would hand the model a JSON dump of a flagged result.
     assert_eq!(r.0.is_error, None, "{:?}", r.0);
     assert!(
-        r.text().contains(" exit:3 error:EXIT ") && r.text().contains("oops"),
+        r.text().contains(" exit:3 error:EXIT]") && r.text().contains("oops"),
         "{}",
         r.text()
     );

@@ -81,10 +81,12 @@ async fn run_echo_reports_header_structured_content_and_success() {
     let r = c.call("run", json!({ "command": "echo hi" })).await;
     assert!(!r.is_error(), "{}", r.text());
     let header = r.text().lines().next().expect("a header line");
-    assert!(header.starts_with("[id:"), "header: {header}");
-    assert!(header.contains(" exit:0 "), "header: {header}");
-    assert!(header.contains(" trunc:no "), "header: {header}");
-    assert!(header.ends_with(" next:3]"), "header: {header}");
+    // Ended and shown whole: the id and the exit say it all (the time only from 1 s on).
+    assert_eq!(
+        header,
+        format!("[id:{} exit:0]", r.id()),
+        "header: {header}"
+    );
     assert!(r.text().ends_with("\nhi\n"), "text: {:?}", r.text());
     assert_eq!(r.sc()["exit_code"], json!(0));
     assert_eq!(r.output(), "hi\n");

@@ -104,7 +104,7 @@ async def test_run_reports_exit_output_and_errors(world: World) -> None:
     async with world.client(MY_API_TOKEN="supersecret123") as c:
         r = await call(c, "run", command="echo hi")
         assert not r.is_error
-        assert text(r).startswith("[id:") and " exit:0 " in text(r).splitlines()[0]
+        assert text(r).splitlines()[0] == f"[id:{sc(r)['id']} exit:0]"
         assert sc(r)["exit_code"] == 0 and sc(r)["output"] == "hi\n"
 
         r = await call(c, "run", command="exit 3")

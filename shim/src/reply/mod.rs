@@ -142,7 +142,19 @@ pub struct ProcessReply {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReply>,
+    /// The process has ended (no more output will come).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub finished: bool,
+    /// `output` is all the process wrote, from its first byte, nothing cut: a cursor would
+    /// read nothing more.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub whole: bool,
 }
+
+/// A finished command's time is in its header from this long on.
+const SHOWN_TIME_MS: u64 = 1000;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -259,8 +271,20 @@ impl ProcessReply {
             next: info.total_bytes(),
             dropped: info.dropped_bytes,
             error,
+            finished: info.state.is_finished(),
             ..ProcessReply::default()
         }
+    }
+
+    /// A finished process shown whole needs no cursor, no byte count and no cut report: its
+    /// header says what it did and nothing a later call could use (every client's model pays
+    /// for each character, and some add dozens of their own).
+    fn settled(&self) -> bool {
+        self.finished
+            && self.whole
+            && self.truncated == 0
+            && self.dropped == 0
+            && self.screen.is_none()
     }
 
     fn header(&self) -> String {
@@ -280,16 +304,20 @@ impl ProcessReply {
         if let Some(code) = &self.code {
             h.push_str(&format!(" error:{code}"));
         }
-        h.push_str(&format!(" time:{}ms bytes:{}", f.time_ms, f.bytes));
-        if self.truncated > 0 {
-            h.push_str(&format!(" trunc:{}", self.truncated));
-        } else {
-            h.push_str(" trunc:no");
+        // A quick command's time says nothing; a long or running one's does.
+        if !self.finished || f.time_ms >= SHOWN_TIME_MS {
+            h.push_str(&format!(" time:{}ms", f.time_ms));
         }
-        if self.dropped > 0 {
-            h.push_str(&format!(" dropped:{}", self.dropped));
+        if !self.settled() {
+            h.push_str(&format!(" bytes:{}", f.bytes));
+            if self.truncated > 0 {
+                h.push_str(&format!(" trunc:{}", self.truncated));
+            }
+            if self.dropped > 0 {
+                h.push_str(&format!(" dropped:{}", self.dropped));
+            }
+            h.push_str(&format!(" next:{}", self.next));
         }
-        h.push_str(&format!(" next:{}", self.next));
         if let Some(w) = &self.wait {
             h.push_str(&format!(" wait:{w}"));
         }

@@ -164,6 +164,7 @@ impl CubaExec {
         reply.truncated = out.truncated;
         reply.dropped = reply.dropped.max(out.dropped);
         reply.next = out.next;
+        reply.whole = since == 0 && out.truncated == 0 && out.next >= info.total_bytes();
         reply.hint = hints::for_state(info, reply.next, || hints::prompt(&reply.output));
         Ok(reply)
     }
