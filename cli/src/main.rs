@@ -152,6 +152,9 @@ enum Command {
     /// This machine's daemon on stdin/stdout, for a client elsewhere: `ssh HOST cubactl
     /// bridge`.
     Bridge(cmd::bridge::Args),
+    /// Add the cuba-exec MCP server to coding clients' user config (Claude Code, Codex,
+    /// Cursor, VS Code, Gemini CLI …); --remove takes it out.
+    Setup(cmd::setup::Args),
     /// Print a shell completion script: `cubactl completions bash > ~/.local/share/bash-completion/completions/cubactl`.
     Completions(cmd::completions::Args),
     /// Print the manual page (roff): `cubactl man | man -l -`.
@@ -178,7 +181,9 @@ async fn main() -> ExitCode {
         }
         // CUBA_EXEC_HOST is inherited by a bridge command run here (`sh -c … cubactl bridge`);
         // a bridge always serves this machine.
-        Command::Bridge(_) | Command::Completions(_) | Command::Man(_) => host = None,
+        Command::Bridge(_) | Command::Completions(_) | Command::Man(_) | Command::Setup(_) => {
+            host = None
+        }
         // Every host: an exported CUBA_EXEC_HOST does not narrow it (a typed --host is
         // refused there, as a contradiction).
         Command::Ps(ref a) if a.all_hosts && !from_cli => host = None,
@@ -216,6 +221,7 @@ async fn main() -> ExitCode {
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,
         Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
+        Command::Setup(a) => cmd::setup::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

@@ -18,6 +18,7 @@ pub mod resize;
 pub mod run;
 pub mod screen;
 pub mod send;
+pub mod setup;
 pub mod start;
 pub mod tail;
 pub mod wait;
