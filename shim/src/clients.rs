@@ -11,8 +11,6 @@
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 
-use crate::server::CubaExec;
-
 /// The setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Structured {
@@ -96,7 +94,7 @@ const REPLY_OVERHEAD: u64 = 2048;
 /// (`_meta["anthropic/maxResultSizeChars"]`): Claude Code persists a larger result to a file
 /// and shows the model a preview of its head, unless the tool declares more. UTF-8 output has
 /// no more characters than bytes, so the byte bound bounds the characters too.
-pub fn declare_result_size(router: &mut ToolRouter<CubaExec>, max_output: u64) {
+pub fn declare_result_size<S>(router: &mut ToolRouter<S>, max_output: u64) {
     if max_output <= crate::fetch::DEFAULT_MAX_OUTPUT {
         return;
     }

@@ -267,6 +267,11 @@ def cubactl_setup(world: Any, home: Path, client: str, *extra: str) -> subproces
     return done
 
 
+def env_flags(env: Optional[dict[str, str]]) -> list[str]:
+    """`--env K=V` arguments of `cubactl setup` for more variables in our server's entry."""
+    return [a for k, v in (env or {}).items() for a in ("--env", f"{k}={v}")]
+
+
 def setup_env(world: Any, home: Path) -> dict[str, str]:
     """The environment of a client (and of `cubactl setup`) whose home is `home`: nothing of
     the developer's own configuration reaches it."""

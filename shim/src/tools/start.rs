@@ -18,8 +18,8 @@ use crate::server::CubaExec;
 #[tool_router(router = start_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Start a command in the background (servers, watchers) and return its id \
-                       at once; then wait (until=\"listening\") or status.",
+        description = "Start a background process (servers, watchers) and return its id at \
+                       once; then wait (until=\"listening\") or status.",
         annotations(destructive_hint = true, open_world_hint = true),
         input_schema = input_schema::<StartArgs>(),
         output_schema = output_schema::<ProcessReply>()

@@ -1,0 +1,310 @@
+"""opencode (opencode-ai on npm, a Bun-compiled native binary) against the stand-in model.
+
+The model is a provider of our own in opencode's config, served by the AI SDK's
+`@ai-sdk/openai-compatible` package (bundled in the binary: nothing is installed at run time),
+so the wire API is OpenAI Chat Completions, streamed: `POST <baseURL>/chat/completions` with
+`stream: true`, answered with `chat.completion.chunk` server-sent events and `data: [DONE]`.
+
+What opencode does with an MCP tool result before the model sees it (read in its code, checked
+by the probe): the result's text blocks (and embedded text resources) are joined with "\n"; an
+empty `content` with `structuredContent` becomes that JSON; `isError: true` makes its execute
+throw `Error(<the non-blank text blocks joined with "\n">)`: the model reads exactly that text
+(no prefix, no flag in Chat Completions) and it is never cut. A successful result's text goes
+through opencode's `Truncate.output`: above 2000 lines or 51200 bytes (config
+`tool_output.max_lines` / `max_bytes`) it keeps the head (whole lines), appends
+`\n\n...N lines truncated...\n\n` (or `bytes`) and a note naming the file under
+`$XDG_DATA_HOME/opencode/tool-output/` where it saved the whole text. Our tools are offered as
+`cuba-exec_<tool>`; the server's `instructions` are in the system prompt, in
+`<mcp_instructions><server name="cuba-exec">…</server></mcp_instructions>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any, Optional
+
+from clients_harness import (
+    cubactl_setup,
+    env_flags,
+    SERVER,
+    Call,
+    Conversation,
+    Run,
+    Seen,
+    StandIn,
+    installed,
+    run_client,
+    send_json,
+    send_sse,
+    setup_env,
+)
+
+NAME = "opencode"
+VERSION = "1.18.33"
+BINARY = "opencode"
+PROMPT = "Use the cuba-exec tools as needed."
+PROVIDER = "standin"
+MODEL = "standin-model"
+
+
+def _text_of(content: Any) -> str:
+    """A Chat Completions message content as the model reads it: the string, or its text parts
+    joined with "\n"."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return json.dumps(content)
+
+
+class ChatApi:
+    """OpenAI Chat Completions as `@ai-sdk/openai-compatible` speaks it (streaming)."""
+
+    def conversation(self, path: str, body: Any) -> Optional[Conversation]:
+        if not path.rstrip("/").endswith("/chat/completions") or not isinstance(body, dict):
+            return None
+        tools = body.get("tools") or []
+        # The main conversation offers tools; the title request (a system prompt of its own,
+        # no tools) is not part of it.
+        if not tools:
+            return None
+        offered = {}
+        for t in tools:
+            fn = t.get("function", {}) if isinstance(t, dict) else {}
+            if fn.get("name"):
+                offered[fn["name"]] = t
+        messages = body.get("messages") or []
+        names: dict[str, str] = {}
+        results: list[Seen] = []
+        system: list[str] = []
+        first_user: Optional[str] = None
+        for m in messages:
+            role = m.get("role")
+            if role in ("system", "developer"):
+                system.append(_text_of(m.get("content")))
+            elif role == "user" and first_user is None:
+                first_user = _text_of(m.get("content"))
+            elif role == "assistant":
+                for tc in m.get("tool_calls") or []:
+                    names[tc.get("id", "")] = tc.get("function", {}).get("name", "")
+            elif role == "tool":
+                cid = m.get("tool_call_id", "")
+                results.append(Seen(call_id=cid, name=names.get(cid, ""), text=_text_of(m.get("content")), raw=m, is_error=None))
+        preamble = "\n".join(system + ([first_user] if first_user is not None else []))
+        return Conversation(results=results, tools=offered, preamble=preamble)
+
+    def _chunk(self, delta: dict[str, Any], finish: Optional[str] = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def _usage(self) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": MODEL,
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+
+    def tool_call(self, h: BaseHTTPRequestHandler, path: str, body: Any, name: str, args: dict[str, Any], call_id: str) -> None:
+        call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        if isinstance(body, dict) and body.get("stream"):
+            send_sse(
+                h,
+                [
+                    (None, self._chunk({"role": "assistant", "content": None, "tool_calls": [call]})),
+                    (None, self._chunk({}, "tool_calls")),
+                    (None, self._usage()),
+                    (None, "[DONE]"),
+                ],
+            )
+        else:
+            del call["index"]
+            send_json(h, self._message({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"))
+
+    def text(self, h: BaseHTTPRequestHandler, path: str, body: Any, text: str) -> None:
+        if isinstance(body, dict) and body.get("stream"):
+            send_sse(
+                h,
+                [
+                    (None, self._chunk({"role": "assistant", "content": text})),
+                    (None, self._chunk({}, "stop")),
+                    (None, self._usage()),
+                    (None, "[DONE]"),
+                ],
+            )
+        else:
+            send_json(h, self._message({"role": "assistant", "content": text}, "stop"))
+
+    def _message(self, message: dict[str, Any], finish: str) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+
+    def other(self, h: BaseHTTPRequestHandler, method: str, path: str, body: Any) -> bool:
+        if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+            return False
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            send_json(h, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "standin"}]})
+            return True
+        send_json(h, {"error": {"message": f"not served: {method} {path}"}}, status=404)
+        return True
+
+
+def config_dir(home: Path) -> Path:
+    """opencode's user config folder: `$XDG_CONFIG_HOME/opencode` (~/.config/opencode)."""
+    return home / ".config" / "opencode"
+
+
+def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str]] = None) -> Path:
+    """Writes our MCP entry as a user would, in opencode's user config
+    `~/.config/opencode/opencode.json` (the key `mcp`, a local server run over stdio)."""
+    bin_dir = world.shim.parent
+    path = config_dir(home) / "opencode.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {}
+    if path.exists():
+        config = json.loads(path.read_text())
+    config.setdefault("$schema", "https://opencode.ai/config.json")
+    config.setdefault("mcp", {})[SERVER] = {
+        "type": "local",
+        "command": [str(bin_dir / "cuba-exec")],
+        "environment": {
+            "CUBA_EXEC_SOCKET": str(world.socket),
+            "CUBA_EXEC_STATE_DIR": str(world.state),
+            "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
+            "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
+            **(server_env or {}),
+        },
+        "enabled": True,
+    }
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def standin_config(url: str) -> dict[str, Any]:
+    """What the test adds to the user's config (through `OPENCODE_CONFIG_CONTENT`, merged over
+    the config files): the stand-in as the only provider and model, and everything that would
+    reach the network off."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            PROVIDER: {
+                # Bundled in the binary (no run-time install); the default for a provider that
+                # models.dev does not know.
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Stand-in",
+                "options": {"baseURL": url + "/v1", "apiKey": "standin-key"},
+                "models": {MODEL: {"name": "Stand-in model", "tool_call": True, "limit": {"context": 200000, "output": 8192}}},
+            }
+        },
+        # Only our provider: the built-in `opencode` provider has free models that need no key
+        # and would otherwise be candidates (e.g. for the title).
+        "enabled_providers": [PROVIDER],
+        "model": f"{PROVIDER}/{MODEL}",
+        "small_model": f"{PROVIDER}/{MODEL}",
+        "autoupdate": False,
+        "share": "disabled",
+        "lsp": False,
+        "formatter": False,
+        "snapshot": False,
+    }
+
+
+def npm_offline(home: Path) -> None:
+    """At every start opencode runs an npm install (npm's Arborist, bundled) of
+    `@opencode-ai/plugin@<its version>` into each config folder (~/.config/opencode) whose
+    package-lock.json lacks it, in the background: a fetch from registry.npmjs.org. npm's own
+    `offline` setting, in the temp HOME's ~/.npmrc, makes that install fail at once instead
+    (opencode logs "background dependency install failed" and goes on)."""
+    (home / ".npmrc").write_text("offline=true\n")
+
+
+def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
+    env = setup_env(world, home)
+    env.update(
+        OPENCODE_CONFIG_CONTENT=json.dumps(standin_config(url)),
+        # models.dev catalogue: no fetch at start nor hourly (the bundled snapshot is used).
+        OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+        OPENCODE_DISABLE_SHARE="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+        # No ~/.claude prompt / skills, no skills fetched from URLs.
+        OPENCODE_DISABLE_CLAUDE_CODE="1",
+        OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
+    )
+    if os.environ.get("OPENCODE_PROBE_LOGS"):
+        env["OPENCODE_LOG_LEVEL"] = "DEBUG"
+    return env
+
+
+class OpencodeDriver:
+    name = NAME
+    version = VERSION
+    # `new Client({name: "opencode", version: "1.18.33"}, {capabilities: {roots: {}}})`.
+    client_info = "opencode"
+
+    def __init__(
+        self,
+        configure: Optional[Any] = None,
+        extra_env: Optional[dict[str, str]] = None,
+        wrapper: Optional[list[str]] = None,
+        extra_args: Optional[list[str]] = None,
+        server_env: Optional[dict[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> None:
+        # `configure(world, home)` writes our MCP entry (default: `cubactl setup`, as a user
+        # would).
+        self.configure = configure or (lambda world, home: cubactl_setup(world, home, NAME, *env_flags(server_env)))
+        self.extra_env = extra_env or {}
+        # A command the client runs under (e.g. strace), and more arguments of its own, for probes.
+        self.wrapper = wrapper or []
+        self.extra_args = extra_args or []
+        self.timeout = timeout
+
+    def installed(self) -> bool:
+        return installed(NAME, VERSION, BINARY) is not None
+
+    def program(self) -> Path:
+        exe = installed(NAME, VERSION, BINARY)
+        if exe is None:
+            raise FileNotFoundError(f"{NAME}@{VERSION} is not installed (scripts/clients install)")
+        return exe
+
+    def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
+        exe = self.program()
+        home.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.configure(world, home)
+        npm_offline(home)
+        with StandIn(ChatApi(), script) as standin:
+            env = client_env(world, home, standin.url) | self.extra_env
+            # opencode takes its directory from $PWD (inherited from the caller), not from the
+            # process's working directory.
+            env["PWD"] = str(workdir)
+            cmd = [*self.wrapper, str(exe), "run", "--model", f"{PROVIDER}/{MODEL}", *self.extra_args]
+            if os.environ.get("OPENCODE_PROBE_LOGS"):
+                cmd += ["--print-logs", "--log-level", "DEBUG"]
+            # One word per argument: `opencode run` puts an argument that has a space in quotes.
+            cmd += PROMPT.split()
+            kw = {"timeout": self.timeout} if self.timeout else {}
+            return run_client(cmd, env, workdir, standin, **kw)
+
+
+Driver = OpencodeDriver
