@@ -202,6 +202,12 @@ fn every_client_from_nothing() {
             json!({"mcpServers": {"cuba-exec": plain}}),
         ),
         ("zed", ZED, json!({"context_servers": {"cuba-exec": plain}})),
+        (
+            "copilot",
+            ".copilot/mcp-config.json",
+            json!({"mcpServers": {"cuba-exec": {
+                "type": "local", "command": exe, "args": [], "env": {"A": "1"}, "tools": ["*"]}}}),
+        ),
     ];
     for (client, rel, want) in &cases {
         let run = h.setup(&["--client", client, "--env", "A=1"]);

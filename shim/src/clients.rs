@@ -3,9 +3,9 @@
 //! docs/decisions.md the why).
 //!
 //! Some clients hand the model `JSON.stringify(structuredContent)` in place of our text (Claude
-//! Code, Codex); those get text only, and tools/list declares no output schema to them (a
-//! declared schema obliges structured content). Others show the text and leave structured
-//! content to programs, which keep it. `CUBA_EXEC_STRUCTURED` (or `structured` in config.toml)
+//! Code, Codex) or after it (Copilot CLI); those get text only, and tools/list declares no
+//! output schema to them (a declared schema obliges structured content). Others show the text
+//! and leave structured content to programs, which keep it. `CUBA_EXEC_STRUCTURED` (or `structured` in config.toml)
 //! overrides the choice: `auto` (the default), `always`, `never`.
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -46,7 +46,7 @@ pub struct Shape {
 
 /// `clientInfo.name`s of clients that show structured content to the model in place of the
 /// text (measured: docs/clients.md).
-const SHOW_STRUCTURED: &[&str] = &["claude-code", "codex-mcp-client"];
+const SHOW_STRUCTURED: &[&str] = &["claude-code", "codex-mcp-client", "copilot-cli"];
 
 /// `clientInfo.name`s of clients that show the model a dump of a result marked `isError`.
 const DUMP_ERRORS: &[&str] = &["gemini-cli-mcp-client"];

@@ -23,7 +23,7 @@ async fn tools_have_output_schemas(c: &Mcp) -> Vec<(String, bool)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_show_structured_content_get_our_text_alone() {
     let mut t = TestDir::with_daemon().await;
-    for name in ["claude-code", "codex-mcp-client"] {
+    for name in ["claude-code", "codex-mcp-client", "copilot-cli"] {
         let c = binary(&mut t, name, &[]).await;
         for (tool, schema) in tools_have_output_schemas(&c).await {
             assert!(!schema, "{name}: {tool} declares an output schema");

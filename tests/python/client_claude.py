@@ -24,7 +24,6 @@ search=[queries])` calls `ToolSearch` once per query before the script (default:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path

@@ -9,7 +9,7 @@ custom model provider (`model_providers.<id>` with `wire_api = "responses"`) by 
 that closes without it is an error). Nothing else is asked for here: no `GET /models` for a
 custom provider with an API key, no compressed request body, no websocket.
 
-What Codex CLI 0.169.0 hands the model of an MCP tool result (probe_codex.py shows it):
+What Codex CLI 0.169.0 hands the model of an MCP tool result (probe_clients.py shows it):
 - a `function_call_output` item `{"call_id", "output"}`; no error flag: `isError` changes
   nothing the model reads.
 - a result with a non-null `structuredContent` (with or without an outputSchema): `output` is

@@ -11,7 +11,7 @@ it comes). `{base}` is `GOOGLE_GEMINI_BASE_URL`; the key (`GEMINI_API_KEY`) is s
 `x-goog-api-key` header.
 
 What Gemini CLI 0.61.0 hands the model of an MCP tool result (read from its bundle, checked by
-probe_gemini.py):
+probe_clients.py gemini):
 - success: a `functionResponse` part `{"id": <call id>, "name": "mcp_cuba-exec_<tool>",
   "response": {"output": T}}` in a `user` turn, where T is each text block of the result
   wrapped as `<untrusted_context>\\n{text}\\n</untrusted_context>` and the blocks joined with
@@ -238,9 +238,11 @@ class Driver:
     version = VERSION
     client_info = "gemini-cli-mcp-client"
 
-    def __init__(self, model: str = MODEL, configure: str = "cubactl") -> None:
+    def __init__(self, model: str = MODEL, configure: str = "cubactl", server_env: Optional[dict[str, str]] = None) -> None:
         self.model = model
         self.configure = configure
+        # More variables in our MCP entry's env (e.g. CUBA_EXEC_STRUCTURED=always).
+        self.server_env = server_env or {}
 
     @staticmethod
     def installed() -> bool:
@@ -254,10 +256,10 @@ class Driver:
 
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call], extra_env: Optional[dict[str, str]] = None) -> Run:
         if self.configure == "cubactl":
-            from clients_harness import cubactl_setup
+            from clients_harness import cubactl_setup, env_flags
 
             # `trust: true`: without it a headless run offers none of our tools to the model.
-            cubactl_setup(world, home, NAME, "--gemini-trust")
+            cubactl_setup(world, home, NAME, "--gemini-trust", *env_flags(self.server_env))
         else:
             configure_by_hand(world, home)
         write_settings(home, QUIET_SETTINGS)

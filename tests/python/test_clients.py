@@ -54,12 +54,14 @@ DRIVERS = {
     "codex-unknown-model": ("client_codex", {"model": "standin-model"}),
     "gemini": ("client_gemini", {}),
     "opencode": ("client_opencode", {}),
+    "copilot": ("client_copilot", {}),
 }
 
 
-def driver(key: str) -> Any:
+def driver(key: str, **extra: Any) -> Any:
+    """The driver of `key`; `extra`: more settings (`server_env`: variables of our entry)."""
     module, kwargs = DRIVERS[key]
-    return importlib.import_module(module).Driver(**kwargs)
+    return importlib.import_module(module).Driver(**kwargs, **extra)
 
 
 def script_for(d: Any) -> list[Call]:

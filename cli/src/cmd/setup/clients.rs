@@ -23,9 +23,10 @@ pub enum Client {
     Opencode,
     Windsurf,
     Zed,
+    Copilot,
 }
 
-pub const ALL: [Client; 9] = [
+pub const ALL: [Client; 10] = [
     Client::ClaudeCode,
     Client::ClaudeDesktop,
     Client::Cursor,
@@ -35,6 +36,7 @@ pub const ALL: [Client; 9] = [
     Client::Opencode,
     Client::Windsurf,
     Client::Zed,
+    Client::Copilot,
 ];
 
 /// How a client's file is edited.
@@ -117,6 +119,10 @@ pub fn extras(client: Client, opts: Options, file: &str) -> Extras {
              confirmations"
                 .into(),
         ),
+        Client::Copilot => x.notes.push(format!(
+            "`copilot -p` refuses tools not allowed for the run: pass --allow-tool={SERVER}; it \
+             hands the model our instructions only with --allow-all-mcp-server-instructions"
+        )),
         Client::ClaudeCode => {
             x.notes.push(format!(
                 "`claude -p` has no one to ask, so it refuses tools not allowed in advance: add \
@@ -153,6 +159,8 @@ pub struct Dirs {
     pub config: PathBuf,
     /// `$CODEX_HOME`, else `~/.codex`.
     pub codex_home: PathBuf,
+    /// `$COPILOT_HOME`, else `~/.copilot`.
+    pub copilot_home: PathBuf,
     path: Option<OsString>,
 }
 
@@ -172,10 +180,12 @@ impl Dirs {
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| home.join(".config"));
         let codex_home = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+        let copilot_home = var("COPILOT_HOME").unwrap_or_else(|| home.join(".copilot"));
         Ok(Dirs {
             home,
             config,
             codex_home,
+            copilot_home,
             path: std::env::var_os("PATH"),
         })
     }
@@ -229,6 +239,7 @@ impl Client {
             Client::Opencode => "opencode",
             Client::Windsurf => "windsurf",
             Client::Zed => "zed",
+            Client::Copilot => "copilot",
         }
     }
 
@@ -256,6 +267,7 @@ impl Client {
             Client::Windsurf => d.home.join(".codeium/windsurf/mcp_config.json"),
             // Zed uses ~/.config/zed on macOS too.
             Client::Zed => d.config.join("zed/settings.json"),
+            Client::Copilot => d.copilot_home.join("mcp-config.json"),
         }
     }
 
@@ -275,6 +287,7 @@ impl Client {
             Client::Opencode => dir(d.config.join("opencode")),
             Client::Windsurf => dir(d.home.join(".codeium/windsurf")),
             Client::Zed => dir(d.config.join("zed")),
+            Client::Copilot => dir(d.copilot_home.clone()),
         }
     }
 
@@ -291,6 +304,7 @@ impl Client {
             Client::Windsurf => &["windsurf"],
             // Some distributions name Zed's binary `zeditor`.
             Client::Zed => &["zed", "zeditor"],
+            Client::Copilot => &["copilot"],
         }
     }
 
@@ -354,6 +368,14 @@ impl Client {
                 ("command", command),
                 ("args", json!([])),
                 ("env", Value::Object(env)),
+            ],
+            // What `copilot mcp add` writes; "tools": every tool of the server is offered.
+            Client::Copilot => vec![
+                ("type", json!("local")),
+                ("command", command),
+                ("args", json!([])),
+                ("env", Value::Object(env)),
+                ("tools", json!(["*"])),
             ],
             _ => vec![
                 ("command", command),
