@@ -3,16 +3,20 @@ test_clients.py through one client (or all), with the characters received and th
 (the first and last 400 characters of a long one). Not a test: for reading and for measuring.
 
     .venv/bin/python tests/python/probe_clients.py [CLIENT ...] [--report FILE] [--env K=V ...]
+                                                   [--by-hand]
 
 CLIENT is a key of test_clients.DRIVERS (claude-code, codex, codex-unknown-model, gemini,
 opencode, …), all by default. `--env K=V` adds a variable to our server's entry (e.g.
 CUBA_EXEC_STRUCTURED=always, CUBA_EXEC_MAX_OUTPUT=100K). CUBA_EXEC_BIN_DIR picks the build
 (default target/debug), as for the tests. `--report FILE` writes everything as JSON.
+`--by-hand` writes each client's MCP entry as the driver's `configure_by_hand` does instead of
+with `cubactl setup`: for builds older than setup.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import sys
@@ -29,8 +33,17 @@ def show(text: str) -> str:
     return repr(text) if len(text) <= 800 else f"{text[:400]!r} … {text[-400:]!r}"
 
 
-def probe(key: str, server_env: dict[str, str]) -> dict:
-    d = test_clients.driver(key, server_env=server_env)
+def by_hand(key: str, server_env: dict[str, str]) -> dict:
+    """The driver settings that write the entry by hand (each driver names it its own way)."""
+    module = importlib.import_module(test_clients.DRIVERS[key][0])
+    if module.NAME in ("claude-code", "opencode"):
+        return {"configure": lambda world, home: module.configure_by_hand(world, home, server_env)}
+    return {"configure": "hand" if module.NAME == "copilot" else "by_hand"}
+
+
+def probe(key: str, server_env: dict[str, str], hand: bool) -> dict:
+    extra = by_hand(key, server_env) if hand else {}
+    d = test_clients.driver(key, server_env=server_env, **extra)
     if not d.installed():
         return {"error": f"{d.name} {d.version} is not installed: run scripts/clients install"}
     world = World("legacy")
@@ -62,6 +75,7 @@ def main() -> int:
     p.add_argument("clients", nargs="*", help="keys of test_clients.DRIVERS (default: all)")
     p.add_argument("--report", help="write the results as JSON to this file")
     p.add_argument("--env", action="append", default=[], help="K=V for our server's entry")
+    p.add_argument("--by-hand", action="store_true", help="write the entries without cubactl setup")
     a = p.parse_args()
     server_env = dict(kv.split("=", 1) for kv in a.env)
     keys = a.clients or list(test_clients.DRIVERS)
@@ -70,7 +84,7 @@ def main() -> int:
         p.error(f"unknown client {unknown}; known: {', '.join(test_clients.DRIVERS)}")
     results = {}
     for key in keys:
-        r = results[key] = probe(key, server_env)
+        r = results[key] = probe(key, server_env, a.by_hand)
         if "error" in r:
             print(f"== {key}: {r['error']}")
             continue
