@@ -19,11 +19,10 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 REPO = Path(__file__).resolve().parents[2]
 # Where the pinned clients are installed (scripts/clients install); kept between runs.
@@ -116,7 +115,8 @@ class StandIn:
         self.closing = closing
         self.record = Record()
         self.lock = threading.Lock()
-        # The call of step n (a client may send a turn twice: the same step gets the same id).
+        # The handler class reaches the stand-in through this name. A turn is answered from the
+        # conversation it carries, so a client that sends one twice gets the same call again.
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -282,7 +282,7 @@ def setup_env(world: Any, home: Path) -> dict[str, str]:
         XDG_DATA_HOME=str(home / ".local" / "share"),
         XDG_STATE_HOME=str(home / ".local" / "state"),
         XDG_CACHE_HOME=str(home / ".cache"),
-        # The client's own CPU-bound start is slow on a busy 2-core machine; nothing here is timed.
+        # Plain output: what a client prints is read as text.
         NO_COLOR="1",
         TERM="dumb",
     )
@@ -335,15 +335,10 @@ class Driver(Protocol):
     # The client's `clientInfo.name`, as our server receives it.
     client_info: str
 
+    def installed(self) -> bool:
+        """The pinned program is where `scripts/clients install` puts it."""
+
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
         """Configures the client under `home` (through `cubactl_setup`) and runs one scripted
         conversation with the stand-in; returns what the model was handed."""
 
-
-def wait_until(cond: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
