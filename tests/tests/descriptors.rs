@@ -1,6 +1,7 @@
 //! Descriptors and records do not grow with the number of processes that have finished: a
 //! finished record holds no open file, and past `max_finished` the oldest records go, so a
-//! daemon with a low open-file limit runs any number of commands one after another.
+//! daemon with a low open-file limit runs any number of commands one after another; a session
+//! whose shell ended keeps nothing open either, however many names were used.
 
 #![allow(clippy::unwrap_used)]
 
@@ -49,4 +50,46 @@ async fn finished_records_hold_no_descriptor_and_are_capped() {
     assert!(!list.iter().any(|p| p.id == 1), "the oldest went first");
     // Their output is still readable, from files opened for the read.
     assert_eq!(cuba_tests::read_all(&c, last.id).await.len(), 8);
+}
+
+/// Session names an agent might make, one per task.
+const SESSIONS: u32 = 1000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_shell_ended_holds_no_descriptor() {
+    let d = TestDaemon::builder()
+        .open_files(OPEN_FILES)
+        .env("CUBA_EXEC_MAX_FINISHED", &MAX_FINISHED.to_string())
+        .start()
+        .await;
+    let c = d.client().await;
+    let in_session = |name: String, command: &str| cuba_protocol::SpawnRequest {
+        command: command.to_string(),
+        session: Some(name),
+        ..cuba_protocol::SpawnRequest::default()
+    };
+    let once = |n: u32| {
+        let c = &c;
+        async move {
+            // A command, then the shell's own end: each name's shell starts and ends.
+            let p = cuba_tests::spawn_with(c, in_session(format!("u{n}"), "true")).await;
+            assert_eq!(wait_exit(c, p.id).await.process.exit_code, Some(0));
+            let p = cuba_tests::spawn_with(c, in_session(format!("u{n}"), "exit")).await;
+            wait_exit(c, p.id).await;
+        }
+    };
+    once(0).await;
+    // The command `exit` ends when its shell does, after the shell's end let go of its pipe.
+    let before = open_fds(d.pid());
+    // Far more names than the daemon may open files: one kept per name would exhaust them.
+    for n in 1..SESSIONS {
+        once(n).await;
+    }
+    // The last shell's other descriptors (its output pipes, its cgroup's files) go as its
+    // supervisor ends, a moment after its command.
+    assert!(
+        cuba_tests::wait_for(|| open_fds(d.pid()) <= before + 4, STEP).await,
+        "{before} → {} descriptors after {SESSIONS} sessions",
+        open_fds(d.pid())
+    );
 }

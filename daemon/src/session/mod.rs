@@ -60,15 +60,15 @@ impl Sessions {
         self.map()
             .values()
             .filter(|s| s.shared.current().is_none() && !s.shell.lock().finished())
-            .map(|s| {
+            .filter_map(|s| {
                 let sh = &s.shared;
-                (
+                Some((
                     s.shell.id,
                     sh.name.clone(),
                     sh.nonce.clone(),
-                    sh.raw(),
+                    sh.raw()?,
                     sh.confinement.clone(),
-                )
+                ))
             })
             .collect()
     }
@@ -172,6 +172,14 @@ impl Sessions {
             ),
         };
         map.insert(name.to_string(), session.clone());
+        // Sessions whose shell ended and whose record is gone from the table are forgotten:
+        // one a name per task must not keep a record's memory for ever.
+        let table = self.launcher.table();
+        map.retain(|_, s| {
+            // The shell's lock is let go before the table's is taken (the table locks records).
+            let ended = s.shell.lock().finished();
+            !ended || table.get(s.shell.id).is_ok()
+        });
         Ok((session, Some(notice)))
     }
 

@@ -155,6 +155,7 @@ impl Route for Router {
 
     fn shell_ended(&mut self, shell: &Proc) {
         self.reset();
+        self.shared.close();
         let Some(cmd) = self.shared.current().take() else {
             return;
         };

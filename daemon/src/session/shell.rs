@@ -22,8 +22,9 @@ pub struct Shared {
     /// The sandbox its shell runs in: another client may use the session only if its own
     /// confinement is the same.
     pub confinement: Confinement,
-    /// The write end of the pipe the shell reads its commands from (non-blocking).
-    commands: Mutex<std::fs::File>,
+    /// The write end of the pipe the shell reads its commands from (non-blocking); `None` once
+    /// the shell ended (a session's name must not hold a descriptor for ever).
+    commands: Mutex<Option<std::fs::File>>,
 }
 
 impl Shared {
@@ -38,17 +39,24 @@ impl Shared {
             nonce,
             current: Mutex::new(None),
             confinement,
-            commands: Mutex::new(std::fs::File::from(commands)),
+            commands: Mutex::new(Some(std::fs::File::from(commands))),
         }
     }
 
-    /// The command pipe's descriptor (kept open across an in-place upgrade).
-    pub fn raw(&self) -> std::os::fd::RawFd {
+    fn pipe(&self) -> MutexGuard<'_, Option<std::fs::File>> {
+        self.commands.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The command pipe's descriptor (kept open across an in-place upgrade); `None` once the
+    /// shell ended.
+    pub fn raw(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
-        self.commands
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_raw_fd()
+        self.pipe().as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// The shell ended: its command pipe is closed (nothing reads it any more).
+    pub fn close(&self) {
+        self.pipe().take();
     }
 
     pub fn current(&self) -> MutexGuard<'_, Option<Arc<Proc>>> {
@@ -59,8 +67,13 @@ impl Shared {
     /// write size and the shell reads it at once; a full pipe means the shell is not reading.
     pub fn send(&self, line: &str) -> std::io::Result<()> {
         use std::io::Write;
-        let mut pipe = self.commands.lock().unwrap_or_else(|e| e.into_inner());
-        pipe.write_all(line.as_bytes())
+        match self.pipe().as_mut() {
+            Some(pipe) => pipe.write_all(line.as_bytes()),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the session's shell has ended",
+            )),
+        }
     }
 }
 
