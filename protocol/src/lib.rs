@@ -5,6 +5,7 @@
 //! - [`handshake`]: the fixed-layout version exchange that precedes everything else.
 //! - [`paths`]: socket and state-directory discovery.
 //! - [`client`]: an async client with request multiplexing and daemon auto-start.
+//! - [`safe_fs`]: opening files in the daemon's directories without following links.
 //! - [`quiet`]: a Unix stream watched for reading only (no wake-up per frame read).
 //! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
 
@@ -18,6 +19,7 @@ pub mod message;
 pub mod paths;
 pub mod procargs;
 pub mod quiet;
+pub mod safe_fs;
 pub mod signal;
 mod time;
 pub mod wire;
