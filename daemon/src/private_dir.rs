@@ -21,7 +21,15 @@ pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
             .map_err(|e| format!("cannot make the {what} {shown} private: {e}"))?;
     }
-    let meta = fs::metadata(dir).map_err(|e| format!("cannot read the {what} {shown}: {e}"))?;
+    // Not followed if a link: one planted in /tmp (where a sandboxed command may write) would
+    // put the daemon's files in a directory of the link's choosing.
+    let meta =
+        fs::symlink_metadata(dir).map_err(|e| format!("cannot read the {what} {shown}: {e}"))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "the {what} {shown} is a symbolic link: refusing to follow it; remove it, or {setting}"
+        ));
+    }
     if !meta.is_dir() {
         return Err(format!("the {what} {shown} is not a directory; {setting}"));
     }
