@@ -13,12 +13,12 @@
 //! `.await`, so lines from concurrent spawns never interleave.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cuba_protocol::{now_ms, ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
+use cuba_protocol::{now_ms, safe_fs, ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
 use serde::Serialize;
 #[cfg(test)]
 use serde_json::{json, Value};
@@ -193,11 +193,7 @@ impl Audit {
             log.peers.insert(id, peer);
         }
         if log.file.is_none() {
-            match OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)
-            {
+            match safe_fs::open_append(&self.path) {
                 Ok(f) => {
                     log.size = f.metadata().map_or(0, |m| m.len());
                     log.file = Some(f);

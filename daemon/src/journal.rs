@@ -6,12 +6,12 @@
 //! and whenever it has grown well past the live records.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cuba_protocol::{ProcState, ProcessInfo, Signal};
+use cuba_protocol::{safe_fs, ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
 use crate::output::Inline;
@@ -154,7 +154,7 @@ fn load(path: &Path) -> io::Result<Loaded> {
         records: BTreeMap::new(),
         next_id: 1,
     };
-    let file = match File::open(path) {
+    let file = match safe_fs::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(loaded),
         Err(e) => return Err(e),
@@ -217,7 +217,7 @@ impl Journal {
         next_id: u64,
     ) -> io::Result<Journal> {
         let writer = match Self::rewrite(&path, records, next_id, &[]) {
-            Ok(lines) => Writer::new(OpenOptions::new().append(true).open(&path)?, lines),
+            Ok(lines) => Writer::new(safe_fs::open_append(&path)?, lines),
             Err(e) => {
                 // A full disk: the journal as it was still says what it said; go on appending
                 // to it (the restored states are in memory and written at the next compaction).
@@ -225,7 +225,7 @@ impl Journal {
                     "journal {}: cannot compact ({e}); appending",
                     path.display()
                 );
-                let file = OpenOptions::new().create(true).append(true).open(&path)?;
+                let file = safe_fs::open_append(&path)?;
                 // Counted as long: the next prune compacts it.
                 Writer::new(file, u64::MAX / 2)
             }
@@ -244,7 +244,8 @@ impl Journal {
     ) -> io::Result<u64> {
         let tmp = path.with_extension("tmp");
         let written = (|| {
-            let mut out = io::BufWriter::new(File::create(&tmp)?);
+            // New, never through a link: it is renamed onto the journal.
+            let mut out = io::BufWriter::new(safe_fs::create_new(&tmp)?);
             out.write_all(&line(&Entry::NextId(next_id))?)?;
             for rec in records.values() {
                 out.write_all(&line(&StartRef::Start(rec))?)?;
@@ -336,12 +337,8 @@ impl Journal {
         };
         // A rewrite holds every live record's state and what came after: it replaces whatever
         // was held back.
-        let reopened = Self::rewrite(&self.path, records, next_id, &since).and_then(|n| {
-            Ok(Writer::new(
-                OpenOptions::new().append(true).open(&self.path)?,
-                n,
-            ))
-        });
+        let reopened = Self::rewrite(&self.path, records, next_id, &since)
+            .and_then(|n| Ok(Writer::new(safe_fs::open_append(&self.path)?, n)));
         match reopened {
             Ok(writer) => {
                 *guard = writer;
@@ -365,7 +362,10 @@ mod tests {
         let real = {
             let mut w = journal.file.lock().unwrap();
             // /dev/full refuses every write with ENOSPC, as a full disk does.
-            let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
             std::mem::replace(&mut w.file, full)
         };
         journal.append(&Entry::Prune(vec![1]));

@@ -4,14 +4,14 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cuba_daemon::Config;
-use cuba_protocol::paths;
+use cuba_protocol::{paths, safe_fs};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// The cuba-exec supervisor. Clients (cuba-exec, cubactl) start it on demand; run it by hand
@@ -224,13 +224,17 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 /// Takes the one-daemon-per-socket lock and writes our pid into it. `None`: another daemon holds
 /// it (a client racing us started it): nothing to do.
 fn take_lock(path: &Path) -> Result<Option<File>> {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    // Reused from daemon to daemon, but never through a link or someone else's file.
+    let mut file = safe_fs::open(
+        path,
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .mode(0o600),
+    )
+    .with_context(|| format!("cannot open lock file {}", path.display()))?;
     // SAFETY: flock on an fd we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let mut pid = String::new();
@@ -244,7 +248,8 @@ fn take_lock(path: &Path) -> Result<Option<File>> {
     file.set_len(0)?;
     file.rewind()?;
     write!(file, "{}", std::process::id())?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+    // On the descriptor: the path may have been replaced since.
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
     Ok(Some(file))
 }
 

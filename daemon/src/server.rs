@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use cuba_protocol::Signal;
+use cuba_protocol::{safe_fs, Signal};
 use tokio::net::UnixListener;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
@@ -262,17 +262,23 @@ fn accept(
 /// between daemons whose ids overlap.
 fn instance_id(state: &StateDir) -> Result<String> {
     let path = state.instance();
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let t = text.trim();
-        if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Ok(t.to_string());
+    match safe_fs::read_to_string(&path) {
+        Ok(text) => {
+            let t = text.trim();
+            if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Ok(t.to_string());
+            }
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // A link or a file not ours is refused: the daemon does not start on it.
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let token = format!("{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id());
-    std::fs::write(&path, &token).with_context(|| format!("cannot write {}", path.display()))?;
+    safe_fs::write_new(&path, token.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(token)
 }
 

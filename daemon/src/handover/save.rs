@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -296,12 +296,8 @@ fn write_and_exec(
         .map(|h| saved(h, &sessions))
         .collect::<Result<Vec<_>, _>>()?;
     let path = d.config().state_dir.join("handover");
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
+    // New, never through a link: it carries every process the daemon holds.
+    let mut file = cuba_protocol::safe_fs::create_new(&path)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     // Only the descriptor is passed on: nothing is left behind should either program die.
     let _ = std::fs::remove_file(&path);

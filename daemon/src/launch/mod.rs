@@ -12,6 +12,7 @@ mod limits;
 mod pipes;
 mod plan;
 mod program;
+pub use program::write_script;
 mod sandbox;
 mod stdin;
 mod terminal;

@@ -43,12 +43,7 @@ struct Script {
 impl Layer for Script {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let text = self.text.take().unwrap_or_default();
-        let written = self
-            .path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&self.path, text));
-        if let Err(e) = written {
+        if let Err(e) = write_script(&self.path, text.as_bytes()) {
             return Err(format!(
                 "cannot write script file {}: {e}",
                 self.path.display()
@@ -105,6 +100,15 @@ impl Layer for CommandPipe {
         self.read = None;
         Ok(())
     }
+}
+
+/// Writes a command's script file anew in `scripts/`, never through a link (neither the
+/// directory nor the file may be one): a shell runs what is in it.
+pub fn write_script(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        cuba_protocol::safe_fs::ensure_dir(dir)?;
+    }
+    cuba_protocol::safe_fs::write_new(path, text)
 }
 
 /// Removes a command's script file (if it had one) once the process has ended.

@@ -272,10 +272,7 @@ fn send_command(
     id: u64,
     stdin: &tokio::sync::mpsc::Sender<StdinMsg>,
 ) -> Result<(), String> {
-    script
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(script, script::script_text(req, cwd)))
+    crate::launch::write_script(script, script::script_text(req, cwd).as_bytes())
         .and_then(|()| shared.send(&script::run_line(&shared.nonce, id, script)))
         .map_err(|e| format!("the session's shell does not take commands: {e}"))?;
     match req.stdin.clone() {

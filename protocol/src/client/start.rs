@@ -40,10 +40,8 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
         .create(&state)
         .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
     let log_path = paths::daemon_log(&state);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    // Not through a link a command planted in the state directory.
+    let log = crate::safe_fs::open_append(&log_path)
         .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
     let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
     let mut child = std::process::Command::new(&exe)
