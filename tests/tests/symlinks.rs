@@ -46,11 +46,9 @@ impl Canary {
 
     /// The file holds what it held, and the directory is still empty.
     fn assert_untouched(&self) {
-        assert_eq!(
-            fs::read(self.file()).unwrap(),
-            CANARY,
-            "the canary was written"
-        );
+        let now = fs::read(self.file()).unwrap();
+        let shown = String::from_utf8_lossy(&now);
+        assert!(now == CANARY, "the canary was written: {shown:?}");
         let inside: Vec<_> = fs::read_dir(self.dir()).unwrap().collect();
         assert!(
             inside.is_empty(),
