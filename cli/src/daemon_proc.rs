@@ -1,7 +1,6 @@
 //! The daemon as an OS process: who holds the socket's lock, and stopping it with a signal.
 //! (Waiting for it to exit is `platform::exit`.)
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -12,7 +11,7 @@ use anyhow::{Context, Result};
 /// may still name a pid that is long gone).
 pub fn lock_holder(socket: &Path) -> Result<Option<i32>> {
     let path = cuba_protocol::paths::lock_path(socket);
-    let mut file = match File::open(&path) {
+    let mut file = match cuba_protocol::safe_fs::open_read(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),

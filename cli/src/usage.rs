@@ -36,7 +36,8 @@ pub struct Sample {
 
 /// The daemon's instance token (it marks every child's environment), read from its state dir.
 pub fn instance(state_dir: &str) -> Option<String> {
-    let text = std::fs::read_to_string(Path::new(state_dir).join("instance")).ok()?;
+    let text =
+        cuba_protocol::safe_fs::read_to_string(&Path::new(state_dir).join("instance")).ok()?;
     let t = text.trim();
     (!t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric())).then(|| t.to_string())
 }

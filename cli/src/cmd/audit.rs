@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use cuba_protocol::hosts::{Bridge, HostSpec};
+use cuba_protocol::safe_fs;
 use serde_json::Value;
 
 use crate::ctx::Ctx;
@@ -100,7 +101,7 @@ fn ssh_hint(spec: &HostSpec) -> String {
 /// lines, topped up from `audit.jsonl.1` when the live file has fewer.
 fn initial(path: &Path, n: usize) -> Result<(Option<File>, VecDeque<String>)> {
     let mut last = VecDeque::new();
-    let file = match File::open(path) {
+    let file = match safe_fs::open_read(path) {
         Ok(mut f) => {
             let mut text = String::new();
             f.read_to_string(&mut text)
@@ -113,7 +114,7 @@ fn initial(path: &Path, n: usize) -> Result<(Option<File>, VecDeque<String>)> {
     };
     if last.len() < n {
         let mut older = VecDeque::new();
-        if let Ok(text) = std::fs::read_to_string(rotated(path)) {
+        if let Ok(text) = safe_fs::read_to_string(&rotated(path)) {
             keep_last(&mut older, &text, n - last.len());
         }
         older.extend(last);
@@ -287,7 +288,7 @@ fn follow(path: &Path, file: Option<File>, printer: &Printer) -> Result<()> {
         // A new live file (rotation, or the first line ever): switch to it.
         match std::fs::metadata(path) {
             Ok(m) if current.as_ref().is_none_or(|c| c.ino != m.ino()) => {
-                if let Ok(f) = File::open(path) {
+                if let Ok(f) = safe_fs::open_read(path) {
                     if let Some(old) = current.take() {
                         if let Some(w) = old.watch {
                             watcher.remove(w);
