@@ -39,6 +39,10 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
         .mode(0o700)
         .create(&state)
         .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
+    // The log is opened in it before the daemon checks it: not in a directory a link names.
+    if std::fs::symlink_metadata(&state).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(fail(crate::safe_fs::link_error(&state).to_string()));
+    }
     let log_path = paths::daemon_log(&state);
     // Not through a link a command planted in the state directory.
     let log = crate::safe_fs::open_append(&log_path)
