@@ -207,11 +207,16 @@ async fn spool_segments_are_not_made_through_links() {
     canary.assert_untouched();
 }
 
-/// A command in session `x`: the error it got (a refused start or an ended record).
-async fn session_error(c: &cuba_protocol::client::Client, command: &str) -> String {
+/// `command` in session `x`, or (`session: None`) on its own: the error it got (a refused
+/// start or an ended record).
+async fn error_of(
+    c: &cuba_protocol::client::Client,
+    command: &str,
+    session: Option<&str>,
+) -> String {
     let req = SpawnRequest {
         command: command.to_string(),
-        session: Some("x".to_string()),
+        session: session.map(str::to_string),
         ..SpawnRequest::default()
     };
     match c.spawn(req).step().await {
@@ -242,7 +247,7 @@ async fn session_scripts_are_not_written_through_links() {
     for path in &next {
         plant(path, &canary.file());
     }
-    let err = session_error(&c, "echo planted").await;
+    let err = error_of(&c, "echo planted", Some("x")).await;
     assert!(
         err.contains("is a symbolic link: refusing to follow it"),
         "{err}"
@@ -253,9 +258,19 @@ async fn session_scripts_are_not_written_through_links() {
     );
     canary.assert_untouched();
 
+    // A command too long for an argument runs from a script file too.
+    let long = format!(": '{}'", "x".repeat(140_000));
+    let err = error_of(&c, &long, None).await;
+    assert!(err.contains("cannot write script file"), "{err}");
+    assert!(
+        err.contains("is a symbolic link: refusing to follow it"),
+        "{err}"
+    );
+    canary.assert_untouched();
+
     // The directory itself a link: no script is made in the directory it points to.
     plant(&scripts, &canary.dir());
-    let err = session_error(&c, "echo planted").await;
+    let err = error_of(&c, "echo planted", Some("x")).await;
     assert!(err.contains(&refusal(&scripts)), "{err}");
     canary.assert_untouched();
 }
@@ -298,20 +313,32 @@ async fn a_client_does_not_start_a_daemon_logging_through_a_link() {
     let canary = Canary::new();
     let log = paths::daemon_log(&state);
     plant(&log, &canary.file());
+    let socket = dir.path().join("s");
+    let err = autostart_fails(&socket, &state).await;
+    assert!(err.contains(&refusal(&log)), "{err}");
+    canary.assert_untouched();
+    // The state directory itself a link: no log is made in the directory it names.
+    plant(&state, &canary.dir());
+    let err = autostart_fails(&socket, &state).await;
+    assert!(err.contains(&refusal(&state)), "{err}");
+    canary.assert_untouched();
+    // Nothing was started: no socket.
+    assert!(!socket.exists());
+}
+
+/// `cubactl ps` with no daemon on `socket`: it must fail to start one. Its stderr.
+async fn autostart_fails(socket: &Path, state: &Path) -> String {
     let mut cmd = tokio::process::Command::new(bin("cubactl"));
     cmd.arg("ps")
-        .env("CUBA_EXEC_SOCKET", dir.path().join("s"))
-        .env("CUBA_EXEC_STATE_DIR", &state)
+        .env("CUBA_EXEC_SOCKET", socket)
+        .env("CUBA_EXEC_STATE_DIR", state)
         .env("CUBA_EXEC_DAEMON", bin("cubad"))
         .env("CUBA_EXEC_CONFIG", "/dev/null")
         .kill_on_drop(true);
     let out = bounded("cubactl ps", STEP, cmd.output()).await.unwrap();
     let err = text(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains(&refusal(&log)), "{err}");
-    canary.assert_untouched();
-    // Nothing was started: no socket.
-    assert!(!dir.path().join("s").exists());
+    err
 }
 
 /// Runs `command` in `cwd` to its end: its id, exit code and output.
