@@ -70,6 +70,15 @@ mod tests {
         assert!(e.contains("open to other users (mode 755)"), "{e}");
         assert!(e.contains(&format!("chmod 700 {}", open.display())), "{e}");
 
+        // A link to a private directory: refused, not followed.
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&made, &link).unwrap();
+        let e = ensure(&link, "state directory", "set X").unwrap_err();
+        assert!(
+            e.contains("is a symbolic link: refusing to follow it"),
+            "{e}"
+        );
+
         // /tmp: shared (and not this user's, unless root runs this: then it is open).
         assert!(ensure(Path::new("/tmp"), "socket directory", "set X").is_err());
     }
