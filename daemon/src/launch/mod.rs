@@ -12,7 +12,6 @@ mod limits;
 mod pipes;
 mod plan;
 mod program;
-pub use program::write_script;
 mod sandbox;
 mod stdin;
 mod terminal;
@@ -35,6 +34,7 @@ use crate::tree::TreeRoot;
 pub use adopt::Adopted;
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
+pub use program::write_script;
 pub use stdin::StdinSink;
 
 /// Control messages queued per supervisor.
