@@ -20,15 +20,21 @@ pub fn outcome(p: &ProcessInfo) -> String {
         (None, Some(sig)) => sig.to_string(),
         _ => String::new(),
     };
+    // The daemon's word on why, where it has one (an OOM kill, a session's shell that ended
+    // under its command), as MCP replies give it.
+    let why = |s: String| match &p.error {
+        Some(e) => format!("{s}: {e}"),
+        None => s,
+    };
     match p.state {
         ProcState::Running => "is running".to_string(),
         ProcState::WaitingInput => "is waiting for input".to_string(),
-        ProcState::Exited => format!("exited with {how}"),
+        ProcState::Exited => why(format!("exited with {how}")),
         // One wording for a signal's death, whoever sent it (a Ctrl-C reaches a terminal's
         // process itself, a piped one's through the daemon).
-        ProcState::Signaled => format!("was killed by {how}"),
-        ProcState::Killed if p.signal.is_some() => format!("was killed by {how}"),
-        ProcState::Killed => format!("was stopped on request and exited with {how}"),
+        ProcState::Signaled => why(format!("was killed by {how}")),
+        ProcState::Killed if p.signal.is_some() => why(format!("was killed by {how}")),
+        ProcState::Killed => why(format!("was stopped on request and exited with {how}")),
         ProcState::TimedOut => format!("timed out and was stopped ({how})"),
         ProcState::FailedToStart => format!(
             "failed to start: {}",
@@ -128,5 +134,23 @@ mod tests {
         p.state = ProcState::Killed;
         p.signal = Some(Signal::Int);
         assert_eq!(outcome(&p), "was killed by SIGINT");
+    }
+
+    #[test]
+    fn the_daemons_reason_follows_how_it_ended() {
+        let mut p: ProcessInfo = serde_json::from_value(serde_json::json!({
+            "id": 1, "pid": 2, "owner": {"kind": "Cli", "name": "cubactl", "pid": 3},
+            "name": null, "command": "x", "cwd": "/", "state": "Signaled", "exit_code": null,
+            "signal": "Kill", "error": "killed by the kernel: out of memory (memory_max 32 MiB)",
+            "started_at_ms": 0, "ended_at_ms": 1, "timeout_ms": null, "stdout_bytes": 0,
+            "stderr_bytes": 0, "dropped_bytes": 0
+        }))
+        .unwrap();
+        assert_eq!(
+            outcome(&p),
+            "was killed by SIGKILL: killed by the kernel: out of memory (memory_max 32 MiB)"
+        );
+        p.error = None;
+        assert_eq!(outcome(&p), "was killed by SIGKILL");
     }
 }

@@ -216,3 +216,24 @@ fn json_output_is_the_documented_shape() {
         json_doc::assert_documented(row, &known, "the example");
     }
 }
+
+/// `cubactl run` says why the kernel killed a command, as MCP replies and `info` do.
+#[cfg(target_os = "linux")]
+#[test]
+fn run_of_a_command_killed_for_memory_says_out_of_memory() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_MEMORY_MAX", "32M")
+        // `tail` keeps a line it has not seen the end of: 200 MB with no newline.
+        .args(["run", "--", "head -c 200M /dev/zero | tail"])
+        .output()
+        .expect("run cubactl");
+    // The shell's child died of SIGKILL; the shell exits 137.
+    assert_eq!(out.status.code(), Some(137), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(": killed by the kernel: out of memory (memory_max 32 MiB)"),
+        "{err}"
+    );
+}

@@ -106,7 +106,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                 }
                 if let Some(end) = sink.follow_frame(frame)? {
                     sink.finish_line()?;
-                    if end.state != ProcState::Exited {
+                    if says_more(&end) {
                         eprintln!("cubactl: {}", describe::sentence(&end));
                     }
                     return Ok(exit::of_process(end.exit_code, describe::signal_number(&end)));
@@ -160,7 +160,7 @@ async fn on_terminal(ctx: &Ctx, client: &Client, args: &Args) -> Result<ExitCode
     drop(raw);
     match result.with_context(|| lost(id))? {
         Outcome::Ended(end) => {
-            if end.state != ProcState::Exited {
+            if says_more(&end) {
                 eprintln!("cubactl: {}", describe::sentence(&end));
             }
             Ok(exit::of_process(
@@ -193,4 +193,10 @@ fn lost(id: u64) -> String {
         "lost the connection to cubad while following process {id}; it may still be \
          running (`cubactl ps`)"
     )
+}
+
+/// Whether the end is worth a line beyond the exit code: anything but a plain exit, or an exit
+/// the daemon explains (a shell whose child the kernel killed for memory exits 137).
+fn says_more(end: &cuba_protocol::ProcessInfo) -> bool {
+    end.state != ProcState::Exited || end.error.is_some()
 }
