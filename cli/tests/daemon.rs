@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{exited_within, path_str, Collector, Env, LIMIT};
+use common::{cubad_bin, exited_within, path_str, show, Collector, Env, LIMIT};
 
 fn status_pid(env: &Env) -> u64 {
     let json: serde_json::Value =
@@ -112,4 +112,31 @@ fn restart_replaces_a_daemon_of_another_version() {
     assert!(out.contains("started cubad"), "{out}");
     common::wait_child(&mut old);
     status_pid(&env);
+}
+
+/// A daemon that ends during its hand-over (here: the new program reads the hand-over version
+/// but exits at once when run) is reported as gone, not waited for until the time limit.
+#[test]
+fn an_upgrade_whose_daemon_ends_mid_hand_over_says_so() {
+    let env = Env::new();
+    env.ok(&["daemon", "start"]);
+    let id = env.start(&["--", "sleep 100"]);
+    let fake = env.dir.path().join("fake-cubad");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --handover-version ] && exec {} --handover-version\nexit 1\n",
+            cubad_bin().display()
+        ),
+    )
+    .expect("write the fake");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = env.output(&["daemon", "upgrade", "--binary", path_str(&fake)]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ended during the hand-over"), "{err}");
+    // The next daemon ends what the dead one ran and lists it as lost.
+    env.ok(&["daemon", "start"]);
+    assert_eq!(env.row(id)["state"], "lost", "{}", env.row(id));
 }

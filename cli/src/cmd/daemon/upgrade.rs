@@ -84,6 +84,15 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
             }
         }
         ctx.forget().await;
+        if !ctx.is_remote() && gone(ctx, before.pid)? {
+            bail!(
+                "cubad (pid {}) ended during the hand-over, before the new program answered; \
+                 the next cubad (`cubactl daemon start`) ends the processes it ran and lists \
+                 them as lost; see cubad.log in {}",
+                before.pid,
+                before.state_dir
+            );
+        }
         if tokio::time::Instant::now() >= deadline {
             bail!(
                 "the upgraded cubad did not answer within {}s",
@@ -92,6 +101,13 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
         }
         tokio::time::sleep(RETRY).await;
     }
+}
+
+/// Whether the daemon of pid `pid` no longer holds the socket's lock (it keeps the lock across
+/// its own re-execution, so a free lock means it is gone).
+fn gone(ctx: &Ctx, pid: u32) -> Result<bool> {
+    let holder = crate::daemon_proc::lock_holder(&ctx.socket)?;
+    Ok(holder != i32::try_from(pid).ok())
 }
 
 /// The daemon aimed at, if one runs: this machine's (never started here), or another host's
