@@ -33,8 +33,25 @@ pub enum HandshakeError {
     Refused(String),
     #[error("handshake frame is truncated")]
     Truncated,
+    /// What came back is not the protocol at all (a login banner, noise): its first bytes.
+    #[error("the peer is not a cuba-exec endpoint: it wrote {}", shown(.0))]
+    NotProtocol(Vec<u8>),
     #[error(transparent)]
     Wire(#[from] WireError),
+}
+
+/// Bytes for a message: text as text (quoted), anything else in hex.
+pub fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let printable = text
+        .chars()
+        .all(|c| !c.is_control() || c == '\n' || c == '\r' || c == '\t');
+    if printable && !bytes.is_empty() {
+        format!("{:?}", text.trim_end())
+    } else {
+        let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("bytes {}", hex.join(" "))
+    }
 }
 
 fn prefix(version: u32) -> Vec<u8> {

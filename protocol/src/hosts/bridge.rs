@@ -128,6 +128,8 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| failed(spec, spawn_error(spec, program, &e)))?;
+    // Its own group leader: its pid names the group.
+    let pgid = child.id();
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -141,15 +143,21 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
         let status = tokio::select! {
             status = child.wait() => status,
             _ = killed => {
+                // The whole group: what the bridge started (ssh's helpers, a `sleep &` of a
+                // wrapper script) must not outlive it, nor keep its stderr open.
+                kill_group(child.id());
                 let _ = child.start_kill();
                 child.wait().await
             }
         };
+        // Ended by itself: what it left in its group goes too.
+        kill_group(pgid);
         let _ = exit_tx.send(status.ok());
     });
     let keep = Arc::new(Process { _kill: kill });
     let stream = tokio::io::join(stdout, stdin);
-    match Client::over(stream, hello, Some(keep), BRIDGE_HANDSHAKE).await {
+    let limit = handshake_limit();
+    match Client::over(stream, hello, Some(keep), limit).await {
         Ok(client) => Ok(client),
         Err(e) => {
             let status = tokio::time::timeout(EXIT_WAIT, exit.wait_for(Option::is_some))
@@ -158,9 +166,40 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
                 .and_then(|s| s.ok().and_then(|s| *s));
             // Its last words: the bridge has exited, so its stderr ends soon.
             let _ = tokio::time::timeout(EXIT_WAIT, &mut drained).await;
-            Err(failed(spec, explain(spec, e, status, tail.last())))
+            Err(failed(spec, explain(spec, e, (status, limit), tail.last())))
         }
     }
+}
+
+/// SIGKILL to process group `pgid` (the bridge's), if it still has one.
+fn kill_group(pgid: Option<u32>) {
+    if let Some(pgid) = pgid.and_then(|p| libc::pid_t::try_from(p).ok()) {
+        // SAFETY: a signal to a group this client made (the bridge leads it); a group that
+        // is gone is ESRCH, which is fine.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+}
+
+/// How long a bridge may take to answer the handshake: `CUBA_EXEC_BRIDGE_TIMEOUT` (seconds,
+/// or `500ms`), else [`BRIDGE_HANDSHAKE`] (an ssh handshake, perhaps a daemon start there).
+fn handshake_limit() -> Duration {
+    let Ok(text) = std::env::var("CUBA_EXEC_BRIDGE_TIMEOUT") else {
+        return BRIDGE_HANDSHAKE;
+    };
+    let t = text.trim();
+    let parsed = match t.strip_suffix("ms") {
+        Some(ms) => ms.trim().parse().ok().map(Duration::from_millis),
+        None => t
+            .trim_end_matches('s')
+            .trim()
+            .parse()
+            .ok()
+            .map(Duration::from_secs),
+    };
+    parsed.filter(|d| !d.is_zero()).unwrap_or_else(|| {
+        tracing::warn!("CUBA_EXEC_BRIDGE_TIMEOUT={text:?} is not a duration; using 30 s");
+        BRIDGE_HANDSHAKE
+    })
 }
 
 fn spawn_error(spec: &HostSpec, program: &str, e: &io::Error) -> String {
@@ -185,7 +224,7 @@ fn spawn_error(spec: &HostSpec, program: &str, e: &io::Error) -> String {
 fn explain(
     spec: &HostSpec,
     e: ClientError,
-    status: Option<ExitStatus>,
+    (status, limit): (Option<ExitStatus>, Duration),
     stderr: Option<String>,
 ) -> String {
     let remote_bin = spec.remote_bin.as_deref().unwrap_or("cubactl");
@@ -209,11 +248,25 @@ fn explain(
         ClientError::Handshake(HandshakeError::Refused(reason)) => {
             format!("its cubad refused the connection: {reason}")
         }
+        ClientError::Handshake(HandshakeError::NotProtocol(first)) => format!(
+            "`{}` answered with something other than cuba-exec's protocol: it wrote {}{said}; \
+             make sure it runs `cubactl bridge` and that nothing (a login banner, a shell \
+             startup file) writes to its stdout",
+            spec.via(),
+            crate::handshake::shown(&first)
+        ),
         ClientError::Handshake(HandshakeError::BadMagic | HandshakeError::Truncated) => format!(
             "`{}` answered with something other than cuba-exec's protocol{said}; make sure it \
              runs `cubactl bridge` and that nothing (a login banner, a shell startup file) \
              writes to its stdout",
             spec.via()
+        ),
+        // Killed by this client when the time was up: its exit says nothing.
+        ClientError::Io(io) if io.kind() == io::ErrorKind::TimedOut => format!(
+            "no answer through `{}` within {} s{said}: is the host reachable, and does \
+             `cubactl bridge` start there?",
+            spec.via(),
+            limit.as_secs_f32()
         ),
         other => {
             let code = status.and_then(|s| s.code());

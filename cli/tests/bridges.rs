@@ -1,0 +1,127 @@
+//! Bridges that do not speak the protocol: what reaches the user says what happened (the first
+//! bytes of a banner or of noise, no answer in time), and a failed bridge leaves nothing of its
+//! process group behind.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{path_str, show, Env};
+
+/// A bridge `b` that runs `script` (a shell script written into the test's directory).
+struct Bridge {
+    env: Env,
+    config: PathBuf,
+    hosts: String,
+}
+
+impl Bridge {
+    fn new(script: &str) -> Bridge {
+        let env = Env::new();
+        let path = env.dir.path().join("bridge.sh");
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).expect("write the bridge");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod the bridge");
+        let config = env.dir.path().join("config.toml");
+        std::fs::write(&config, "").expect("write config.toml");
+        let hosts = format!("b=command:{}", path_str(&path));
+        Bridge { env, config, hosts }
+    }
+
+    fn ps(&self, extra: &[(&str, &str)]) -> Output {
+        self.env
+            .cmd()
+            .env("CUBA_EXEC_HOSTS", &self.hosts)
+            .env("CUBA_EXEC_CONFIG", &self.config)
+            .env_remove("CUBA_EXEC_HOST")
+            .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
+            .envs(extra.iter().copied())
+            .args(["--host", "b", "ps"])
+            .output()
+            .expect("run cubactl")
+    }
+}
+
+/// Live processes whose command line contains `text` (a killed one's is empty).
+fn processes_with(text: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(text)
+            })
+        })
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_login_banner_is_shown_with_the_hint() {
+    let b = Bridge::new("echo 'Welcome to build01 (Ubuntu)'; exec sleep 60");
+    let out = b.ps(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(err.contains("\"Welcome to build01 (Ubuntu)\""), "{err}");
+    assert!(err.contains("login banner"), "{err}");
+    assert!(
+        !err.contains("SIGKILL"),
+        "our own kill is not the cause: {err}"
+    );
+}
+
+#[test]
+fn noise_and_a_huge_length_are_shown_as_bytes() {
+    for (script, shown) in [
+        (
+            "printf '\\377\\377\\377\\377\\001\\002'; exec sleep 60",
+            "bytes ff ff ff ff 01 02",
+        ),
+        // A length of 2 GiB: not a frame this client reads.
+        (
+            "printf '\\200\\000\\000\\000CUBA'; exec sleep 60",
+            "bytes 80 00 00 00 43 55 42 41",
+        ),
+    ] {
+        let b = Bridge::new(script);
+        let out = b.ps(&[]);
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(shown) && err.contains("cuba-exec's protocol"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_bridge_that_never_answers_is_said_to_have_given_no_answer() {
+    let b = Bridge::new("exec sleep 60");
+    let out = b.ps(&[("CUBA_EXEC_BRIDGE_TIMEOUT", "300ms")]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no answer through") && err.contains("within 0.3 s"),
+        "{err}"
+    );
+    assert!(!err.contains("exited"), "{err}");
+}
+
+#[test]
+fn a_failed_bridge_leaves_nothing_of_its_group() {
+    // A marker only this test's orphan carries on its command line.
+    let marker = format!("sleep 45.{}", std::process::id());
+    let b = Bridge::new(&format!("{marker} & echo banner; wait"));
+    let out = b.ps(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(stderr(&out).contains("\"banner\""), "{}", show(&out));
+    let left = processes_with(&marker);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
