@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::client::{this_client, Client};
 use cuba_protocol::{
     ClientKind, ErrorKind, ListRequest, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest,
-    SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitSpec,
+    SpawnRequest, StreamFilter, TtySize, WaitReason, WaitRequest, WaitSpec,
 };
 use tokio::task::JoinSet;
 
@@ -521,9 +521,81 @@ async fn prompt_to_waiting(c: &Client) {
     println!("   (the floor is the quiet period the daemon waits for: 150 ms)");
 }
 
+/// `run "echo x"` latency while `yes` floods a terminal (and while a second client polls that
+/// terminal's screen too), beside the same with nothing else running: no output source may
+/// hold the daemon from other clients' work.
+async fn flood(d: &mut Daemon) {
+    const N: usize = 60;
+    async fn sample(c: &Client) -> Vec<Duration> {
+        let mut v = Vec::with_capacity(N);
+        for _ in 0..N {
+            v.push(via_run(c, "echo x").await);
+        }
+        v
+    }
+    let c = d.connect().await;
+    let idle = stats_max(sample(&c).await);
+    let tty = SpawnRequest {
+        tty: Some(TtySize {
+            cols: 120,
+            rows: 40,
+        }),
+        ..spawn_req("timeout 60 yes")
+    };
+    let yes = c.spawn(tty).await.unwrap();
+    let flooded = stats_max(sample(&c).await);
+    // A second client polls the terminal's screen as an agent watching it would.
+    let poller = d.connect().await;
+    let id = yes.id;
+    let polls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = polls.clone();
+    let polling = tokio::spawn(async move {
+        while poller.screen(id).await.is_ok() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let watched = stats_max(sample(&c).await);
+    // A finished terminal keeps its screen: the poller stops only when told.
+    polling.abort();
+    let polls = polls.load(std::sync::atomic::Ordering::Relaxed);
+    let stop = SignalRequest {
+        id,
+        signal: Signal::Kill,
+        escalate: false,
+        grace_ms: None,
+        wait: true,
+    };
+    c.signal(stop).await.unwrap();
+    let out = wait_exit(&c, id).await.stdout_bytes;
+    println!();
+    println!("6) `run \"echo x\"` beside a terminal flood (`yes` on a tty), N={N} each");
+    println!("   {:<34}{:>12}{:>12}", "", "median", "max");
+    for (name, [m, x]) in [
+        ("nothing else running", idle),
+        ("`yes` flooding a terminal", flooded),
+        ("  and a client polling its screen", watched),
+    ] {
+        println!("   {name:<34}{:>12}{:>12}", ms(m), ms(x));
+    }
+    let ok = |[m, x]: [Duration; 2]| m <= idle[0] * 2 && x <= Duration::from_millis(100);
+    println!(
+        "   target median <= 2x idle, max <= 100 ms: flood {}, with screen polls {}   ({} \
+         MB of terminal output, {polls} screen reads)",
+        verdict(ok(flooded)),
+        verdict(ok(watched)),
+        out / 1_000_000
+    );
+}
+
+/// Median and max.
+fn stats_max(mut v: Vec<Duration>) -> [Duration; 2] {
+    v.sort();
+    [v[v.len() / 2], v[v.len() - 1]]
+}
+
 fn main() {
     // `cargo bench -p cuba-daemon --bench daemon -- sessions input`: only those sections
-    // (latency, drain, sleepers, sessions, input); none named: all.
+    // (latency, drain, sleepers, sessions, input, flood); none named: all.
     let picked: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -553,6 +625,9 @@ fn main() {
             }
             if run("input") {
                 prompt_to_waiting(&c).await;
+            }
+            if run("flood") {
+                flood(&mut daemon).await;
             }
         }
         if run("sleepers") {

@@ -231,3 +231,29 @@ async fn a_tty_process_that_only_sleeps_is_not_waiting_input() {
     assert_eq!(w.reason, WaitReason::Exited, "{:?}", w.process);
     assert!(text(&w.output.bytes()).contains("done"));
 }
+
+/// A terminal that never stops being readable (`yes`) does not hold the daemon: a short wait on
+/// it ends at its timeout, and another client's command runs, while the flood goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_flood_leaves_the_daemon_to_others() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let yes = spawn_with(&c, tty_req("timeout 30 yes")).await;
+    let short = WaitRequest {
+        id: yes.id,
+        since: Some(0),
+        spec: WaitSpec::exit(100, 2048),
+    };
+    let w = bounded("wait", STEP, c.wait(short)).await.unwrap();
+    // Before, the flood kept the daemon's thread until `yes` ended (exit 124 after 30 s).
+    assert_eq!(w.reason, WaitReason::Timeout, "{:?}", w.process);
+    assert_eq!(w.process.state, ProcState::Running);
+    let other = d.client().await;
+    let p = spawn(&other, "echo x").await;
+    let done = wait_exit(&other, p.id).await;
+    assert_eq!(text(&done.output.bytes()), "x\n");
+    assert_eq!(
+        c.info(yes.id).step().await.unwrap().state,
+        ProcState::Running
+    );
+}

@@ -186,6 +186,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             r = read_some(&mut s.stdout, &mut out_buf) => {
                 s.took(Stream::Stdout, &r, &out_buf);
                 grow(&mut out_buf, &r, &s.stdout);
+                // A terminal gives at most a few KiB a read and is always readable under a
+                // flood: other work (clients, timers) gets its turn after each read.
+                if matches!(s.stdout, Some(Source::Pty(_))) {
+                    tokio::task::yield_now().await;
+                }
             }
             r = read_some(&mut s.stderr, &mut err_buf) => {
                 s.took(Stream::Stderr, &r, &err_buf);
