@@ -5,6 +5,7 @@
 //! task owns the socket's write half. A request whose future is dropped (a cancelled MCP call, a
 //! Ctrl-C'd CLI) sends `Cancel` for itself, so the daemon stops working on it.
 
+mod greet;
 mod start;
 mod stream;
 
@@ -23,7 +24,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
-use crate::handshake::{self, HandshakeError};
+use crate::handshake::HandshakeError;
 use crate::message::*;
 use crate::wire::{self, WireError};
 pub use start::{daemon_absent, start_daemon};
@@ -34,15 +35,6 @@ pub use stream::{Running, Subscription};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames a streaming reply may have waiting for its reader before the stream is ended.
 const STREAM_BUFFER: usize = 256;
-/// Bytes of a reply that is not the protocol shown in the error.
-const SHOWN_BYTES: usize = 64;
-
-/// The handshake's reply was not the protocol: `head` then `rest`, the first bytes of it.
-fn not_protocol(head: &[u8], rest: &[u8]) -> ClientError {
-    let first: Vec<u8> = head.iter().chain(rest).take(SHOWN_BYTES).copied().collect();
-    ClientError::Handshake(HandshakeError::NotProtocol(first))
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot reach cubad at {path}: {source}")]
@@ -199,40 +191,7 @@ impl Client {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let mut framed = Framed::new(stream, wire::codec());
-        let hello = handshake::encode_hello(&hello)?;
-        let exchange = async {
-            // A daemon that refuses at once (too many connections, no descriptors left) may
-            // close before the hello is written: its reason is still there to read.
-            let sent = framed.send(Bytes::from(hello)).await;
-            match (framed.next().await, sent) {
-                (Some(Ok(frame)), _) => handshake::decode_welcome(&frame).map_err(|e| match e {
-                    // The length read as a frame's was the start of something else.
-                    HandshakeError::BadMagic | HandshakeError::Truncated => {
-                        not_protocol(&(frame.len() as u32).to_be_bytes(), &frame)
-                    }
-                    e => ClientError::from(e),
-                }),
-                (_, Err(e)) => Err(ClientError::Io(e)),
-                // A length over the frame limit: text (a banner) or noise, not a frame.
-                (Some(Err(e)), Ok(())) if e.kind() == io::ErrorKind::InvalidData => {
-                    Err(not_protocol(framed.read_buffer(), &[]))
-                }
-                (Some(Err(e)), Ok(())) => Err(ClientError::Io(e)),
-                (None, Ok(())) if !framed.read_buffer().is_empty() => {
-                    Err(not_protocol(framed.read_buffer(), &[]))
-                }
-                (None, Ok(())) => Err(ClientError::Closed),
-            }
-        };
-        let welcome = tokio::time::timeout(limit, exchange).await.map_err(|_| {
-            ClientError::Io(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "cubad did not answer the handshake within {} s",
-                    limit.as_secs()
-                ),
-            ))
-        })??;
+        let welcome = greet::exchange(&mut framed, &hello, limit).await?;
 
         let (mut sink, mut source) = framed.split();
         let (out, mut out_rx) = mpsc::channel::<Bytes>(64);
