@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from clients_harness import (
+    server_env_of,
     cubactl_setup,
     env_flags,
     SERVER,
@@ -285,12 +286,7 @@ def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str
         "type": "stdio",
         "command": str(bin_dir / "cuba-exec"),
         "args": [],
-        "env": {
-            "CUBA_EXEC_SOCKET": str(world.socket),
-            "CUBA_EXEC_STATE_DIR": str(world.state),
-            "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
-            "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
-        },
+        "env": server_env_of(world),
     }
     # More of the server's environment, for probes (e.g. CUBA_EXEC_LOG, CUBA_EXEC_STRUCTURED).
     entry["env"].update(server_env or {})

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from clients_harness import (
+    server_env_of,
     Call,
     Conversation,
     Run,
@@ -269,13 +270,7 @@ def server_entry(world: Any, approval: Optional[str] = "approve", extra_env: Opt
     """Our server's table in ~/.codex/config.toml (`approval`: its `default_tools_approval_mode`,
     None for none; `extra_env`: more variables for the server)."""
     bin_dir = world.shim.parent
-    env = {
-        "CUBA_EXEC_SOCKET": str(world.socket),
-        "CUBA_EXEC_STATE_DIR": str(world.state),
-        "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
-        "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
-        **(extra_env or {}),
-    }
+    env = server_env_of(world) | (extra_env or {})
     lines = [
         "[mcp_servers.cuba-exec]",
         f"command = {_toml_str(str(bin_dir / 'cuba-exec'))}",

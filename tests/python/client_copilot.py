@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 from api_chat import ChatApi
 from clients_harness import (
+    server_env_of,
     CLIENTS_DIR,
     SERVER,
     Call,
@@ -66,13 +67,7 @@ def server_entry(world: Any, server_env: Optional[dict[str, str]] = None) -> dic
         "type": "local",
         "command": str(bin_dir / "cuba-exec"),
         "args": [],
-        "env": {
-            "CUBA_EXEC_SOCKET": str(world.socket),
-            "CUBA_EXEC_STATE_DIR": str(world.state),
-            "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
-            "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
-            **(server_env or {}),
-        },
+        "env": server_env_of(world) | (server_env or {}),
         "tools": ["*"],
     }
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from clients_harness import (
+    server_env_of,
     Call,
     Conversation,
     Run,
@@ -171,12 +172,7 @@ def server_entry(world: Any) -> dict[str, Any]:
     return {
         "command": str(bin_dir / "cuba-exec"),
         "args": [],
-        "env": {
-            "CUBA_EXEC_SOCKET": str(world.socket),
-            "CUBA_EXEC_STATE_DIR": str(world.state),
-            "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
-            "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
-        },
+        "env": server_env_of(world),
         # Runs our tools without a confirmation (a policy rule `mcp_cuba-exec_*` -> allow);
         # without it a headless run denies every MCP call. Takes effect in a trusted folder only.
         "trust": True,

@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from api_chat import ChatApi
 from clients_harness import (
+    server_env_of,
     cubactl_setup,
     env_flags,
     SERVER,
@@ -64,13 +65,7 @@ def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str
     config.setdefault("mcp", {})[SERVER] = {
         "type": "local",
         "command": [str(bin_dir / "cuba-exec")],
-        "environment": {
-            "CUBA_EXEC_SOCKET": str(world.socket),
-            "CUBA_EXEC_STATE_DIR": str(world.state),
-            "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
-            "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
-            **(server_env or {}),
-        },
+        "environment": server_env_of(world) | (server_env or {}),
         "enabled": True,
     }
     path.write_text(json.dumps(config, indent=2) + "\n")

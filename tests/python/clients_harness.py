@@ -252,19 +252,23 @@ def cubactl_setup(world: Any, home: Path, client: str, *extra: str) -> subproces
         client,
         "--bin-dir",
         str(bin_dir),
-        "--env",
-        f"CUBA_EXEC_SOCKET={world.socket}",
-        "--env",
-        f"CUBA_EXEC_STATE_DIR={world.state}",
-        "--env",
-        f"CUBA_EXEC_DAEMON={bin_dir / 'cubad'}",
-        "--env",
-        "CUBA_EXEC_SHUTDOWN_TIMEOUT=500ms",
+        *env_flags(server_env_of(world)),
         *extra,
     ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
     return done
+
+
+def server_env_of(world: Any) -> dict[str, str]:
+    """Our server's environment in a client's entry: this test's private daemon."""
+    bin_dir = world.shim.parent
+    return {
+        "CUBA_EXEC_SOCKET": str(world.socket),
+        "CUBA_EXEC_STATE_DIR": str(world.state),
+        "CUBA_EXEC_DAEMON": str(bin_dir / "cubad"),
+        "CUBA_EXEC_SHUTDOWN_TIMEOUT": "500ms",
+    }
 
 
 def env_flags(env: Optional[dict[str, str]]) -> list[str]:

@@ -14,13 +14,18 @@ const OPEN_FILES: u64 = 96;
 const RUNS: u64 = 300;
 const MAX_FINISHED: usize = 40;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finished_records_hold_no_descriptor_and_are_capped() {
-    let d = TestDaemon::builder()
+/// A daemon with few files to open and few finished records kept.
+async fn capped_daemon() -> TestDaemon {
+    TestDaemon::builder()
         .open_files(OPEN_FILES)
         .env("CUBA_EXEC_MAX_FINISHED", &MAX_FINISHED.to_string())
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_records_hold_no_descriptor_and_are_capped() {
+    let d = capped_daemon().await;
     let c = d.client().await;
     let first = spawn(&c, "echo out; echo err >&2").await;
     wait_exit(&c, first.id).await;
@@ -57,11 +62,7 @@ const SESSIONS: u32 = 1000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_shell_ended_holds_no_descriptor() {
-    let d = TestDaemon::builder()
-        .open_files(OPEN_FILES)
-        .env("CUBA_EXEC_MAX_FINISHED", &MAX_FINISHED.to_string())
-        .start()
-        .await;
+    let d = capped_daemon().await;
     let c = d.client().await;
     let in_session = |name: String, command: &str| cuba_protocol::SpawnRequest {
         command: command.to_string(),
