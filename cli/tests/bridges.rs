@@ -125,3 +125,131 @@ fn a_failed_bridge_leaves_nothing_of_its_group() {
     let left = processes_with(&marker);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A bridge that passes the welcome of a real `cubactl bridge` through, then does `mode` (see
+/// fixtures/after_welcome.py).
+fn after_welcome(mode: &str) -> Bridge {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/after_welcome.py");
+    Bridge::new(&format!(
+        "exec python3 {} {mode} {} bridge",
+        path_str(&fixture),
+        path_str(&common::cubactl_bin())
+    ))
+}
+
+impl Bridge {
+    fn run(&self, extra: &[(&str, &str)]) -> Output {
+        self.env
+            .cmd()
+            .env("CUBA_EXEC_HOSTS", &self.hosts)
+            .env("CUBA_EXEC_CONFIG", &self.config)
+            .env_remove("CUBA_EXEC_HOST")
+            .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
+            .envs(extra.iter().copied())
+            .args(["--host", "b", "run", "--", "echo", "hi"])
+            .output()
+            .expect("run cubactl")
+    }
+}
+
+#[test]
+fn noise_after_the_welcome_is_quoted_and_nothing_is_sent() {
+    let b = after_welcome("garbage");
+    let out = b.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("host b: after its welcome")
+            && err.contains("bytes ff fe 00 01 67 61 72 62 61 67 65"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("connection to cubad"),
+        "not the local daemon: {err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("hi"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_reply_begun_and_never_finished_ends_the_call() {
+    let b = after_welcome("partial");
+    let out = b.run(&[("CUBA_EXEC_BRIDGE_TIMEOUT", "400ms")]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the link to host b sent part of a reply (3 bytes), then nothing for 0.4 s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bridge_that_closes_after_the_welcome_was_sent_nothing() {
+    let b = after_welcome("close");
+    let out = b.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    // Either seen at once (the bridge's exit), or after the request was written: then the
+    // bytes still in its stdin say it never read them.
+    assert!(
+        err.contains("the request was not sent") || err.contains("exited (exit status: 0)"),
+        "{err}"
+    );
+    assert!(err.contains("host b"), "names the host: {err}");
+}
+
+#[test]
+fn a_bridge_that_closes_without_reading_the_request_was_sent_nothing() {
+    let b = after_welcome("late");
+    let out = b.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    // The request is still in the bridge's stdin: it never read it.
+    assert!(err.contains("the request was not sent"), "{err}");
+    assert!(err.contains("cubactl --host b"), "names the host: {err}");
+}
+
+#[test]
+fn a_signal_while_the_start_goes_unanswered_ends_cubactl() {
+    let b = after_welcome("partial");
+    let fifo = b.env.dir.path().join("read");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let mut child = b
+        .env
+        .std_cmd()
+        .env("CUBA_EXEC_HOSTS", &b.hosts)
+        .env("CUBA_EXEC_CONFIG", &b.config)
+        .env("AFTER_WELCOME_READ", &fifo)
+        .env_remove("CUBA_EXEC_HOST")
+        .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
+        .args(["--host", "b", "run", "--", "echo", "hi"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cubactl");
+    // Opening the FIFO returns once the bridge has the request (it opens its end then).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(path));
+    });
+    let read = rx.recv_timeout(common::LIMIT);
+    assert!(read.is_ok(), "the bridge never got the request");
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let ended = common::exited_within(child.id() as i32, common::LIMIT);
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("wait for cubactl");
+    assert!(ended, "cubactl did not end on SIGTERM");
+    assert_eq!(out.status.code(), Some(143), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("interrupted before the start was confirmed"),
+        "{}",
+        show(&out)
+    );
+}

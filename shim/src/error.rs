@@ -40,7 +40,9 @@ pub fn remote(e: ClientError) -> Failure {
         ClientError::Host(m) => {
             return Failure::bad_request(format!("{m}. list_hosts shows the hosts there are."))
         }
-        ClientError::Bridge { .. } => return Failure::new("UNAVAILABLE", format!("{e}.")),
+        ClientError::Bridge { .. } | ClientError::Broken { .. } => {
+            return Failure::new("UNAVAILABLE", format!("{e}."))
+        }
         _ => {}
     }
     let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
@@ -55,6 +57,26 @@ pub fn remote(e: ClientError) -> Failure {
         other => other.to_string(),
     };
     Failure::new(code, format!("{message}.{hint}"))
+}
+
+/// [`remote`] for a request to `host`: a connection lost there is that host's link or daemon,
+/// not this machine's.
+pub fn remote_at(host: Option<&str>, e: ClientError) -> Failure {
+    match (remote_host(host), &e) {
+        (Some(h), ClientError::Closed | ClientError::Gone | ClientError::Io(_)) => Failure::new(
+            "UNAVAILABLE",
+            format!(
+                "host {h}: {e}: the link to it dropped, or the cubad there stopped. Retry; \
+                 list_hosts shows whether it answers."
+            ),
+        ),
+        _ => remote(e),
+    }
+}
+
+/// `host` when it names another machine.
+fn remote_host(host: Option<&str>) -> Option<&str> {
+    host.filter(|h| !cuba_protocol::hosts::is_local(Some(h)))
 }
 
 /// A request over the daemon's frame limit. The client checks the size before sending, so the
@@ -104,16 +126,20 @@ pub enum Sent {
     Signal(u64),
 }
 
-/// The failure of a request sent through the link; `sent` says what it was.
-pub fn link(e: LinkError, sent: Sent) -> Failure {
+/// The failure of a request sent through the link to `host`; `sent` says what it was.
+pub fn link(e: LinkError, sent: Sent, host: Option<&str>) -> Failure {
     let e = match e {
-        LinkError::Failed(e) => return remote(e),
+        LinkError::Failed(e) => return remote_at(host, e),
         LinkError::MaybeDone(e) => e,
+    };
+    let (peer, on) = match remote_host(host) {
+        Some(h) => (format!("the link to host {h}"), format!("(host=\"{h}\")")),
+        None => ("the connection to cubad".to_string(), String::new()),
     };
     let (what, check) = match sent {
         Sent::Command => (
             "the command",
-            "it may be running: list_processes shows it".to_string(),
+            format!("it may be running: list_processes{on} shows it"),
         ),
         Sent::Input(id) => (
             "the input",
@@ -126,7 +152,7 @@ pub fn link(e: LinkError, sent: Sent) -> Failure {
     };
     Failure::new(
         "UNAVAILABLE",
-        format!("the connection to cubad was lost after {what} was sent ({e}); {check}."),
+        format!("{peer} was lost after {what} was sent ({e}); {check}."),
     )
 }
 
@@ -214,17 +240,71 @@ mod tests {
 
     #[test]
     fn a_lost_action_says_it_may_have_happened() {
-        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Command);
+        let f = link(
+            LinkError::MaybeDone(ClientError::Closed),
+            Sent::Command,
+            None,
+        );
         assert_eq!(f.code, "UNAVAILABLE");
         assert_eq!(
             f.message,
             "the connection to cubad was lost after the command was sent (connection to cubad \
              closed); it may be running: list_processes shows it."
         );
-        let f = link(LinkError::MaybeDone(ClientError::Closed), Sent::Input(3));
+        let f = link(
+            LinkError::MaybeDone(ClientError::Closed),
+            Sent::Input(3),
+            None,
+        );
         assert!(f.message.contains("status(id=3)"), "{}", f.message);
         // Unlike an unreachable daemon, nothing here says "retry".
         assert!(!f.message.contains("retry"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_host_lost_is_that_host_not_this_machine() {
+        let f = link(
+            LinkError::MaybeDone(ClientError::Closed),
+            Sent::Command,
+            Some("b"),
+        );
+        assert!(
+            f.message
+                .starts_with("the link to host b was lost after the command was sent")
+                && f.message.contains("list_processes(host=\"b\")"),
+            "{}",
+            f.message
+        );
+        let f = link(
+            LinkError::Failed(ClientError::Gone),
+            Sent::Command,
+            Some("b"),
+        );
+        assert!(
+            f.message.starts_with("host b: ") && f.message.contains("was not sent"),
+            "{}",
+            f.message
+        );
+        assert!(
+            !f.message.contains("cubad daemon could not"),
+            "{}",
+            f.message
+        );
+        let broken = ClientError::Broken {
+            from: "the link to host b".into(),
+            why: "sent part of a reply (3 bytes), then nothing for 2 s".into(),
+            sent: false,
+        };
+        let f = remote_at(Some("b"), broken);
+        assert_eq!(
+            f.message,
+            "the link to host b sent part of a reply (3 bytes), then nothing for 2 s; the \
+             request was not sent."
+        );
+        // This machine keeps its own words.
+        assert!(remote_at(Some("local"), ClientError::Gone)
+            .message
+            .contains("The cubad daemon could not be reached"));
     }
 
     #[test]
@@ -233,7 +313,7 @@ mod tests {
             kind: ErrorKind::NotFound,
             message: "no process 7".into(),
         });
-        let f = link(LinkError::Failed(e), Sent::Command);
+        let f = link(LinkError::Failed(e), Sent::Command, None);
         assert_eq!(f.code, "NOT_FOUND");
         assert_eq!(
             f.message,

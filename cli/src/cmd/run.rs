@@ -60,12 +60,18 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let in_session = args.spawn.session.is_some();
     let req = args.spawn.request(!forward_stdin && !in_session);
     // Retried with its token if the connection drops before the answer: started once.
-    let (client, info) = ctx
-        .once(|c| {
-            let req = req.clone();
-            async move { c.spawn(req).await }
-        })
-        .await?;
+    let start = ctx.once(|c| {
+        let req = req.clone();
+        async move { c.spawn(req).await }
+    });
+    // A signal before the start is answered ends cubactl: a daemon or a link that never
+    // answers must not make it deaf to Ctrl-C and `kill`.
+    let (client, info) = tokio::select! {
+        started = start => started?,
+        _ = int.recv() => return Ok(not_started(130)),
+        _ = term_sig.recv() => return Ok(not_started(143)),
+        _ = hup.recv() => return Ok(not_started(129)),
+    };
     if info.state == ProcState::FailedToStart {
         eprintln!("cubactl: {}", describe::sentence(&info));
         return Ok(exit::failed());
@@ -186,6 +192,16 @@ async fn follow(client: &Client, id: u64, since: u64) -> Result<Subscription, Cl
             stream: StreamFilter::Both,
         }))
         .await
+}
+
+/// Interrupted before the daemon said the command started: it may have (the request was
+/// cancelled, but may have been carried out already).
+fn not_started(code: u8) -> ExitCode {
+    eprintln!(
+        "cubactl: interrupted before the start was confirmed; the command may have started \
+         (`cubactl ps` shows it)"
+    );
+    ExitCode::from(code)
 }
 
 fn lost(id: u64) -> String {

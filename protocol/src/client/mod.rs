@@ -6,6 +6,7 @@
 //! Ctrl-C'd CLI) sends `Cancel` for itself, so the daemon stops working on it.
 
 mod greet;
+mod reader;
 mod start;
 mod stream;
 
@@ -28,7 +29,7 @@ use crate::handshake::HandshakeError;
 use crate::message::*;
 use crate::wire::{self, WireError};
 pub use start::{daemon_absent, start_daemon};
-use stream::{lock, route, unexpected, ReplyStream};
+use stream::{lock, unexpected, ReplyStream};
 pub use stream::{Running, Subscription};
 
 /// How long the handshake may take before the daemon is considered hung.
@@ -55,6 +56,18 @@ pub enum ClientError {
     /// or the daemon closed it (idle) saying it had read nothing it did not answer.
     #[error("connection to cubad closed (the request was not sent)")]
     Gone,
+    /// The far end stopped speaking the protocol after the welcome (bytes that are not a reply,
+    /// a reply begun and never finished). Not retried: the same link would do it again.
+    #[error("{from} {why}; {}", match .sent {
+        true => "the request may have reached it",
+        false => "the request was not sent",
+    })]
+    Broken {
+        /// `cubad`, or `the link to host NAME`.
+        from: String,
+        why: String,
+        sent: bool,
+    },
     #[error("cubad sent an unexpected reply: {0}")]
     Unexpected(String),
     /// A host could not be reached, or its daemon could not be spoken to.
@@ -86,6 +99,7 @@ impl ClientError {
                 | ClientError::Gone
                 | ClientError::Bridge { .. }
                 | ClientError::Host(_)
+                | ClientError::Broken { sent: false, .. }
         )
     }
 
@@ -111,6 +125,12 @@ struct Health {
     /// The daemon said it closes the connection ([`Response::Closing`]): every request still
     /// unanswered was never read, so it fails with [`ClientError::Gone`].
     unseen: AtomicBool,
+    /// What the far end did when it stopped speaking the protocol, if it did.
+    broken: Mutex<Option<String>>,
+    /// Bytes of requests written since the handshake.
+    written: AtomicU64,
+    /// A bridge's stdin pipe, for the bytes it never read ([`Client::lost`]).
+    unread: Option<std::os::fd::OwnedFd>,
 }
 
 impl Default for Health {
@@ -118,8 +138,22 @@ impl Default for Health {
         Health {
             alive: AtomicBool::new(true),
             unseen: AtomicBool::new(false),
+            broken: Mutex::new(None),
+            written: AtomicU64::new(0),
+            unread: None,
         }
     }
+}
+
+/// Who is at the other end of a connection, for its errors.
+pub(crate) struct Peer {
+    /// `cubad`, or `the link to host NAME`.
+    pub(crate) name: String,
+    /// How long a reply begun may wait for its next byte ([`reader::read`]).
+    pub(crate) stall: Option<Duration>,
+    /// The pipe the requests are written to (a bridge's stdin): what is still in it when the
+    /// bridge closes was never read by it.
+    pub(crate) pipe: Option<std::os::fd::OwnedFd>,
 }
 
 /// A connection to the daemon. Cheap to clone; requests from clones share the connection.
@@ -130,6 +164,8 @@ pub struct Client {
     health: Arc<Health>,
     next_id: Arc<AtomicU64>,
     welcome: Arc<Welcome>,
+    /// `cubad`, or `the link to host NAME`: what a broken connection's error names.
+    from: Arc<str>,
     /// What must live as long as the connection (a bridge process, killed when the last clone
     /// of the connection is dropped).
     _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
@@ -162,7 +198,12 @@ impl Client {
             client,
             remote: false,
         };
-        Self::over(stream, hello, None, HANDSHAKE_TIMEOUT).await
+        let peer = Peer {
+            name: "cubad".into(),
+            stall: None,
+            pipe: None,
+        };
+        Self::over(stream, hello, None, HANDSHAKE_TIMEOUT, peer).await
     }
 
     /// Connects, starting the daemon first if none answers on `socket`.
@@ -186,49 +227,50 @@ impl Client {
         hello: Hello,
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
         limit: Duration,
+        peer: Peer,
     ) -> Result<Client, ClientError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let mut framed = Framed::new(stream, wire::codec());
         let welcome = greet::exchange(&mut framed, &hello, limit).await?;
+        let mut framed = framed.map_codec(reader::Watched::new);
+        let buffered = framed.codec().buffered.clone();
+        let first = reader::early(&mut framed, &peer.name)?;
 
-        let (mut sink, mut source) = framed.split();
+        let (mut sink, source) = framed.split();
         let (out, mut out_rx) = mpsc::channel::<Bytes>(64);
+        let health = Arc::new(Health {
+            unread: peer.pipe,
+            ..Health::default()
+        });
+        let counts = health.clone();
         tokio::spawn(async move {
             while let Some(frame) = out_rx.recv().await {
+                // With its length prefix.
+                let bytes = frame.len() as u64 + 4;
                 if sink.send(frame).await.is_err() {
                     break;
                 }
+                counts.written.fetch_add(bytes, Ordering::SeqCst);
             }
         });
         let pending: Pending = Arc::default();
-        let routes = pending.clone();
-        let health = Arc::new(Health::default());
-        let flags = health.clone();
-        tokio::spawn(async move {
-            while let Some(Ok(frame)) = source.next().await {
-                let Ok(reply) = wire::decode::<ResponseFrame>(&frame) else {
-                    break;
-                };
-                if let (0, Response::Closing { .. }) = (reply.id, &reply.response) {
-                    // Before the connection is marked dead: a waiter woken by the clear
-                    // below must already see that its request was never read.
-                    flags.unseen.store(true, Ordering::SeqCst);
-                    break;
-                }
-                route(&routes, reply);
-            }
-            flags.alive.store(false, Ordering::SeqCst);
-            // Dropping every sender wakes every waiter with "closed" (or "gone", see above).
-            lock(&routes).clear();
-        });
+        tokio::spawn(reader::read(
+            source,
+            first,
+            buffered,
+            peer.stall,
+            pending.clone(),
+            health.clone(),
+        ));
         Ok(Client {
             out,
             pending,
             health,
             next_id: Arc::new(AtomicU64::new(1)),
             welcome: Arc::new(welcome),
+            from: peer.name.into(),
             _keep: keep,
         })
     }
@@ -257,6 +299,24 @@ impl Client {
         self.health.unseen.load(Ordering::SeqCst)
     }
 
+    /// The error of a request the dead connection failed: the far end's fault if it broke the
+    /// protocol; not sent if a bridge closed without reading anything written to it; else
+    /// `lost` (the connection closed or went away).
+    fn lost(&self, sent: bool, lost: ClientError) -> ClientError {
+        if let Some(why) = stream::lock(&self.health.broken).clone() {
+            return ClientError::Broken {
+                from: self.from.to_string(),
+                why,
+                sent,
+            };
+        }
+        let written = self.health.written.load(Ordering::SeqCst);
+        match &self.health.unread {
+            Some(pipe) if written > 0 && reader::unread(pipe) == Some(written) => ClientError::Gone,
+            _ => lost,
+        }
+    }
+
     pub fn welcome(&self) -> &Welcome {
         &self.welcome
     }
@@ -271,7 +331,7 @@ impl Client {
             // never left waiting for a reply nobody will route.
             let mut pending = lock(&self.pending);
             if !self.health.alive.load(Ordering::SeqCst) {
-                return Err(ClientError::Gone);
+                return Err(self.lost(false, ClientError::Gone));
             }
             pending.insert(id, tx);
         }

@@ -88,7 +88,7 @@ impl ReplyStream {
             }
             None => {
                 self.done = true;
-                Some(Err(ClientError::Closed))
+                Some(Err(self.client.lost(true, ClientError::Closed)))
             }
             Some(Response::End) => {
                 self.done = true;

@@ -155,11 +155,22 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
         let _ = exit_tx.send(status.ok());
     });
     let keep = Arc::new(Process { _kill: kill });
+    let pipe = std::os::fd::AsFd::as_fd(&stdin).try_clone_to_owned().ok();
     let stream = tokio::io::join(stdout, stdin);
     let limit = handshake_limit();
-    match Client::over(stream, hello, Some(keep), limit).await {
+    let peer = crate::client::Peer {
+        name: format!("the link to host {}", spec.name),
+        stall: Some(limit),
+        pipe,
+    };
+    match Client::over(stream, hello, Some(keep.clone()), limit, peer).await {
         Ok(client) => Ok(client),
         Err(e) => {
+            // A bridge that closed its stdout is ending by itself: its own exit status says
+            // why. Any other is killed now (its status would only be our kill).
+            if !matches!(e, ClientError::Closed) {
+                drop(keep);
+            }
             let status = tokio::time::timeout(EXIT_WAIT, exit.wait_for(Option::is_some))
                 .await
                 .ok()
@@ -259,6 +270,11 @@ fn explain(
             "`{}` answered with something other than cuba-exec's protocol{said}; make sure it \
              runs `cubactl bridge` and that nothing (a login banner, a shell startup file) \
              writes to its stdout",
+            spec.via()
+        ),
+        ClientError::Broken { why, .. } => format!(
+            "after its welcome, `{}` {why}{said}; make sure nothing but `cubactl bridge` writes \
+             to its stdout",
             spec.via()
         ),
         // Killed by this client when the time was up: its exit says nothing.

@@ -95,7 +95,7 @@ impl CubaExec {
         self.link
             .call(ctx, host, Repeat::Safe, f)
             .await
-            .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| remote(e))
+            .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| error::remote_at(host, e))
     }
 
     /// A read of one host among several (`list_hosts`, `list_processes(host="*")`), within
@@ -141,7 +141,7 @@ impl CubaExec {
         self.link
             .call(ctx, host, repeat, f)
             .await
-            .map_err(|e| error::link(e, sent))
+            .map_err(|e| error::link(e, sent, host))
     }
 
     /// The reply for `info` (read through `client`, on `host`) with its output from `since`
