@@ -54,6 +54,11 @@ pub struct ProcessJson<'a> {
     /// Memory of its tree (cgroup): now while it runs, the peak once it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mem_bytes: Option<u64>,
+    /// Its cgroup's pids cap, and the forks the kernel refused at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forks_refused: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -123,6 +128,8 @@ impl<'a> ProcessJson<'a> {
             dropped_bytes: p.dropped_bytes,
             cpu_ms: p.cpu_ms,
             mem_bytes: memory(p),
+            pids_max: p.pids_max,
+            forks_refused: p.forks_refused,
             notice: p.notice.as_deref(),
             spool: p.spool.as_deref(),
             usage: None,

@@ -183,6 +183,8 @@ pub fn set_usage(info: &mut ProcessInfo, u: crate::platform::cgroup::Usage) {
     info.cpu_ms = u.cpu_ms.or(info.cpu_ms);
     info.memory_bytes = u.memory_bytes.or(info.memory_bytes);
     info.memory_peak_bytes = u.memory_peak_bytes.or(info.memory_peak_bytes);
+    info.pids_max = u.pids_max.or(info.pids_max);
+    info.forks_refused = u.forks_refused.or(info.forks_refused);
 }
 
 impl ProcData {

@@ -438,6 +438,8 @@ fn row(id: u64, new: NewRecord) -> ProcessInfo {
         cpu_ms: None,
         memory_bytes: None,
         memory_peak_bytes: None,
+        pids_max: None,
+        forks_refused: None,
     }
 }
 

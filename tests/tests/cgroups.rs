@@ -187,7 +187,7 @@ async fn a_process_holding_memory_shows_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pids_max_refuses_a_fork_bomb_and_the_tree_still_stops() {
+async fn pids_max_refuses_a_fork_bomb_counts_it_and_the_tree_still_stops() {
     let cg = Cg::start(&[("CUBA_EXEC_PIDS_MAX", "20")]).await;
     if cg.base.is_none() {
         return;
@@ -213,7 +213,14 @@ async fn pids_max_refuses_a_fork_bomb_and_the_tree_still_stops() {
         "{} processes under pids_max 20",
         inside.len()
     );
-    stop(&cg.d, p.id).await;
+    // The kernel's count of the refusals is the process's, while it runs and once it ended.
+    let running = c.info(p.id).await.expect("info");
+    assert_eq!(running.pids_max, Some(20), "{running:?}");
+    assert!(running.forks_refused.is_some_and(|n| n >= 1), "{running:?}");
+    let said = running.refused_forks().unwrap_or_default();
+    assert!(said.contains("pids_max 20"), "{said}");
+    let ended = stop(&cg.d, p.id).await;
+    assert!(ended.forks_refused >= running.forks_refused, "{ended:?}");
     assert!(wait_for(|| inside.iter().all(|p| !pid_alive(*p)), STEP).await);
     assert!(released(&dir).await, "{} still populated", dir.display());
 }

@@ -147,6 +147,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if let Some(n) = &p.spool {
         lines.push(("spool", n.clone(), Some(Paint::Yellow)));
     }
+    match (p.refused_forks(), p.pids_max) {
+        (Some(refused), _) => lines.push(("pids", refused, Some(Paint::Yellow))),
+        (None, Some(max)) => lines.push(("pids", format!("pids_max {max}"), None)),
+        (None, None) => {}
+    }
     let mut out = String::new();
     for (key, value, paint) in lines {
         let key = ctx.out.paint(Some(Paint::Dim), &format!("{key:<10}"));

@@ -115,6 +115,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                     if says_more(&end) {
                         eprintln!("cubactl: {}", describe::sentence(&end));
                     }
+                    if let Some(refused) = end.refused_forks() {
+                        eprintln!("cubactl: {refused}");
+                    }
                     return Ok(exit::of_process(end.exit_code, describe::signal_number(&end)));
                 }
             }

@@ -72,6 +72,10 @@ pub struct CgroupUsage {
     pub cpu_ms: Option<u64>,
     pub memory_bytes: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
+    /// The cgroup's pids cap, where the daemon set one.
+    pub pids_max: Option<u64>,
+    /// Forks and clones the kernel refused at that cap (`pids.events` `max`).
+    pub forks_refused: Option<u64>,
 }
 
 /// Which pooled cgroup a process is in, and the CPU time that cgroup had counted before it: what

@@ -142,6 +142,7 @@ impl Supervisor {
         let mut rec = self.p.lock();
         rec.info.cpu_ms = last.cpu_ms.or(rec.info.cpu_ms);
         rec.info.memory_peak_bytes = last.memory_peak_bytes.or(rec.info.memory_peak_bytes);
+        rec.info.forks_refused = last.forks_refused.or(rec.info.forks_refused);
     }
 
     /// All output is in: the record lets go of its handles, and what its launch left (a

@@ -130,6 +130,13 @@ pub struct ProcessInfo {
     /// The most memory the tree used at once, bytes.
     #[serde(default)]
     pub memory_peak_bytes: Option<u64>,
+    /// The cap on the tree's processes (`pids_max`), where its cgroup has one.
+    #[serde(default)]
+    pub pids_max: Option<u64>,
+    /// Forks and clones the kernel refused at that cap (a build or server then fails with
+    /// "Resource temporarily unavailable").
+    #[serde(default)]
+    pub forks_refused: Option<u64>,
 }
 
 /// What a row of the table is.
@@ -156,6 +163,16 @@ impl ProcKind {
 }
 
 impl ProcessInfo {
+    /// "the kernel refused 37 forks at its pids cap (pids_max 64)", once it has refused any.
+    pub fn refused_forks(&self) -> Option<String> {
+        let n = self.forks_refused.filter(|n| *n > 0)?;
+        let what = if n == 1 { "fork" } else { "forks" };
+        Some(match self.pids_max {
+            Some(max) => format!("the kernel refused {n} {what} at its pids cap (pids_max {max})"),
+            None => format!("the kernel refused {n} {what} at its pids cap"),
+        })
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.stdout_bytes + self.stderr_bytes
     }

@@ -324,13 +324,19 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(text()),
         opt(text()),
     );
-    let usage = (opt(any::<u64>()), opt(any::<u64>()), opt(any::<u64>()));
+    let usage = (
+        opt(any::<u64>()),
+        opt(any::<u64>()),
+        opt(any::<u64>()),
+        opt(any::<u64>()),
+        opt(any::<u64>()),
+    );
     (first, second, third, usage).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
-            (cpu_ms, memory_bytes, memory_peak_bytes),
+            (cpu_ms, memory_bytes, memory_peak_bytes, pids_max, forks_refused),
         )| ProcessInfo {
             id,
             pid,
@@ -356,6 +362,8 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             cpu_ms,
             memory_bytes,
             memory_peak_bytes,
+            pids_max,
+            forks_refused,
         },
     )
 }

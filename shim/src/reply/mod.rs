@@ -51,6 +51,11 @@ pub struct ProcessFacts {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mem_bytes: Option<u64>,
+    /// The kernel refused forks at the tree's pids cap: how many, and the cap (in no schema,
+    /// like the figures above).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<String>,
 }
 
 impl ProcessFacts {
@@ -74,6 +79,7 @@ impl ProcessFacts {
                 .memory_peak_bytes
                 .filter(|_| info.state.is_finished())
                 .or(info.memory_bytes),
+            pids: info.refused_forks(),
         }
     }
 
@@ -351,6 +357,10 @@ impl ProcessReply {
             text.push('\n');
             text.push_str(n);
         }
+        if let Some(p) = &self.facts.pids {
+            text.push('\n');
+            text.push_str(p);
+        }
         if let Some(e) = &self.error {
             text.push('\n');
             text.push_str(self.code.as_deref().unwrap_or("ERROR"));
@@ -443,7 +453,25 @@ mod tests {
             cpu_ms: None,
             memory_bytes: None,
             memory_peak_bytes: None,
+            pids_max: None,
+            forks_refused: None,
         }
+    }
+
+    #[test]
+    fn refused_forks_are_a_line_of_the_reply() {
+        let mut i = info();
+        i.pids_max = Some(64);
+        i.forks_refused = Some(37);
+        let reply = ProcessReply::from_info(&i).into_result();
+        let text = serde_json::to_string(&reply.content).unwrap_or_default();
+        assert!(
+            text.contains("\\nthe kernel refused 37 forks at its pids cap (pids_max 64)"),
+            "{text}"
+        );
+        i.forks_refused = Some(0);
+        let text = serde_json::to_string(&ProcessReply::from_info(&i).into_result().content);
+        assert!(!text.unwrap_or_default().contains("refused"));
     }
 
     // The structured content clients parse: the same keys as before the facts were shared.

@@ -137,22 +137,32 @@ impl Cgroups {
         let leaf = id.to_string();
         let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
         let slot = slot.filter(|_| self.v2.is_some());
+        let v2 = self
+            .v2
+            .as_ref()
+            .zip(slot)
+            .map(|(b, s)| b.join(s.leaf.to_string()));
+        let v1_pids = v1(&self.v1_pids);
+        let pids_max = self.pids_cap(&v2, &v1_pids);
         Some(Arc::new(ProcCgroup {
-            v2: self
-                .v2
-                .as_ref()
-                .zip(slot)
-                .map(|(b, s)| b.join(s.leaf.to_string())),
+            v2,
             slot,
             v2_memory: self.v2_memory,
-            v1_pids: v1(&self.v1_pids),
+            v1_pids,
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
+            pids_max,
             pool: None,
             killed: Default::default(),
             files: None,
             given_back: Default::default(),
         }))
+    }
+
+    /// The pids cap, and which of a process's cgroups (`v2`, `v1_pids`) holds it.
+    fn pids_cap(&self, v2: &Option<PathBuf>, v1_pids: &Option<PathBuf>) -> Option<(u64, PathBuf)> {
+        let dir = if self.v2_pids { v2 } else { v1_pids };
+        self.limits.pids_max.zip(dir.clone())
     }
 
     /// The per-process cgroups of process `id`, made (or taken from the pool) and with their
@@ -162,17 +172,21 @@ impl Cgroups {
         let leaf = id.to_string();
         let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
         let taken = self.pool.as_ref().map(|p| p.take());
+        let v2 = self
+            .pool
+            .as_ref()
+            .zip(taken.as_ref())
+            .map(|(p, t)| p.dir(t.slot.leaf));
+        let v1_pids = v1(&self.v1_pids);
+        let pids_max = self.pids_cap(&v2, &v1_pids);
         let cg = ProcCgroup {
-            v2: self
-                .pool
-                .as_ref()
-                .zip(taken.as_ref())
-                .map(|(p, t)| p.dir(t.slot.leaf)),
+            v2,
             slot: taken.as_ref().map(|t| t.slot),
             v2_memory: self.v2_memory,
-            v1_pids: v1(&self.v1_pids),
+            v1_pids,
             v1_memory: v1(&self.v1_memory),
             memory_max: self.limits.memory_max,
+            pids_max,
             pool: self.pool.clone(),
             killed: Default::default(),
             files: None,

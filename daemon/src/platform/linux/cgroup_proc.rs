@@ -48,6 +48,8 @@ pub struct ProcCgroup {
     pub(super) v1_pids: Option<PathBuf>,
     pub(super) v1_memory: Option<PathBuf>,
     pub(super) memory_max: Option<u64>,
+    /// The pids cap and the cgroup that holds it (v2, or the v1 `pids` one).
+    pub(super) pids_max: Option<(u64, PathBuf)>,
     /// Where the v2 cgroup goes back once the process has ended.
     pub(super) pool: Option<Arc<Pool>>,
     /// `cgroup.kill` was written: the kernel (6.18) SIGKILLs every child later born in that
@@ -285,10 +287,19 @@ impl ProcCgroup {
                 num(dir, "memory.max_usage_in_bytes"),
             )
         };
+        let (pids_max, forks_refused) = match &self.pids_max {
+            Some((max, dir)) => (
+                Some(*max),
+                read_small(&dir.join("pids.events")).and_then(|t| field(&t, "max")),
+            ),
+            None => (None, None),
+        };
         Usage {
             cpu_ms,
             memory_bytes,
             memory_peak_bytes,
+            pids_max,
+            forks_refused,
         }
     }
 
