@@ -243,6 +243,11 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
     if let Some(dir) = &cgroup {
         let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
         assert!(procs.lines().count() >= 3, "{}: {procs}", dir.display());
+        // ...and holds its files open as for a process it started: each read is one pread.
+        let open = open_files(d.pid());
+        for file in ["cgroup.events", "cpu.stat"] {
+            assert!(open.contains(&dir.join(file)), "{file} not open: {open:?}");
+        }
     }
     let killed: ProcessInfo = c
         .signal(SignalRequest {
@@ -418,4 +423,13 @@ async fn a_spawn_and_a_stdin_write_retried_after_the_upgrade_are_not_carried_out
     wait_exit(&c, first.id).await;
     assert_eq!(text(&read_all(&c, first.id).await), "once\n");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "x\n");
+}
+
+/// The files process `pid` has open.
+fn open_files(pid: i32) -> Vec<std::path::PathBuf> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .collect()
 }

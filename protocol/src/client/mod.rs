@@ -5,6 +5,7 @@
 //! task owns the socket's write half. A request whose future is dropped (a cancelled MCP call, a
 //! Ctrl-C'd CLI) sends `Cancel` for itself, so the daemon stops working on it.
 
+mod error;
 mod greet;
 mod reader;
 mod start;
@@ -12,7 +13,6 @@ mod stream;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,9 +25,9 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
-use crate::handshake::HandshakeError;
 use crate::message::*;
-use crate::wire::{self, WireError};
+use crate::wire;
+pub use error::ClientError;
 pub use start::{daemon_absent, start_daemon};
 use stream::{lock, unexpected, ReplyStream};
 pub use stream::{Running, Subscription};
@@ -36,86 +36,6 @@ pub use stream::{Running, Subscription};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames a streaming reply may have waiting for its reader before the stream is ended.
 const STREAM_BUFFER: usize = 256;
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot reach cubad at {path}: {source}")]
-    Connect { path: PathBuf, source: io::Error },
-    #[error("cannot start cubad ({exe}): {reason}")]
-    Start { exe: PathBuf, reason: String },
-    #[error(transparent)]
-    Handshake(#[from] HandshakeError),
-    #[error(transparent)]
-    Remote(#[from] ProtocolError),
-    #[error(transparent)]
-    Wire(#[from] WireError),
-    #[error("connection to cubad lost: {0}")]
-    Io(#[from] io::Error),
-    #[error("connection to cubad closed")]
-    Closed,
-    /// The daemon never saw the request: the connection was found closed before it was sent,
-    /// or the daemon closed it (idle) saying it had read nothing it did not answer.
-    #[error("connection to cubad closed (the request was not sent)")]
-    Gone,
-    /// The far end stopped speaking the protocol after the welcome (bytes that are not a reply,
-    /// a reply begun and never finished). Not retried: the same link would do it again.
-    #[error("{from} {why}; {}", match .sent {
-        true => "the request may have reached it",
-        false => "the request was not sent",
-    })]
-    Broken {
-        /// `cubad`, or `the link to host NAME`.
-        from: String,
-        why: String,
-        sent: bool,
-    },
-    #[error("cubad sent an unexpected reply: {0}")]
-    Unexpected(String),
-    /// A host could not be reached, or its daemon could not be spoken to.
-    #[error("host {host}: {message}")]
-    Bridge { host: String, message: String },
-    /// A host that is unknown or not allowed.
-    #[error("{0}")]
-    Host(String),
-}
-
-impl ClientError {
-    /// The daemon's error kind, when the daemon answered with an error.
-    pub fn kind(&self) -> Option<ErrorKind> {
-        match self {
-            ClientError::Remote(e) => Some(e.kind),
-            _ => None,
-        }
-    }
-
-    /// The daemon cannot have acted on the request: it failed before anything was sent (no
-    /// daemon, a failed start or handshake, a connection already closed). Only then is it safe
-    /// to repeat a request that is not idempotent (a spawn, a stdin write).
-    pub fn nothing_sent(&self) -> bool {
-        matches!(
-            self,
-            ClientError::Connect { .. }
-                | ClientError::Start { .. }
-                | ClientError::Handshake(_)
-                | ClientError::Gone
-                | ClientError::Bridge { .. }
-                | ClientError::Host(_)
-                | ClientError::Broken { sent: false, .. }
-        )
-    }
-
-    /// The connection is gone (the daemon went away, or never answered): connecting again
-    /// may help.
-    pub fn connection_lost(&self) -> bool {
-        matches!(
-            self,
-            ClientError::Closed
-                | ClientError::Gone
-                | ClientError::Io(_)
-                | ClientError::Connect { .. }
-        )
-    }
-}
-
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Response>>>>;
 
 /// What the reader task knows about the connection.

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::cgroup_files::{mounts, own_path, read, v2_mount};
+use super::cgroup_files::{mounts, own_path, read, v2_mount, Files};
+use super::cgroup_leftovers::{highest_leaf, kept, remove_leftovers};
 use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_proc::{empty_now, V1};
 pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
@@ -144,6 +145,11 @@ impl Cgroups {
             .map(|(b, s)| b.join(s.leaf.to_string()));
         let v1_pids = v1(&self.v1_pids);
         let pids_max = self.pids_cap(&v2, &v1_pids);
+        // Held open as for a process this program started (read by name if they cannot be).
+        let files = v2
+            .as_deref()
+            .and_then(|d| Files::open(d).ok())
+            .map(Arc::new);
         Some(Arc::new(ProcCgroup {
             v2,
             slot,
@@ -154,7 +160,7 @@ impl Cgroups {
             pids_max,
             pool: None,
             killed: Default::default(),
-            files: None,
+            files,
             given_back: Default::default(),
         }))
     }
@@ -386,49 +392,6 @@ fn enable(parent: &Path, base: &Path, controller: &str, instance: &str) -> io::R
         r => r?,
     }
     add(base)
-}
-
-/// Whether `dir` is the cgroup of a process in `keep` (by name: a v1 id or a v2 leaf).
-fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.parse::<u64>().ok())
-        .is_some_and(|id| keep.contains(&id))
-}
-
-/// The highest numbered directory in `base` after start-up's clean-up (a handed-over process's,
-/// or a leftover that would not go): new names start above it.
-fn highest_leaf(base: &Path) -> u64 {
-    fs::read_dir(base)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0)
-}
-
-/// Per-process cgroups left under `base` by an earlier daemon of this state directory: their
-/// processes (already marked `lost` by the restore) are killed, and the cgroups removed.
-fn remove_leftovers(base: &Path, keep: &HashSet<u64>) {
-    let Ok(entries) = fs::read_dir(base) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let dir = e.path();
-        if !dir.is_dir() || kept(&dir, keep) {
-            continue;
-        }
-        if !empty_now(&dir) {
-            tracing::warn!(
-                "{}: a leftover with live processes; killing them",
-                dir.display()
-            );
-        }
-        if let Err(e) = fs::remove_dir(&dir) {
-            tracing::warn!("cannot remove leftover cgroup {}: {e}", dir.display());
-        }
-    }
 }
 
 /// The v1 base for `controller`: its hierarchy's mount, the daemon's cgroup in it, and

@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 mod cgroup_files;
+mod cgroup_leftovers;
 mod cgroup_pool;
 mod cgroup_proc;
 mod cgroup_watch;
