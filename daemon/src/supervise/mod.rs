@@ -38,6 +38,9 @@ pub use route::Route;
 /// cheap) and grow while reads fill them, up to the pipe size.
 const READ_BUF_MIN: usize = 8 * 1024;
 const READ_BUF_MAX: usize = 1024 * 1024;
+/// A terminal read this large means a flood: the next read waits [`FLOOD_PAUSE`].
+const FLOOD_READ: usize = 1024;
+const FLOOD_PAUSE: Duration = Duration::from_millis(1);
 /// Pipe buffer asked for once a child writes fast (the first read that fills the smallest
 /// buffer), so it needs fewer wake-ups (capped by the kernel setting).
 const PIPE_SIZE: i32 = 1024 * 1024;
@@ -187,9 +190,15 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 s.took(Stream::Stdout, &r, &out_buf);
                 grow(&mut out_buf, &r, &s.stdout);
                 // A terminal gives at most a few KiB a read and is always readable under a
-                // flood: other work (clients, timers) gets its turn after each read.
+                // flood: other work (clients, timers) gets its turn after each read, and after
+                // a full one the terminal waits a millisecond — the flooding program with it,
+                // whose writes and the kernel's terminal work otherwise take the machine's
+                // CPUs from every other client (docs/decisions.md, "Fairness").
                 if matches!(s.stdout, Some(Source::Pty(_))) {
-                    tokio::task::yield_now().await;
+                    match r {
+                        Ok(n) if n >= FLOOD_READ => tokio::time::sleep(FLOOD_PAUSE).await,
+                        _ => tokio::task::yield_now().await,
+                    }
                 }
             }
             r = read_some(&mut s.stderr, &mut err_buf) => {

@@ -20,6 +20,34 @@ pub struct Screen {
     parser: vt100::Parser<Title>,
 }
 
+/// For a chunk of plain text (printable ASCII, tabs, CR LF line ends) with more than twice
+/// `rows` lines: where the part fed as is ends (after its first line) and where the tail of its
+/// last `rows` lines begins. What lies between scrolls off the screen before the chunk ends.
+/// Anything else — an escape sequence, another control, UTF-8, bare LF line ends — is fed whole.
+fn skippable(bytes: &[u8], rows: usize) -> Option<(usize, usize)> {
+    let plain = |b: &u8| matches!(b, b' '..=b'~' | b'\r' | b'\n' | b'\t');
+    if bytes.len() < 4 * rows || !bytes.iter().all(plain) {
+        return None;
+    }
+    let head = bytes.iter().position(|b| *b == b'\n')? + 1;
+    // The start of the tail: just after the (rows + 1)-th line feed from the end.
+    let mut feeds = 0;
+    let mut tail = None;
+    for (i, b) in bytes.iter().enumerate().rev() {
+        if *b == b'\n' {
+            feeds += 1;
+            if feeds == rows + 1 {
+                tail = Some(i + 1);
+                break;
+            }
+        }
+    }
+    let tail = tail?;
+    // What is skipped holds `rows` line feeds at least and ends a CR LF line.
+    let skipped = bytes[head..tail].iter().filter(|b| **b == b'\n').count();
+    (skipped >= rows && tail >= 2 && bytes[tail - 2] == b'\r').then_some((head, tail))
+}
+
 fn nz(n: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
 }
@@ -42,8 +70,25 @@ impl Screen {
         self.parser.screen().state_formatted().into_bytes()
     }
 
+    /// Feeds what the program wrote. A flood of plain lines (`yes`, a log) is fed in part: the
+    /// lines that scroll off before the chunk ends change nothing a client can see, and their
+    /// scrolling was most of a flood's cost (each scroll resets a row of cells).
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.parser.process(bytes);
+        let rows = usize::from(self.parser.screen().size().0.get());
+        match skippable(bytes, rows) {
+            Some((head, tail)) => {
+                self.parser.process(&bytes[..head]);
+                // The cursor at the foot of the scrolling region, column 0, as the skipped
+                // lines (at least `rows` of them) left it; the tail's `rows` line feeds then
+                // scroll out everything before it, as they would have.
+                self.parser.process(b"\r");
+                for _ in 0..rows {
+                    self.parser.process(b"\n");
+                }
+                self.parser.process(&bytes[tail..]);
+            }
+            None => self.parser.process(bytes),
+        }
     }
 
     pub fn resize(&mut self, size: TtySize) {
@@ -72,5 +117,82 @@ impl Screen {
             cursor,
             formatted: screen.state_formatted().into_bytes(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The screen fed in chunks through `Screen::feed`, and a parser fed every byte.
+    fn both(size: TtySize, chunks: &[Vec<u8>]) -> (ScreenView, ScreenView) {
+        let mut fast = Screen::new(size);
+        let mut whole = Screen::new(size);
+        for c in chunks {
+            fast.feed(c);
+            whole.parser.process(c);
+        }
+        (fast.view(0), whole.view(0))
+    }
+
+    fn lines(n: usize, text: impl Fn(usize) -> String) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("{}\r\n", text(i)).into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn a_flood_skipped_in_part_leaves_the_screen_a_full_feed_leaves() {
+        let size = TtySize { cols: 20, rows: 6 };
+        let cases: Vec<Vec<Vec<u8>>> = vec![
+            // `yes`.
+            vec![lines(500, |_| "y".into())],
+            // Numbered lines, some wrapping, a partial last line.
+            vec![
+                lines(300, |i| "n".repeat(i % 45) + &i.to_string()),
+                b"partial".to_vec(),
+            ],
+            // After a screen that was drawn on: a cleared screen, the cursor up top, colours.
+            vec![
+                b"\x1b[2J\x1b[H\x1b[31mred\x1b[5;3Hmid".to_vec(),
+                lines(200, |i| format!("{i}\tx")),
+            ],
+            // A scrolling region above a status line that stays.
+            vec![
+                b"\x1b[6;1Hstatus\x1b[1;5r\x1b[1;1H".to_vec(),
+                lines(400, |i| i.to_string()),
+                lines(100, |i| format!("b{i}")),
+            ],
+            // The alternate screen.
+            vec![b"\x1b[?1049h".to_vec(), lines(100, |i| format!("alt {i}"))],
+        ];
+        for chunks in cases {
+            let (fast, whole) = both(size, &chunks);
+            assert_eq!(fast.lines, whole.lines);
+            assert_eq!(
+                (fast.cursor_row, fast.cursor_col),
+                (whole.cursor_row, whole.cursor_col)
+            );
+            assert_eq!(fast.formatted, whole.formatted);
+        }
+    }
+
+    #[test]
+    fn anything_but_plain_lines_is_fed_whole() {
+        let rows = 6;
+        let flood = lines(100, |_| "y".into());
+        assert!(skippable(&flood, rows).is_some());
+        for odd in [&b"\x1b[1m"[..], "é".as_bytes(), b"\x07", b"\x08"] {
+            let mut chunk = flood.clone();
+            chunk.splice(50..50, odd.iter().copied());
+            assert_eq!(skippable(&chunk, rows), None, "{odd:?}");
+        }
+        let bare: Vec<u8> = (0..100).flat_map(|_| *b"y\n").collect();
+        assert_eq!(skippable(&bare, rows), None, "bare line feeds");
+        assert_eq!(
+            skippable(&lines(12, |_| "y".into()), rows),
+            None,
+            "too few lines"
+        );
     }
 }
