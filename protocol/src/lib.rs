@@ -19,6 +19,7 @@ pub mod message;
 pub mod paths;
 pub mod procargs;
 pub mod quiet;
+pub mod safe_dir;
 pub mod safe_fs;
 pub mod signal;
 mod time;

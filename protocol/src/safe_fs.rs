@@ -27,7 +27,7 @@ pub fn link_error(path: &Path) -> io::Error {
     )
 }
 
-fn foreign_error(path: &Path, what: &str) -> io::Error {
+pub(crate) fn foreign_error(path: &Path, what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
         format!(
@@ -42,7 +42,7 @@ fn is_link(path: &Path) -> bool {
 }
 
 /// This process's effective uid.
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
 }

@@ -18,6 +18,7 @@ pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {
         Program::Script(text) => Box::new(Script {
             text: Some(text),
             path: script,
+            open: None,
         }),
         Program::Session(read) => Box::new(CommandPipe {
             read: Some(read),
@@ -38,18 +39,28 @@ impl Layer for Inline {
 struct Script {
     text: Option<String>,
     path: PathBuf,
+    /// The written file, open until the child has its copy as fd 3.
+    open: Option<OwnedFd>,
 }
 
 impl Layer for Script {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let text = self.text.take().unwrap_or_default();
-        if let Err(e) = write_script(&self.path, text.as_bytes()) {
-            return Err(format!(
-                "cannot write script file {}: {e}",
-                self.path.display()
-            ));
-        }
-        cmd.arg(&self.path);
+        let file = write_script(&self.path, text.as_bytes())
+            .map_err(|e| format!("cannot write script file {}: {e}", self.path.display()))?;
+        // The shell reads the file it was given as fd 3, not its path: a `scripts/` renamed and
+        // replaced by a link between the write and the shell's start cannot change what runs.
+        let fd = OwnedFd::from(file);
+        let raw = fd.as_raw_fd();
+        self.open = Some(fd);
+        cmd.arg("/dev/fd/3");
+        cmd.hook(Box::new(move || on_fd_3(raw)));
+        Ok(())
+    }
+
+    fn after(&mut self, _pid: i32) -> Result<(), String> {
+        // The shell has its copy.
+        self.open = None;
         Ok(())
     }
 
@@ -77,21 +88,7 @@ impl Layer for CommandPipe {
             cmd.arg("--noprofile").arg("--norc");
         }
         cmd.arg("/dev/fd/3");
-        cmd.hook(Box::new(move || {
-            // SAFETY: dup2 / fcntl on integers only, async-signal-safe.
-            let ok = unsafe {
-                if fd == 3 {
-                    // dup2 onto itself would keep close-on-exec.
-                    libc::fcntl(3, libc::F_SETFD, 0) == 0
-                } else {
-                    libc::dup2(fd, 3) == 3
-                }
-            };
-            match ok {
-                true => Ok(()),
-                false => Err(std::io::Error::last_os_error()),
-            }
-        }));
+        cmd.hook(Box::new(move || on_fd_3(fd)));
         Ok(())
     }
 
@@ -102,13 +99,35 @@ impl Layer for CommandPipe {
     }
 }
 
-/// Writes a command's script file anew in `scripts/`, never through a link (neither the
-/// directory nor the file may be one): a shell runs what is in it.
-pub fn write_script(path: &Path, text: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        cuba_protocol::safe_fs::ensure_dir(dir)?;
+/// In the child before its exec: descriptor `fd` becomes fd 3, kept across the exec.
+fn on_fd_3(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: dup2 / fcntl on integers only, async-signal-safe.
+    let ok = unsafe {
+        if fd == 3 {
+            // dup2 onto itself would keep close-on-exec.
+            libc::fcntl(3, libc::F_SETFD, 0) == 0
+        } else {
+            libc::dup2(fd, 3) == 3
+        }
+    };
+    match ok {
+        true => Ok(()),
+        false => Err(std::io::Error::last_os_error()),
     }
-    cuba_protocol::safe_fs::write_new(path, text)
+}
+
+/// Writes a command's script file anew in `scripts/`, never through a link: the directory is
+/// opened from the state directory down without following one, and the file created through
+/// that handle (a shell runs what is in it). Returns the file, open for reading from its start.
+pub fn write_script(path: &Path, text: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::{Seek, Write};
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    let mut file = cuba_protocol::safe_dir::Dir::open(dir, 1, true)?.create_new(name)?;
+    file.write_all(text)?;
+    file.rewind()?;
+    Ok(file)
 }
 
 /// Removes a command's script file (if it had one) once the process has ended.

@@ -11,16 +11,25 @@
 //! (memory still has the latest), says so in the record's notice, and resumes by itself in a
 //! new segment once the file system takes bytes again.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cuba_protocol::{safe_fs, Chunk, Stream, StreamFilter};
+use cuba_protocol::safe_dir::Dir;
+use cuba_protocol::{Chunk, Stream, StreamFilter};
 
 use super::runs::split_runs;
 use super::segment::{read_runs, Files, Segment, TAG_LEN};
+
+/// `spool/<id>`: the levels of a spool's directory below the state directory.
+const SPOOL_DEPTH: usize = 2;
+
+/// A segment's file: its first byte's offset, 20 digits, and `out` or `tags`.
+fn segment_name(start: u64, ext: &str) -> String {
+    format!("{start:020}.{ext}")
+}
 
 /// How often a stopped spool tries its directory again (on the next output after that).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -83,9 +92,8 @@ impl Spool {
     /// Reopens the spool of a finished process (after a daemon restart), read-only in practice.
     /// No file stays open.
     pub fn open(dir: PathBuf) -> io::Result<Spool> {
-        if fs::symlink_metadata(&dir)?.file_type().is_symlink() {
-            return Err(safe_fs::link_error(&dir));
-        }
+        // `spool/<id>` through a handle: neither it nor a segment may be a link.
+        let handle = Dir::open(&dir, SPOOL_DEPTH, false)?;
         let mut segs = Vec::new();
         for entry in fs::read_dir(&dir)? {
             let path = entry?.path();
@@ -99,8 +107,8 @@ impl Spool {
             else {
                 continue;
             };
-            let len = fs::metadata(&path)?.len();
-            let tag_count = fs::metadata(path.with_extension("tags"))?.len() / TAG_LEN;
+            let len = handle.len_of(&segment_name(start, "out"))?;
+            let tag_count = handle.len_of(&segment_name(start, "tags"))? / TAG_LEN;
             segs.push(Segment {
                 start,
                 len,
@@ -139,12 +147,12 @@ impl Spool {
         if seg.len >= self.capacity_of(seg) {
             return;
         }
-        let base = self.base(seg.start);
+        let start = seg.start;
+        let Ok(dir) = Dir::open(&self.dir, SPOOL_DEPTH, false) else {
+            return;
+        };
         let open = |ext: &str, len: u64| -> io::Result<File> {
-            let f = safe_fs::open(
-                &base.with_extension(ext),
-                OpenOptions::new().read(true).append(true),
-            )?;
+            let f = dir.open_append(&segment_name(start, ext))?;
             // What the files hold beyond what the record counts was never acknowledged.
             if f.metadata()?.len() != len {
                 f.set_len(len)?;
@@ -240,10 +248,6 @@ impl Spool {
             .map(|_| self.error.as_deref().unwrap_or("write failed"))
     }
 
-    fn base(&self, start: u64) -> PathBuf {
-        self.dir.join(format!("{start:020}"))
-    }
-
     /// Runs `f` with a segment's files: its open ones, or opened for this call.
     fn with_files<T>(
         &self,
@@ -253,31 +257,25 @@ impl Spool {
         match &seg.files {
             Some(files) => f(&files.data, &files.tags),
             None => {
-                let base = self.base(seg.start);
-                let data = safe_fs::open_read(&base.with_extension("out"))?;
-                let tags = safe_fs::open_read(&base.with_extension("tags"))?;
+                let dir = Dir::open(&self.dir, SPOOL_DEPTH, false)?;
+                let data = dir.open_read(&segment_name(seg.start, "out"))?;
+                let tags = dir.open_read(&segment_name(seg.start, "tags"))?;
                 f(&data, &tags)
             }
         }
     }
 
     fn open_segment(&mut self) -> io::Result<()> {
-        // The first segment makes the directory (also after a stop that came before it).
-        // Neither `spool/` nor `spool/<id>/` may be a link: a segment is created in the real
-        // directory or not at all.
-        if self.segs.is_empty() {
-            if let Some(spools) = self.dir.parent() {
-                safe_fs::ensure_dir(spools)?;
-            }
-            safe_fs::ensure_dir(&self.dir)?;
-        }
-        let base = self.base(self.written);
-        let open = |ext: &str| safe_fs::create_new(&base.with_extension(ext));
+        // The directories are made if missing (the first segment, or after a stop) and opened
+        // from the state directory down without following a link; the segment is created
+        // through that handle: in the directories that were checked, or not at all.
+        let dir = Dir::open(&self.dir, SPOOL_DEPTH, true)?;
+        let open = |ext: &str| dir.create_new(&segment_name(self.written, ext));
         let data = open("out")?;
         let tags = match open("tags") {
             Ok(t) => t,
             Err(e) => {
-                let _ = fs::remove_file(base.with_extension("out"));
+                let _ = dir.remove(&segment_name(self.written, "out"));
                 return Err(e);
             }
         };
@@ -296,10 +294,9 @@ impl Spool {
         if self.segs.len() > self.max_tail_segs + 1 {
             let old = self.segs.remove(1);
             self.evicted += old.len;
-            let base = self.base(old.start);
             // Already-deleted files are fine: the bytes are gone either way.
-            let _ = fs::remove_file(base.with_extension("out"));
-            let _ = fs::remove_file(base.with_extension("tags"));
+            let _ = dir.remove(&segment_name(old.start, "out"));
+            let _ = dir.remove(&segment_name(old.start, "tags"));
         }
         Ok(())
     }
@@ -484,6 +481,22 @@ mod tests {
             read_all(&re, StreamFilter::Stderr).0,
             read_all(&s, StreamFilter::Stderr).0
         );
+    }
+
+    #[test]
+    fn a_segment_planted_as_a_link_is_refused_at_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spool::create(dir.path().join("4"), 8000);
+        s.write(Stream::Stdout, b"bytes");
+        s.seal();
+        let canary = dir.path().join("canary");
+        fs::write(&canary, b"keep").unwrap();
+        let out = dir.path().join("4").join(segment_name(0, "out"));
+        fs::remove_file(&out).unwrap();
+        std::os::unix::fs::symlink(&canary, &out).unwrap();
+        let e = Spool::open(dir.path().join("4")).err().unwrap().to_string();
+        assert!(e.contains(".out is a symbolic link"), "{e}");
+        assert_eq!(fs::read(&canary).unwrap(), b"keep");
     }
 
     #[test]

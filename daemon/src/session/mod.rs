@@ -273,7 +273,7 @@ fn send_command(
     stdin: &tokio::sync::mpsc::Sender<StdinMsg>,
 ) -> Result<(), String> {
     crate::launch::write_script(script, script::script_text(req, cwd).as_bytes())
-        .and_then(|()| shared.send(&script::run_line(&shared.nonce, id, script)))
+        .and_then(|_| shared.send(&script::run_line(&shared.nonce, id, script)))
         .map_err(|e| format!("the session's shell does not take commands: {e}"))?;
     match req.stdin.clone() {
         Some(bytes) => stdin
