@@ -6,11 +6,12 @@
 //! and whenever it has grown well past the live records.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use cuba_protocol::safe_dir::Dir;
 use cuba_protocol::{safe_fs, ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
@@ -243,9 +244,18 @@ impl Journal {
         then: &[Vec<u8>],
     ) -> io::Result<u64> {
         let tmp = path.with_extension("tmp");
+        let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+        let (Some(state), Some(name), Some(tmp_name)) = (path.parent(), name(path), name(&tmp))
+        else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        let (name, tmp_name) = (name.as_str(), tmp_name.as_str());
+        // The state directory, opened without following a link: the copy is made and renamed
+        // onto the journal in the directory that was checked.
+        let dir = Dir::open(state, 0, false)?;
         let written = (|| {
             // New, never through a link: it is renamed onto the journal.
-            let mut out = io::BufWriter::new(safe_fs::create_new(&tmp)?);
+            let mut out = io::BufWriter::new(dir.create_new(tmp_name)?);
             out.write_all(&line(&Entry::NextId(next_id))?)?;
             for rec in records.values() {
                 out.write_all(&line(&StartRef::Start(rec))?)?;
@@ -254,11 +264,11 @@ impl Journal {
                 out.write_all(l)?;
             }
             out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            fs::rename(&tmp, path)
+            dir.rename(tmp_name, name)
         })();
         if let Err(e) = written {
             // A half-written copy would only take the space that is missing.
-            let _ = fs::remove_file(&tmp);
+            let _ = dir.remove(tmp_name);
             return Err(e);
         }
         Ok(records.len() as u64 + 1 + then.len() as u64)
@@ -353,6 +363,7 @@ impl Journal {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn entries_a_full_disk_refuses_are_held_back_and_written_in_order() {

@@ -178,6 +178,17 @@ impl Dir {
         Ok(self.open_read(name)?.metadata()?.len())
     }
 
+    /// Renames `from` onto `to`, both in this directory (`renameat`).
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let (f, t) = (c_name(from.as_ref())?, c_name(to.as_ref())?);
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: NUL-terminated names relative to a directory we hold.
+        match unsafe { libc::renameat(fd, f.as_ptr(), fd, t.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
     /// Removes `name` from this directory (`unlinkat`: the name, never what a link points to).
     pub fn remove(&self, name: &str) -> io::Result<()> {
         let c = c_name(name.as_ref())?;
@@ -209,7 +220,8 @@ mod tests {
         std::fs::rename(state.join("spool"), root.path().join("moved")).unwrap();
         symlink(&elsewhere, state.join("spool")).unwrap();
         std::fs::create_dir(elsewhere.join("7")).unwrap();
-        spool.create_new("1.out").unwrap();
+        spool.create_new("1.tmp").unwrap();
+        spool.rename("1.tmp", "1.out").unwrap();
         assert!(root.path().join("moved/7/1.out").is_file());
         assert!(!elsewhere.join("7/1.out").exists());
         // A new open refuses the link, naming it.
