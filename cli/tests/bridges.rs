@@ -29,7 +29,8 @@ impl Bridge {
         Bridge { env, config, hosts }
     }
 
-    fn ps(&self, extra: &[(&str, &str)]) -> Output {
+    /// `cubactl --host b ARGS` with this bridge configured and `extra` in its environment.
+    fn cubactl(&self, extra: &[(&str, &str)], args: &[&str]) -> Output {
         self.env
             .cmd()
             .env("CUBA_EXEC_HOSTS", &self.hosts)
@@ -37,9 +38,18 @@ impl Bridge {
             .env_remove("CUBA_EXEC_HOST")
             .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
             .envs(extra.iter().copied())
-            .args(["--host", "b", "ps"])
+            .args(["--host", "b"])
+            .args(args)
             .output()
             .expect("run cubactl")
+    }
+
+    fn ps(&self, extra: &[(&str, &str)]) -> Output {
+        self.cubactl(extra, &["ps"])
+    }
+
+    fn run(&self, extra: &[(&str, &str)]) -> Output {
+        self.cubactl(extra, &["run", "--", "echo", "hi"])
     }
 }
 
@@ -135,21 +145,6 @@ fn after_welcome(mode: &str) -> Bridge {
         path_str(&fixture),
         path_str(&common::cubactl_bin())
     ))
-}
-
-impl Bridge {
-    fn run(&self, extra: &[(&str, &str)]) -> Output {
-        self.env
-            .cmd()
-            .env("CUBA_EXEC_HOSTS", &self.hosts)
-            .env("CUBA_EXEC_CONFIG", &self.config)
-            .env_remove("CUBA_EXEC_HOST")
-            .env_remove("CUBA_EXEC_ALLOWED_HOSTS")
-            .envs(extra.iter().copied())
-            .args(["--host", "b", "run", "--", "echo", "hi"])
-            .output()
-            .expect("run cubactl")
-    }
 }
 
 #[test]
