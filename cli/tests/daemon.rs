@@ -140,3 +140,46 @@ fn an_upgrade_whose_daemon_ends_mid_hand_over_says_so() {
     env.ok(&["daemon", "start"]);
     assert_eq!(env.row(id)["state"], "lost", "{}", env.row(id));
 }
+
+#[test]
+fn a_daemon_that_cannot_start_says_why_at_once() {
+    let env = Env::new();
+    // A socket directory others may enter: the daemon refuses it.
+    let open = env.dir.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_SOCKET", open.join("s"))
+        .arg("ps")
+        .output()
+        .expect("run cubactl");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is open to other users (mode 755)")
+            && err.contains(&format!("chmod 700 {}", open.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("did not open"),
+        "not a wait for the socket: {err}"
+    );
+
+    // A config file with a key it does not know: the line is quoted.
+    let config = env.dir.path().join("config.toml");
+    std::fs::write(&config, "max_procs = 4\nbogus = 1\n").expect("write config");
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_CONFIG", &config)
+        .arg("ps")
+        .output()
+        .expect("run cubactl");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2") && err.contains("bogus = 1") && err.contains("unknown field"),
+        "{err}"
+    );
+}

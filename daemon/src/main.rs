@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use cuba_daemon::platform::process::Started;
 use cuba_daemon::Config;
 use cuba_protocol::{paths, safe_fs};
 use tokio::signal::unix::{signal, SignalKind};
@@ -38,6 +39,10 @@ struct Args {
     #[arg(long, hide = true)]
     handover_version: bool,
 }
+
+/// How long the parent of a detaching daemon waits for it to serve before leaving the wait to
+/// the client (a large journal to restore, a slow disk).
+const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -81,10 +86,15 @@ fn setup(args: Args) -> Result<ExitCode> {
         Some(fd) => Some(cuba_daemon::handover::read(fd).context("cannot read the hand-over")?),
         None => None,
     };
-    if args.daemonize && handed.is_none() {
-        // Before any thread exists: fork, let the parent exit, and start a new session.
-        cuba_daemon::platform::process::detach().context("cannot daemonize")?;
-    }
+    // Before any thread exists: fork, and start a new session; the parent exits once this
+    // daemon serves (0) or has failed to (1, its error in the log), so the client that started
+    // it knows at once.
+    let mut started = match args.daemonize && handed.is_none() {
+        true => Some(
+            cuba_daemon::platform::process::detach(STARTED_WITHIN).context("cannot daemonize")?,
+        ),
+        false => None,
+    };
     tracing_subscriber::fmt()
         .with_writer(|| cuba_daemon::health::LogWriter)
         .with_ansi(false)
@@ -123,9 +133,11 @@ fn setup(args: Args) -> Result<ExitCode> {
     }
     prepare_dir(socket.parent().unwrap_or(Path::new("/")))?;
     let Some(lock) = take_lock(&paths::lock_path(&socket))? else {
+        // Another daemon serves this socket: the client connects to it.
+        started.iter_mut().for_each(Started::ready);
         return Ok(ExitCode::SUCCESS);
     };
-    runtime.block_on(serve(config, &socket, lock.as_raw_fd()))?;
+    runtime.block_on(serve(config, &socket, lock.as_raw_fd(), &mut started))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -253,7 +265,12 @@ fn take_lock(path: &Path) -> Result<Option<File>> {
     Ok(Some(file))
 }
 
-async fn serve(config: Config, socket: &Path, lock: std::os::fd::RawFd) -> Result<()> {
+async fn serve(
+    config: Config,
+    socket: &Path,
+    lock: std::os::fd::RawFd,
+    started: &mut Option<Started>,
+) -> Result<()> {
     // We hold the lock: a socket file left here is stale.
     match fs::remove_file(socket) {
         Ok(()) => {}
@@ -268,6 +285,8 @@ async fn serve(config: Config, socket: &Path, lock: std::os::fd::RawFd) -> Resul
     unsafe { libc::umask(old) };
     let listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
     let inode = fs::metadata(socket).map(|m| m.ino()).ok();
+    // Connections wait in the listener's backlog until the daemon takes them.
+    started.iter_mut().for_each(Started::ready);
     let shutdown = stop_signal()?;
     let result = cuba_daemon::run(config, listener, lock, None, shutdown).await;
     // Remove the socket only if it is still ours.

@@ -43,6 +43,16 @@ pub fn remote(e: ClientError) -> Failure {
         ClientError::Bridge { .. } | ClientError::Broken { .. } => {
             return Failure::new("UNAVAILABLE", format!("{e}."))
         }
+        // Its own fatal error, with the fix: a retry fails the same way.
+        ClientError::Start { reason, .. } => {
+            return Failure::new(
+                "UNAVAILABLE",
+                format!(
+                    "the cubad daemon cannot start; a person must fix this (retrying will not \
+                     help): {reason}"
+                ),
+            )
+        }
         _ => {}
     }
     let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
@@ -305,6 +315,24 @@ mod tests {
         assert!(remote_at(Some("local"), ClientError::Gone)
             .message
             .contains("The cubad daemon could not be reached"));
+    }
+
+    #[test]
+    fn a_daemon_that_cannot_start_is_for_a_person_to_fix() {
+        let e = ClientError::Start {
+            exe: "/bin/cubad".into(),
+            reason: "the socket directory /tmp/x is open to other users (mode 755): `chmod 700 \
+                     /tmp/x`"
+                .into(),
+        };
+        let f = remote(e);
+        assert_eq!(f.code, "UNAVAILABLE");
+        assert!(
+            f.message.contains("a person must fix this") && f.message.contains("chmod 700 /tmp/x"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("; retry"), "{}", f.message);
     }
 
     #[test]

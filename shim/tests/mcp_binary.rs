@@ -238,3 +238,26 @@ async fn runs_without_a_terminal_get_pager_cat_and_term_dumb() {
     assert_eq!(r.output(), "less\n", "the caller's value wins");
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_cannot_start_is_reported_with_its_fix_not_a_retry() {
+    let mut t = TestDir::new();
+    let open = t.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let socket = open.join("s").to_string_lossy().into_owned();
+    let c = binary(&mut t, "new-user", &[("CUBA_EXEC_SOCKET", socket.as_str())]).await;
+    let r = c
+        .call_within("run", json!({ "command": "echo hi" }), common::STEP)
+        .await;
+    assert!(r.is_error(), "{}", r.text());
+    assert_eq!(r.code(), Some("UNAVAILABLE"), "{}", r.text());
+    let text = r.text();
+    assert!(
+        text.contains("a person must fix this")
+            && text.contains(&format!("chmod 700 {}", open.display())),
+        "{text}"
+    );
+    c.close().await;
+}

@@ -121,3 +121,67 @@ pub fn install_rlimits<R: Copy + Send + Sync + 'static>(
         Ok(())
     }));
 }
+
+/// The detached daemon's end of its start-up pipe: [`Started::ready`] lets the waiting parent
+/// exit 0; dropped unsaid (the daemon failed to start), the parent exits 1. Either way the
+/// client that started it learns at once, and reads the reason from the log.
+pub struct Started(Option<std::os::fd::OwnedFd>);
+
+impl Started {
+    /// The daemon serves (or another one does): the parent may go.
+    pub fn ready(&mut self) {
+        if let Some(fd) = self.0.take() {
+            // SAFETY: a one-byte write from a live buffer to a descriptor we own.
+            unsafe { libc::write(fd.as_raw_fd(), b"1".as_ptr().cast(), 1) };
+        }
+    }
+}
+
+/// In the daemon, before any thread exists: fork; the parent waits (up to `limit`) until the
+/// child says it serves or ends, and exits 0 or 1; the child starts a new session with `/` as
+/// its working directory (stdio stays as it is).
+pub fn detach(limit: std::time::Duration) -> io::Result<Started> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array it is given.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the two descriptors pipe just made, owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for fd in [&read, &write] {
+        // SAFETY: fcntl on a descriptor we own; its children must not hold the pipe.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: fork with no other thread running; the parent only polls, reads and _exits.
+    match unsafe { libc::fork() } {
+        -1 => return Err(io::Error::last_os_error()),
+        0 => {}
+        _ => {
+            drop(write);
+            let mut poll = libc::pollfd {
+                fd: read.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = libc::c_int::try_from(limit.as_millis()).unwrap_or(libc::c_int::MAX);
+            let mut byte = [0u8; 1];
+            // SAFETY: poll on one pollfd, then a read into a one-byte buffer.
+            let said = unsafe {
+                libc::poll(&mut poll, 1, ms) == 1
+                    && libc::read(read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) == 1
+            };
+            // No word within the limit: the client's own wait for the socket goes on.
+            let timed_out = poll.revents == 0;
+            let code = if said || timed_out { 0 } else { 1 };
+            // SAFETY: _exit ends the parent at once, without running its destructors twice.
+            unsafe { libc::_exit(code) }
+        }
+    }
+    drop(read);
+    // SAFETY: setsid and chdir (on a NUL-terminated path) have no other preconditions.
+    if unsafe { libc::setsid() } < 0 || unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Started(Some(write)))
+}

@@ -48,6 +48,8 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     let log = crate::safe_fs::open_append(&log_path)
         .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
     let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+    // Where this start's lines begin: its error is what it writes after that.
+    let from = log.metadata().map_or(0, |m| m.len());
     let mut child = std::process::Command::new(&exe)
         .arg("--daemonize")
         .arg("--socket")
@@ -57,16 +59,16 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
         .stderr(log2)
         .spawn()
         .map_err(|e| fail(e.to_string()))?;
-    // `--daemonize` forks and the parent exits at once: reap it so no zombie is left.
+    // `--daemonize` forks; the parent exits once the daemon serves (0) or failed to start (1).
     let status = tokio::task::spawn_blocking(move || child.wait())
         .await
         .map_err(|e| fail(e.to_string()))?
         .map_err(|e| fail(e.to_string()))?;
     if !status.success() {
-        return Err(fail(format!(
-            "it exited with {status}; see {}",
-            log_path.display()
-        )));
+        return Err(fail(match said_since(&log_path, from) {
+            Some(why) => why,
+            None => format!("it exited with {status}; see {}", log_path.display()),
+        }));
     }
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(1);
@@ -87,4 +89,23 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
             }
         }
     }
+}
+
+/// Bytes of a failed start's log lines quoted in its error.
+const SAID_BYTES: u64 = 2048;
+
+/// What a daemon that failed to start wrote to its log after offset `from`: its fatal error
+/// (`cubad: …` to the end), without the program's name.
+fn said_since(log: &Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = crate::safe_fs::open_read(log).ok()?;
+    let end = file.metadata().ok()?.len();
+    let start = from.max(end.saturating_sub(SAID_BYTES));
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut text = String::new();
+    file.take(SAID_BYTES).read_to_string(&mut text).ok()?;
+    // Its fatal error is `cubad: …`, perhaps over several lines (a config file's line quoted).
+    let at = text.rfind("cubad: ").map_or(0, |i| i + "cubad: ".len());
+    let said = text[at..].trim();
+    (!said.is_empty()).then(|| said.to_string())
 }

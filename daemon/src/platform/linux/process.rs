@@ -19,11 +19,7 @@ pub fn close_inherited_fds_on_exec() {
     super::super::posix::close_listed_fds_on_exec("/proc/self/fd");
 }
 
-/// In the daemon, before any thread exists: fork, let the parent exit, and start a new session
-/// with `/` as the working directory; stdio stays as it is.
-pub fn detach() -> io::Result<()> {
-    nix::unistd::daemon(false, true).map_err(io::Error::from)
-}
+pub use crate::platform::posix::{detach, Started};
 
 /// In a child between fork and exec: SIGKILL when the thread that spawned it ends (for test
 /// daemons, which must not outlive their test). Async-signal-safe.

@@ -18,23 +18,7 @@ pub fn close_inherited_fds_on_exec() {
     super::super::posix::close_listed_fds_on_exec("/dev/fd");
 }
 
-/// In the daemon, before any thread exists: fork, let the parent exit, and start a new session
-/// with `/` as the working directory; stdio stays as it is (what BSD `daemon(3)`, deprecated on
-/// macOS, does).
-pub fn detach() -> io::Result<()> {
-    // SAFETY: fork with no other thread running; the parent only calls _exit.
-    match unsafe { libc::fork() } {
-        -1 => return Err(io::Error::last_os_error()),
-        0 => {}
-        // SAFETY: _exit ends the parent at once, without running its destructors twice.
-        _ => unsafe { libc::_exit(0) },
-    }
-    // SAFETY: setsid and chdir (on a NUL-terminated path) have no other preconditions.
-    if unsafe { libc::setsid() } < 0 || unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
+pub use crate::platform::posix::{detach, Started};
 
 /// Nothing: macOS has no parent-death signal, so whoever spawns a test daemon must stop it
 /// itself (the bench's daemons are killed when dropped).
