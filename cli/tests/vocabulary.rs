@@ -54,7 +54,7 @@ fn an_unknown_process_is_not_found_in_the_same_words_everywhere() {
 }
 
 #[test]
-fn start_of_a_command_that_cannot_be_found_fails_at_once() {
+fn start_of_a_command_that_fails_at_once_says_so() {
     let env = Env::new();
     let out = env
         .cmd()
@@ -72,6 +72,21 @@ fn start_of_a_command_that_cannot_be_found_fails_at_once() {
         "the shell's words: {err}"
     );
     assert!(out.stdout.is_empty(), "no id for a command that never ran");
+
+    // A server that fails at once (its port taken, a bad flag) is said to have failed too.
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_START_GRACE_MS", "20000")
+        .args(["start", "--", "echo port 8080 in use >&2; exit 3"])
+        .output()
+        .expect("run cubactl");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("exited with code 3") && err.contains("port 8080 in use"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "{}", show(&out));
 
     // A command that runs is started as before: its id, exit 0.
     let id = env.start(&["--", "sleep 30"]);
@@ -189,7 +204,8 @@ fn json_output_is_the_documented_shape() {
         .args(["start", "--json", "--", "echo hi; exit 3"])
         .output()
         .expect("run cubactl");
-    assert!(out.status.success(), "{}", show(&out));
+    // It ended at once with 3: still its JSON, and a failed start.
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let ended: serde_json::Value = serde_json::from_slice(&out.stdout).expect("start --json");
     json_doc::assert_documented(&ended, &known, "start --json");
     assert_eq!(ended["state"], "exited", "{ended}");

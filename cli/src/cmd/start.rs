@@ -57,7 +57,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             spec: WaitSpec::exit(grace, 2048),
         };
         if let Ok(w) = client.wait(wait).await {
-            if w.reason == WaitReason::Exited && matches!(w.process.exit_code, Some(126 | 127)) {
+            // Ended within the grace other than well: it did not start in any useful sense.
+            let failed = w.reason == WaitReason::Exited
+                && (w.process.exit_code != Some(0) || w.process.signal.is_some());
+            if failed {
                 said = Some(
                     String::from_utf8_lossy(&w.output.bytes())
                         .trim()
@@ -76,10 +79,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     }
     if let Some(said) = said {
         let why = match info.exit_code {
-            Some(127) => "command not found",
-            _ => "command not executable",
+            Some(127) => ": command not found",
+            Some(126) => ": command not executable",
+            _ => "",
         };
-        eprintln!("cubactl: {}: {why}", describe::sentence(&info));
+        eprintln!("cubactl: {}{why}", describe::sentence(&info));
         if !said.is_empty() {
             eprintln!("{said}");
         }
