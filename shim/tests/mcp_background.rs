@@ -290,3 +290,22 @@ async fn a_busy_row_shows_its_cpu_time_where_the_daemon_has_cgroups() {
     assert_ne!(c.wait_exit(id, 0).await.state(), "running");
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_of_a_command_that_fails_at_once_says_it_ended_with_its_output() {
+    let mut t = TestDir::new();
+    // Generous, so a loaded machine's slow shell is still seen; it returns at the exit.
+    let grace = [("CUBA_EXEC_START_GRACE_MS", "20000")];
+    let c = common::mcp::binary(&mut t, "background-test", &grace).await;
+    let r = c
+        .call(
+            "start",
+            json!({ "command": "echo port 8080 in use >&2; exit 3" }),
+        )
+        .await;
+    assert!(r.is_error(), "{}", r.text());
+    assert_eq!(r.code(), Some("EXIT"), "{}", r.text());
+    assert!(r.text().contains("exit:3"), "{}", r.text());
+    assert!(r.output().contains("port 8080 in use"), "{}", r.text());
+    c.close().await;
+}

@@ -2,7 +2,7 @@
 //! the running process of that name and command instead of starting a duplicate.
 
 use cuba_protocol::client::Client;
-use cuba_protocol::SpawnRequest;
+use cuba_protocol::{SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitSpec};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
@@ -50,7 +50,28 @@ impl CubaExec {
                 }
             }
         };
-        let (_, (info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
+        let (client, (info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
+        let grace = start_grace_ms();
+        if !existing && !info.state.is_finished() && grace > 0 {
+            // A command that fails at once (its port taken, a bad flag, not found) is said to
+            // have ended, with its output, rather than to be running.
+            let max = self.max_output;
+            let req = WaitRequest {
+                id: info.id,
+                since: Some(0),
+                spec: WaitSpec::exit(grace, max as u32),
+            };
+            if let Ok(w) = client.wait(req).await {
+                if w.reason == WaitReason::Exited {
+                    let out = Some(w.output);
+                    let both = StreamFilter::Both;
+                    let reply = self
+                        .process_reply((&client, host), &w.process, 0, max, both, out)
+                        .await?;
+                    return Ok(reply.into_result());
+                }
+            }
+        }
         let mut reply = ProcessReply::from_info(&info).on(host);
         if existing {
             reply.existing = Some(true);
@@ -60,4 +81,13 @@ impl CubaExec {
         }
         Ok(reply.into_result())
     }
+}
+
+/// How long `start` watches a new process for an exit that means it failed at once
+/// (`CUBA_EXEC_START_GRACE_MS`, as for `cubactl start`; 0 for none).
+fn start_grace_ms() -> u64 {
+    std::env::var("CUBA_EXEC_START_GRACE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(100)
 }
