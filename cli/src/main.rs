@@ -69,7 +69,8 @@ Exit status: 0 ok, 1 the operation failed, 2 bad usage; `run` exits with its com
 #[derive(Parser, Debug)]
 #[command(name = "cubactl", version, after_help = EXAMPLES)]
 struct Cli {
-    /// The daemon's socket [default: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec/cubad.sock].
+    /// The daemon's socket [default: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec/cubad.sock,
+    /// else /tmp/cuba-exec-$UID/cubad.sock ($TMPDIR on macOS)].
     // The variables are read here, not by clap: clap would show an option set from the
     // environment in every usage line, as if it had to be typed.
     #[arg(
@@ -138,7 +139,7 @@ enum Command {
     Resize(cmd::resize::Args),
     /// Remove the records of finished processes (and their output).
     Prune(cmd::prune::Args),
-    /// The cubad daemon: status, start, stop, restart.
+    /// The cubad daemon: status, start, stop, restart, upgrade.
     Daemon(cmd::daemon::Args),
     /// The daemon's command policy: `cubactl policy check 'CMD'` says whether it would run
     /// CMD, by which rule, and which sub-commands it saw.

@@ -253,3 +253,38 @@ fn run_of_a_command_killed_for_memory_says_out_of_memory() {
         "{err}"
     );
 }
+
+#[test]
+fn ended_processes_read_plainly_to_kill_and_tail() {
+    let env = Env::new();
+    let out = env.output(&["run", "--", "exit 4"]);
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    let id = env.ps()[0]["id"].as_u64().expect("an id").to_string();
+    // Stopping what already ended is what was asked: exit 0, and it says so.
+    let out = env.output(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("had already ended"),
+        "{}",
+        show(&out)
+    );
+    // Nothing to show is said, not an empty screen.
+    let out = env.output(&["tail", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stderr(&out).contains("[no output; process"),
+        "{}",
+        show(&out)
+    );
+    // `tail -f` ends with the process's own exit code, as `run` does.
+    let out = env.output(&["tail", "-f", &id]);
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    // `-o` is ps's column choice elsewhere: not taken as an owner filter here.
+    let out = env.output(&["ps", "-o", "pid"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let help = env.ok(&["daemon", "--help"]);
+    assert!(
+        help.contains("upgrade") && !help.contains("session-free"),
+        "{help}"
+    );
+}

@@ -21,7 +21,7 @@ use tokio::signal::unix::{signal, SignalKind};
 #[command(version, about)]
 struct Args {
     /// Socket to listen on [default: $CUBA_EXEC_SOCKET, else $XDG_RUNTIME_DIR/cuba-exec/cubad.sock,
-    /// else /tmp/cuba-exec-$UID/cubad.sock]
+    /// else /tmp/cuba-exec-$UID/cubad.sock ($TMPDIR on macOS)]
     #[arg(long)]
     socket: Option<PathBuf>,
     /// State directory: journal, spools, log [default: $CUBA_EXEC_STATE_DIR, else

@@ -80,8 +80,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         .collect();
     let mut ok = true;
     let mut ended = Vec::new();
-    for task in tasks {
+    for (task, &id) in tasks.into_iter().zip(&ids) {
         match task.await? {
+            // Stopping what has already ended leaves it as asked: said, not a failure.
+            Err(e) if stops(args.signal) && already_ended(&e) => {
+                let p = client.info(id).await?;
+                if !args.json {
+                    outln!("process {id} had already ended: {}", describe::sentence(&p))?;
+                }
+                ended.push(p);
+            }
             Ok(p) => {
                 let tree = snapshot.as_ref().map_or(0, |s| s.tree(p.pid as i32).len());
                 ok &= report(&p, &args, tree)?;
@@ -158,6 +166,12 @@ fn report(p: &ProcessInfo, args: &Args, tree: usize) -> std::io::Result<bool> {
         outln!("{line}")?;
     }
     Ok(p.state.is_finished() || !waited)
+}
+
+/// The daemon refused the signal because the process had ended already.
+fn already_ended(e: &ClientError) -> bool {
+    matches!(e, ClientError::Remote(p)
+        if p.kind == cuba_protocol::ErrorKind::InvalidState && p.message.contains("already ended"))
 }
 
 fn explain(e: &ClientError, host: Option<&str>) -> String {

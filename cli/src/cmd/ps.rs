@@ -22,8 +22,9 @@ pub struct Args {
     /// Only processes still running (or waiting for input).
     #[arg(long, short = 'r')]
     running: bool,
-    /// Only processes started by this owner (an agent's name, or `cubactl`).
-    #[arg(long, short = 'o', value_name = "NAME")]
+    /// Only processes started by this owner (an agent's name, or `cubactl`). No `-o`: in ps
+    /// that picks the columns, and a filter taken for it would hide every row.
+    #[arg(long, value_name = "NAME")]
     owner: Option<String>,
     /// Keep watching: redraw on every change (and every 2 s for CPU and age); Ctrl-C quits.
     #[arg(long, short = 'w')]

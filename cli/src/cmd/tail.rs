@@ -75,6 +75,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         }
     };
     sink.chunks(&chunks)?;
+    if chunks.is_empty() && !args.json && !args.follow {
+        // Nothing printed: say so, rather than leave an empty screen to puzzle over.
+        let line = match client.info(id).await {
+            Ok(info) if info.state.is_finished() => {
+                format!("[no output; {}]", describe::sentence(&info))
+            }
+            _ => format!("[no output from process {id} yet]"),
+        };
+        eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
+    }
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -90,6 +100,8 @@ async fn follow(
     sink: &mut Sink,
     json: bool,
 ) -> Result<ExitCode> {
+    // How it ended, for cubactl's own exit code (as `run` gives it).
+    let mut ended: Option<cuba_protocol::ProcessInfo> = None;
     loop {
         let request = Request::Follow(FollowRequest {
             id,
@@ -100,7 +112,15 @@ async fn follow(
         let lost = match client.subscribe(request).await {
             Ok(mut frames) => loop {
                 match frames.next().await {
-                    None => return Ok(ExitCode::SUCCESS),
+                    None => {
+                        return Ok(match &ended {
+                            Some(info) => crate::exit::of_process(
+                                info.exit_code,
+                                describe::signal_number(info),
+                            ),
+                            None => ExitCode::SUCCESS,
+                        })
+                    }
                     Some(Ok(Response::Output(read))) => {
                         since = read.next;
                         sink.follow_frame(Response::Output(read))?;
@@ -117,6 +137,7 @@ async fn follow(
                                 let line = format!("[{}]", describe::sentence(&info));
                                 eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
                             }
+                            ended = Some(info);
                         }
                     }
                     Some(Err(e)) if e.connection_lost() => break e,

@@ -1,4 +1,4 @@
-//! `daemon status|start|stop|restart`: the cubad supervisor itself.
+//! `daemon status|start|stop|restart|upgrade`: the cubad supervisor itself.
 
 mod restart;
 mod start;
@@ -30,9 +30,9 @@ enum Action {
     /// Stop the daemon. Refuses while processes run, unless --force. On another host it is
     /// asked through the bridge, and this returns once it has closed the link.
     Stop(stop::Args),
-    /// Restart the daemon in place, keeping every running process, session-free: the same
-    /// program re-executed (also after installing a new version over it). --kill stops the
-    /// processes and starts a fresh daemon instead (also one of another protocol version).
+    /// Restart the daemon in place, keeping every running process: the
+    /// same program re-executed (also after installing a new version over it). --kill stops
+    /// the processes and starts a fresh daemon instead (also one of another protocol version).
     Restart(restart::Args),
     /// Hand the running daemon over to a new cubad binary in place (same pid): running
     /// processes, their output, stdin, terminals and timers carry on; clients reconnect.
