@@ -195,6 +195,9 @@ impl ServerHandler for CubaExec {
             .call(ToolCallContext::new(self, request, ctx))
             .await?;
         if let CallToolResponse::Complete(result) = &mut response {
+            bad_arguments(result);
+        }
+        if let CallToolResponse::Complete(result) = &mut response {
             shape.apply(result);
         }
         Ok(response)
@@ -245,4 +248,26 @@ impl ServerHandler for CubaExec {
     ) -> Result<ReadResourceResponse, McpError> {
         resources::read(&self.link, &self.view, request, &ctx).await
     }
+}
+
+/// The error rmcp makes of arguments a tool cannot take (bare text: `failed to deserialize
+/// parameters: unknown field …`) as every other refusal: `BAD_REQUEST` with what to do, which
+/// the model reads and corrects.
+fn bad_arguments(result: &mut rmcp::model::CallToolResult) {
+    const PREFIX: &str = "failed to deserialize parameters: ";
+    if result.is_error != Some(true) || result.structured_content.is_some() {
+        return;
+    }
+    let text = match result.content.as_slice() {
+        [block] => block.as_text().map(|t| t.text.clone()),
+        _ => None,
+    };
+    let Some(why) = text.as_deref().and_then(|t| t.strip_prefix(PREFIX)) else {
+        return;
+    };
+    *result = crate::error::Failure::bad_request(format!(
+        "{}; call again with the arguments the tool's schema lists",
+        why.trim_end_matches('.')
+    ))
+    .into();
 }

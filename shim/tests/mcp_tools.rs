@@ -224,6 +224,13 @@ async fn bad_arguments_give_clear_errors_and_the_server_keeps_serving() {
         let r = c.call(tool, args.clone()).await;
         assert!(r.is_error(), "{tool} {args} must fail: {}", r.text());
         assert!(r.text().contains(needle), "{tool} {args}: {:?}", r.text());
+        // A tool result with its code, which the model reads and corrects.
+        assert_eq!(
+            r.code(),
+            Some("BAD_REQUEST"),
+            "{tool} {args}: {:?}",
+            r.text()
+        );
         let ok = c.call("run", json!({ "command": "echo still-here" })).await;
         assert_eq!(ok.output(), "still-here\n", "after {tool} {args}");
     }
