@@ -288,3 +288,21 @@ fn ended_processes_read_plainly_to_kill_and_tail() {
         "{help}"
     );
 }
+
+#[test]
+fn a_second_process_of_a_running_name_is_started_with_a_notice() {
+    let env = Env::new();
+    let first = env.start(&["--name", "web", "--", "sleep 30"]);
+    let out = env.output(&["start", "--name", "web", "--", "sleep 30"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "process {first} is also named web and still running"
+        )),
+        "{err}"
+    );
+    // A name no running process has is started without a word.
+    let out = env.output(&["start", "--name", "api", "--", "sleep 30"]);
+    assert!(!stderr(&out).contains("also named"), "{}", show(&out));
+}

@@ -227,6 +227,16 @@ impl Table {
                 return Ok(Reserved::Existing(p.clone()));
             }
         }
+        // A name already running is allowed (names are labels), but said: a second `web` is
+        // more often a mistake than meant.
+        let namesake = new.name.as_ref().and_then(|name| {
+            live(&contents)
+                .find(|p| {
+                    let rec = p.lock();
+                    !rec.finished() && rec.info.name.as_ref() == Some(name)
+                })
+                .map(|p| p.id)
+        });
         let running = count_running(&contents);
         let max = self.settings.max_procs;
         if new.kind != ProcKind::InSession && running >= max {
@@ -242,7 +252,13 @@ impl Table {
         contents.next_id += 1;
         let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
         let token = new.token;
-        let info = row(id, new);
+        let mut info = row(id, new);
+        if let (Some(other), Some(name)) = (namesake, &info.name) {
+            info.notice = Some(format!(
+                "process {other} is also named {name} and still running (`start` with `ensure` \
+                 returns that one instead of starting another)"
+            ));
+        }
         let output = Output::new(self.settings.buffer_size, Some(spool));
         let mut data = ProcData::new(info, output, false);
         data.token = token;
