@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuba_protocol::{
-    now_ms, ClientInfo, ErrorKind, Owner, ProcKind, ProcState, ProcessInfo, ProtocolError,
-    SpawnRequest, TtySize,
+    now_ms, ClientInfo, ErrorKind, Owner, ProcKind, ProtocolError, SpawnRequest, TtySize,
 };
 use tokio::sync::watch;
 
@@ -25,7 +24,10 @@ use crate::state_dir::StateDir;
 use crate::tokens::{Done, Stamp, Tokens};
 use crate::tree::Scope;
 
+mod row;
 mod select;
+
+use row::row;
 
 /// What the table needs to know to make records.
 #[derive(Debug, Clone)]
@@ -426,37 +428,6 @@ fn count_running(contents: &Contents) -> usize {
             !rec.finished() && rec.info.kind != ProcKind::InSession
         })
         .count()
-}
-
-fn row(id: u64, new: NewRecord) -> ProcessInfo {
-    ProcessInfo {
-        id,
-        pid: 0,
-        owner: new.owner,
-        name: new.name,
-        command: new.command,
-        cwd: new.cwd,
-        state: ProcState::Running,
-        exit_code: None,
-        signal: None,
-        error: None,
-        started_at_ms: now_ms(),
-        ended_at_ms: None,
-        timeout_ms: new.timeout_ms,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        dropped_bytes: 0,
-        kind: new.kind,
-        tty: new.tty,
-        session: new.session,
-        notice: None,
-        spool: None,
-        cpu_ms: None,
-        memory_bytes: None,
-        memory_peak_bytes: None,
-        pids_max: None,
-        forks_refused: None,
-    }
 }
 
 #[cfg(test)]
