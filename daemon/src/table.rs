@@ -434,6 +434,7 @@ fn count_running(contents: &Contents) -> usize {
 pub mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use cuba_protocol::{ProcState, ProcessInfo};
     use crate::reaper::Exit;
 
     /// A row for tests: a running command of id `id`.
