@@ -434,8 +434,8 @@ fn count_running(contents: &Contents) -> usize {
 pub mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use cuba_protocol::{ProcState, ProcessInfo};
     use crate::reaper::Exit;
+    use cuba_protocol::{ProcState, ProcessInfo};
 
     /// A row for tests: a running command of id `id`.
     pub fn row(id: u64) -> ProcessInfo {
