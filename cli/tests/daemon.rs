@@ -149,14 +149,18 @@ fn a_daemon_that_cannot_start_says_why_at_once() {
     std::fs::create_dir(&open).expect("mkdir");
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
-    let out = env
-        .cmd()
-        .env("CUBA_EXEC_SOCKET", open.join("s"))
-        .arg("ps")
-        .output()
-        .expect("run cubactl");
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // `cubactl ps` with one setting: it fails (exit 1); what it said.
+    let failed_start = |key: &str, value: &std::path::Path| {
+        let out = env
+            .cmd()
+            .env(key, value)
+            .arg("ps")
+            .output()
+            .expect("run cubactl");
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = failed_start("CUBA_EXEC_SOCKET", &open.join("s"));
     assert!(
         err.contains("is open to other users (mode 755)")
             && err.contains(&format!("chmod 700 {}", open.display())),
@@ -170,14 +174,7 @@ fn a_daemon_that_cannot_start_says_why_at_once() {
     // A config file with a key it does not know: the line is quoted.
     let config = env.dir.path().join("config.toml");
     std::fs::write(&config, "max_procs = 4\nbogus = 1\n").expect("write config");
-    let out = env
-        .cmd()
-        .env("CUBA_EXEC_CONFIG", &config)
-        .arg("ps")
-        .output()
-        .expect("run cubactl");
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = failed_start("CUBA_EXEC_CONFIG", &config);
     assert!(
         err.contains("line 2") && err.contains("bogus = 1") && err.contains("unknown field"),
         "{err}"
