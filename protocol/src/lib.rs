@@ -26,7 +26,7 @@ mod time;
 pub mod wire;
 
 pub use message::*;
-pub use time::now_ms;
+pub use time::{now_ms, start_grace_ms};
 
 /// Bumped on any change to the wire format or the message types.
 pub const PROTOCOL_VERSION: u32 = 13;

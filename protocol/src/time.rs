@@ -8,3 +8,12 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
+/// How long a client's `start` watches a new process for an exit that means it failed at once
+/// (`CUBA_EXEC_START_GRACE_MS`, default 100; 0 for none): `cubactl start` and MCP `start` alike.
+pub fn start_grace_ms() -> u64 {
+    std::env::var("CUBA_EXEC_START_GRACE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(100)
+}

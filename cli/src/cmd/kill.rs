@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use cuba_protocol::client::{Client, ClientError};
-use cuba_protocol::{ListRequest, ProcessInfo, Signal, SignalRequest};
+use cuba_protocol::{ErrorKind, ListRequest, ProcessInfo, Signal, SignalRequest};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -83,12 +83,19 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     for (task, &id) in tasks.into_iter().zip(&ids) {
         match task.await? {
             // Stopping what has already ended leaves it as asked: said, not a failure.
-            Err(e) if stops(args.signal) && already_ended(&e) => {
-                let p = client.info(id).await?;
-                if !args.json {
-                    outln!("process {id} had already ended: {}", describe::sentence(&p))?;
+            Err(e) if stops(args.signal) && e.kind() == Some(ErrorKind::InvalidState) => {
+                match client.info(id).await {
+                    Ok(p) if p.state.is_finished() => {
+                        if !args.json {
+                            outln!("process {id} had already ended: {}", describe::sentence(&p))?;
+                        }
+                        ended.push(p);
+                    }
+                    _ => {
+                        ok = false;
+                        eprintln!("cubactl: {}", explain(&e, ctx.host.as_deref()));
+                    }
                 }
-                ended.push(p);
             }
             Ok(p) => {
                 let tree = snapshot.as_ref().map_or(0, |s| s.tree(p.pid as i32).len());
@@ -166,12 +173,6 @@ fn report(p: &ProcessInfo, args: &Args, tree: usize) -> std::io::Result<bool> {
         outln!("{line}")?;
     }
     Ok(p.state.is_finished() || !waited)
-}
-
-/// The daemon refused the signal because the process had ended already.
-fn already_ended(e: &ClientError) -> bool {
-    matches!(e, ClientError::Remote(p)
-        if p.kind == cuba_protocol::ErrorKind::InvalidState && p.message.contains("already ended"))
 }
 
 fn explain(e: &ClientError, host: Option<&str>) -> String {

@@ -13,18 +13,6 @@ use crate::json::ProcessJson;
 use crate::spawn_args::SpawnArgs;
 use crate::style::Paint;
 
-/// How long `start` watches for a command that cannot run at all (the shell's 127 or 126
-/// comes within milliseconds); a command still running then is reported started.
-/// `CUBA_EXEC_START_GRACE_MS` changes it (0: not at all).
-const START_GRACE_MS: u64 = 100;
-
-fn start_grace_ms() -> u64 {
-    std::env::var("CUBA_EXEC_START_GRACE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(START_GRACE_MS)
-}
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -49,7 +37,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     // A command the shell cannot find or run ends within milliseconds: said now, with the
     // shell's words, rather than found later in `ps`.
     let mut said = None;
-    let grace = start_grace_ms();
+    let grace = cuba_protocol::start_grace_ms();
     if info.state != ProcState::FailedToStart && grace > 0 {
         let wait = WaitRequest {
             id: info.id,

@@ -51,7 +51,7 @@ impl CubaExec {
             }
         };
         let (client, (info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
-        let grace = start_grace_ms();
+        let grace = cuba_protocol::start_grace_ms();
         if !existing && !info.state.is_finished() && grace > 0 {
             // A command that fails at once (its port taken, a bad flag, not found) is said to
             // have ended, with its output, rather than to be running.
@@ -81,13 +81,4 @@ impl CubaExec {
         }
         Ok(reply.into_result())
     }
-}
-
-/// How long `start` watches a new process for an exit that means it failed at once
-/// (`CUBA_EXEC_START_GRACE_MS`, as for `cubactl start`; 0 for none).
-fn start_grace_ms() -> u64 {
-    std::env::var("CUBA_EXEC_START_GRACE_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(100)
 }
