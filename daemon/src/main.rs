@@ -46,10 +46,14 @@ const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match setup(args) {
+    // Held here, not in `setup`: a failed start's error is in the log before the waiting
+    // parent learns of the failure (the pipe closes when this is dropped) and the client reads it.
+    let mut started = None;
+    match setup(args, &mut started) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cubad: {e:#}");
+            drop(started);
             ExitCode::FAILURE
         }
     }
@@ -63,7 +67,7 @@ fn absolute(p: PathBuf) -> Result<PathBuf> {
     }
 }
 
-fn setup(args: Args) -> Result<ExitCode> {
+fn setup(args: Args, started: &mut Option<Started>) -> Result<ExitCode> {
     if args.handover_version {
         println!("{}", cuba_daemon::handover::VERSION);
         return Ok(ExitCode::SUCCESS);
@@ -89,12 +93,11 @@ fn setup(args: Args) -> Result<ExitCode> {
     // Before any thread exists: fork, and start a new session; the parent exits once this
     // daemon serves (0) or has failed to (1, its error in the log), so the client that started
     // it knows at once.
-    let mut started = match args.daemonize && handed.is_none() {
-        true => Some(
+    if args.daemonize && handed.is_none() {
+        *started = Some(
             cuba_daemon::platform::process::detach(STARTED_WITHIN).context("cannot daemonize")?,
-        ),
-        false => None,
-    };
+        );
+    }
     tracing_subscriber::fmt()
         .with_writer(|| cuba_daemon::health::LogWriter)
         .with_ansi(false)
@@ -137,7 +140,7 @@ fn setup(args: Args) -> Result<ExitCode> {
         started.iter_mut().for_each(Started::ready);
         return Ok(ExitCode::SUCCESS);
     };
-    runtime.block_on(serve(config, &socket, lock.as_raw_fd(), &mut started))?;
+    runtime.block_on(serve(config, &socket, lock.as_raw_fd(), started))?;
     Ok(ExitCode::SUCCESS)
 }
 
