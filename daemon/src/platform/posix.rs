@@ -44,14 +44,6 @@ pub fn close_listed_fds_on_exec(listing: &str) {
     }
 }
 
-/// Whether bytes wait to be read on `fd` (a pipe or a terminal's master end; `FIONREAD`).
-pub fn has_unread(fd: i32) -> bool {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD on an fd the caller keeps open, into a local int.
-    let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-    rc == 0 && n > 0
-}
-
 /// The inode of a pipe (shared by both ends): what identifies it as a reader's input.
 pub fn pipe_id(fd: &impl AsRawFd) -> Option<u64> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();

@@ -115,9 +115,10 @@ impl Supervisor {
             return;
         }
         match self.member_reading() {
-            // What it wrote before its read (the prompt) is not read yet: not quiet. A busy
-            // runtime can take this timer before the read that is due.
-            Some(_) if self.output_unread() => self.rearm_input_check(),
+            // What it wrote before its read (the prompt) is taken in first: the output was not
+            // quiet after all (and the check starts over). A busy runtime can take this timer
+            // before the read that is due.
+            Some(_) if self.take_unread() > 0 => {}
             Some(pid) => {
                 let changed = {
                     let mut rec = target.lock();
@@ -143,15 +144,13 @@ impl Supervisor {
         }
     }
 
-    /// Whether output waits in a pipe or the terminal, not read yet.
-    fn output_unread(&self) -> bool {
-        [&self.stdout, &self.stderr].into_iter().flatten().any(|s| {
-            let fd = match s {
-                super::Source::Pipe(r) => std::os::fd::AsRawFd::as_raw_fd(r),
-                super::Source::Pty(m) => m.raw(),
-            };
-            crate::platform::pipe::has_unread(fd)
-        })
+    /// Reads what waits in the pipes or the terminal now: the bytes taken. A terminal must be
+    /// read, not asked (`FIONREAD`): what the program wrote reaches the master through the
+    /// kernel's deferred terminal work, which only a read waits for — a prompt written just
+    /// before the program's `read` can be counted nowhere yet under load.
+    fn take_unread(&mut self) -> usize {
+        let mut buf = [0u8; 4096];
+        self.drain_now(&mut buf)
     }
 
     /// A member of the tree blocked reading the input: its pid.

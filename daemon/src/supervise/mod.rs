@@ -369,7 +369,9 @@ impl Supervisor {
     }
 
     /// Reads what is already in the pipes without waiting (the exited process wrote it all).
-    fn drain_now(&mut self, buf: &mut [u8]) {
+    /// Reads what the pipes and the terminal hold now (bounded): the bytes taken.
+    fn drain_now(&mut self, buf: &mut [u8]) -> usize {
+        let mut taken = 0;
         for stream in [Stream::Stdout, Stream::Stderr] {
             let mut budget = DRAIN_LIMIT;
             while budget > 0 {
@@ -382,7 +384,9 @@ impl Supervisor {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     r => {
                         let done = !matches!(r, Ok(n) if n > 0);
-                        budget = budget.saturating_sub(*r.as_ref().unwrap_or(&0));
+                        let n = *r.as_ref().unwrap_or(&0);
+                        budget = budget.saturating_sub(n);
+                        taken += n;
                         self.took(stream, &r, buf);
                         if done {
                             break;
@@ -391,6 +395,7 @@ impl Supervisor {
                 }
             }
         }
+        taken
     }
 
     /// Output went to memory only: have it spooled shortly (the record's own, and in a

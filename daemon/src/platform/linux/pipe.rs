@@ -22,4 +22,4 @@ pub fn grow(fd: &impl AsRawFd, size: i32) {
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
 }
 
-pub use super::super::posix::{has_unread, pipe_id as id};
+pub use super::super::posix::pipe_id as id;

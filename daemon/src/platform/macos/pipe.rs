@@ -27,4 +27,4 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Nothing to do: macOS sizes pipe buffers itself (they grow up to 64 KiB under load).
 pub fn grow(_fd: &impl AsRawFd, _size: i32) {}
 
-pub use super::super::posix::{has_unread, pipe_id as id};
+pub use super::super::posix::pipe_id as id;
