@@ -119,8 +119,9 @@ enum Command {
     /// Run a command through the daemon in the foreground: output streams here, Ctrl-C
     /// reaches it, and cubactl exits with its exit code.
     Run(cmd::run::Args),
-    /// Start a command in the background and print its id; a command the shell cannot find
-    /// or run (its 127 or 126 within 100 ms, CUBA_EXEC_START_GRACE_MS) is an error at once.
+    /// Start a command in the background and print its id; a command that fails within 100 ms
+    /// (not found, not executable, any failing exit; CUBA_EXEC_START_GRACE_MS) is an error at
+    /// once, with its output.
     Start(cmd::start::Args),
     /// Stop processes and their whole trees, gracefully: TERM, then KILL after the grace
     /// period.

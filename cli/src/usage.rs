@@ -1,6 +1,6 @@
 //! What each running process's tree uses right now: CPU %, resident memory, listening ports.
-//! Measured by cubactl from what the system reports (the daemon does not track it); CPU %
-//! needs two samples.
+//! Measured by cubactl from what the system reports, but for the CPU % of a one-shot view,
+//! which the daemon gives where it has the tree's cgroup (a rate needs two samples).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -118,11 +118,23 @@ impl Sample {
     }
 }
 
-/// Two samples `SAMPLE` apart (one when nothing runs): usage for a one-shot view.
+/// Usage for a one-shot view. CPU % is the daemon's (its cgroup's CPU time since its previous
+/// look): one sample here, no wait. Where the daemon has no figure (no cgroup), two samples
+/// `SAMPLE` apart.
 pub async fn measure(list: &[ProcessInfo], instance: Option<&str>) -> HashMap<u64, Usage> {
     let first = sample(list, instance);
     if first.trees.is_empty() {
         return HashMap::new();
+    }
+    let running = || list.iter().filter(|p| first.trees.contains_key(&p.id));
+    if running().all(|p| p.cpu_millicores.is_some()) {
+        let mut usage = first.usage(None);
+        for p in running() {
+            if let Some(u) = usage.get_mut(&p.id) {
+                u.cpu_percent = p.cpu_millicores.map(|m| f64::from(m) / 10.0);
+            }
+        }
+        return usage;
     }
     tokio::time::sleep(SAMPLE).await;
     sample(list, instance).usage(Some(&first))

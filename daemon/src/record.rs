@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use cuba_protocol::{ProcState, ProcessInfo, Signal, TtySize};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::cpu_rate::CpuRate;
 use crate::output::Output;
 use crate::platform::cgroup::ProcCgroup;
 use crate::policy::Effective;
@@ -120,6 +121,8 @@ pub struct ProcData {
     /// The request token it was started with (journalled, so a retry finds it after a
     /// restart).
     pub token: Option<Stamp>,
+    /// Its CPU time at the last look: the recent rate in its row.
+    pub cpu: CpuRate,
 }
 
 pub struct TtyData {
@@ -167,6 +170,10 @@ impl Proc {
         };
         if let Some(cg) = live {
             set_usage(&mut info, cg.usage());
+            if let Some(cpu_ms) = info.cpu_ms {
+                let ran = Duration::from_millis(info.elapsed_ms(cuba_protocol::now_ms()));
+                info.cpu_millicores = Some(self.lock().cpu.look(Instant::now(), cpu_ms, ran));
+            }
         }
         info
     }
@@ -204,6 +211,7 @@ impl ProcData {
             policy: None,
             unresolved: Vec::new(),
             token: None,
+            cpu: CpuRate::default(),
         }
     }
 

@@ -144,25 +144,40 @@ async fn cgroup_kill_ends_a_setsid_double_fork_escapee() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_loop_shows_its_cpu_time() {
+async fn a_busy_loop_shows_its_cpu_time_and_rate() {
     let cg = Cg::start(&[]).await;
     if cg.base.is_none() {
         return;
     }
     let c = cg.d.client().await;
     let p = spawn(&c, "echo go; while :; do :; done").await;
+    let idle = spawn(&c, "echo go; exec sleep 300").await;
     wait_match(&c, p.id, "^go$").await;
+    wait_match(&c, idle.id, "^go$").await;
     let busy = wait_for_async(
         || async { c.info(p.id).await.unwrap().cpu_ms.unwrap_or(0) > 0 },
         STEP,
     );
     assert!(busy.await, "no CPU time on a running row");
+    // The rate is over the time since the daemon's previous look: a window of the daemon's
+    // own length between two looks (a measurement, not a wait for an event).
+    c.info(idle.id).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let (spinning, sleeping) = (c.info(p.id).await.unwrap(), c.info(idle.id).await.unwrap());
+    // Even on a loaded machine a busy loop gets a tenth of a core; `sleep` uses none.
+    assert!(
+        spinning.cpu_millicores.is_some_and(|m| m >= 100),
+        "{spinning:?}"
+    );
+    assert_eq!(sleeping.cpu_millicores, Some(0), "{sleeping:?}");
     let end = stop(&cg.d, p.id).await;
     let info = c.info(p.id).await.unwrap();
     assert!(
         info.cpu_ms.unwrap_or(0) > 0,
         "not kept after the end: {info:?} {end:?}"
     );
+    assert_eq!(info.cpu_millicores, None, "no rate once it ended");
+    stop(&cg.d, idle.id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

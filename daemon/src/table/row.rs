@@ -32,5 +32,6 @@ pub(super) fn row(id: u64, new: NewRecord) -> ProcessInfo {
         memory_peak_bytes: None,
         pids_max: None,
         forks_refused: None,
+        cpu_millicores: None,
     }
 }

@@ -137,6 +137,12 @@ pub struct ProcessInfo {
     /// "Resource temporarily unavailable").
     #[serde(default)]
     pub forks_refused: Option<u64>,
+    /// CPU use of the whole tree lately, in thousandths of a core (1000 = one core busy),
+    /// while it runs: since the daemon's previous look at it (at least half a second before),
+    /// or on its first look since the start. From its cgroup's CPU time; `None` where there is
+    /// none.
+    #[serde(default)]
+    pub cpu_millicores: Option<u32>,
 }
 
 /// What a row of the table is.

@@ -330,13 +330,14 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(any::<u64>()),
         opt(any::<u64>()),
         opt(any::<u64>()),
+        opt(any::<u32>()),
     );
     (first, second, third, usage).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
-            (cpu_ms, memory_bytes, memory_peak_bytes, pids_max, forks_refused),
+            (cpu_ms, memory_bytes, memory_peak_bytes, pids_max, forks_refused, cpu_millicores),
         )| ProcessInfo {
             id,
             pid,
@@ -364,6 +365,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             memory_peak_bytes,
             pids_max,
             forks_refused,
+            cpu_millicores,
         },
     )
 }

@@ -455,6 +455,7 @@ mod tests {
             memory_peak_bytes: None,
             pids_max: None,
             forks_refused: None,
+            cpu_millicores: None,
         }
     }
 
