@@ -29,6 +29,25 @@ pub enum StopCause {
     Request,
     Timeout,
     Shutdown,
+    /// It waited for input this long with the MCP client that started it gone and nobody
+    /// following it (`orphan_timeout`).
+    Orphaned {
+        after_ms: u64,
+    },
+}
+
+impl StopCause {
+    /// What the row's `error` says of the stop, when the state alone does not.
+    fn error(self) -> Option<String> {
+        match self {
+            StopCause::Orphaned { after_ms } => Some(format!(
+                "stopped: it waited for input for {} after the MCP client that started it had \
+                 gone, with nobody following it (orphan_timeout)",
+                crate::config::shown_duration(std::time::Duration::from_millis(after_ms))
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Messages to a process's supervisor.
@@ -156,6 +175,11 @@ impl Proc {
         self.changed.subscribe()
     }
 
+    /// Clients following it now (a `tail -f`, an `attach`, a `wait`): its change subscribers.
+    pub fn followers(&self) -> usize {
+        self.changed.receiver_count()
+    }
+
     pub fn notify(&self) {
         self.changed.send_replace(());
     }
@@ -272,7 +296,9 @@ impl Outcome {
         };
         let state = match (stop, exit) {
             (Some(StopCause::Timeout), _) => ProcState::TimedOut,
-            (Some(StopCause::Request | StopCause::Shutdown), _) => ProcState::Killed,
+            (Some(StopCause::Request | StopCause::Shutdown | StopCause::Orphaned { .. }), _) => {
+                ProcState::Killed
+            }
             (None, Exit::Code(_)) => ProcState::Exited,
             (None, Exit::Signal(_)) => ProcState::Signaled,
         };
@@ -280,7 +306,7 @@ impl Outcome {
             state,
             exit_code,
             signal,
-            error: None,
+            error: stop.and_then(StopCause::error),
         }
     }
 
@@ -294,7 +320,9 @@ impl Outcome {
     ) -> Outcome {
         let state = match (stop, exit_code, signal) {
             (Some(StopCause::Timeout), ..) => ProcState::TimedOut,
-            (Some(StopCause::Request | StopCause::Shutdown), ..) => ProcState::Killed,
+            (Some(StopCause::Request | StopCause::Shutdown | StopCause::Orphaned { .. }), ..) => {
+                ProcState::Killed
+            }
             (None, _, Some(_)) => ProcState::Signaled,
             (None, Some(_), None) => ProcState::Exited,
             (None, None, None) => ProcState::Lost,
@@ -303,7 +331,7 @@ impl Outcome {
             state,
             exit_code,
             signal,
-            error,
+            error: error.or_else(|| stop.and_then(StopCause::error)),
         }
     }
 

@@ -189,7 +189,12 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
     table.tokens().import(tokens.unwrap_or_default());
-    let defaults = (config.grace, config.shell.clone(), config.sandbox.clone());
+    let defaults = (
+        config.grace,
+        config.orphan_timeout,
+        config.shell.clone(),
+        config.sandbox.clone(),
+    );
     let limits = (Arc::new(limiter), Arc::new(cgroups));
     let launcher = Launcher::new(table, reaper, limits, defaults);
     let d = Daemon::new(config, launcher);

@@ -261,3 +261,95 @@ async fn a_daemon_that_cannot_start_is_reported_with_its_fix_not_a_retry() {
     );
     c.close().await;
 }
+
+/// The table's rows as they change, until `done` holds for one frame (bounded).
+async fn until_rows(
+    frames: &mut cuba_protocol::client::Subscription,
+    what: &str,
+    done: impl Fn(&[cuba_protocol::ProcessInfo]) -> bool,
+) -> Vec<cuba_protocol::ProcessInfo> {
+    loop {
+        let frame = common::bounded(what, common::STEP, frames.next()).await;
+        match frame {
+            Some(Ok(cuba_protocol::Response::List(l))) if done(&l.processes) => return l.processes,
+            Some(Ok(_)) => {}
+            other => panic!("{what}: the table watch ended: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_left_waiting_for_input_by_a_gone_client_is_stopped() {
+    use cuba_protocol::{FollowRequest, ListRequest, ProcState, Request, StreamFilter};
+    let mut t = TestDir::with_daemon_env(&[("CUBA_EXEC_ORPHAN_TIMEOUT", "300ms")]).await;
+    let c = binary(&mut t, "orphan-agent", &[]).await;
+    let run = |command: &'static str| {
+        let c = &c;
+        async move {
+            let r = c.call("run", json!({ "command": command })).await;
+            assert_eq!(r.state(), "waiting_input", "{}", r.text());
+            r.id()
+        }
+    };
+    let lone = run("echo name?; read x").await;
+    let followed = run("read y").await;
+    let busy = c.start("sleep 300").await.id();
+
+    let me = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "watcher");
+    let direct = cuba_protocol::client::Client::connect(&t.socket(), me.clone())
+        .await
+        .expect("connect");
+    let follow = FollowRequest {
+        id: followed,
+        since: None,
+        backlog: 0,
+        stream: StreamFilter::Both,
+    };
+    let follower = cuba_protocol::client::Client::connect(&t.socket(), me)
+        .await
+        .expect("connect");
+    let following = follower
+        .subscribe(Request::Follow(follow))
+        .await
+        .expect("follow");
+    let mut table = direct
+        .subscribe(Request::WatchTable(ListRequest::default()))
+        .await
+        .expect("watch the table");
+
+    // The editor closes: the MCP server sees the end of its input and exits.
+    c.close().await;
+    let row =
+        |rows: &[cuba_protocol::ProcessInfo], id: u64| rows.iter().find(|p| p.id == id).cloned();
+    let rows = until_rows(&mut table, "the lone waiter stopped", |rows| {
+        row(rows, lone).is_some_and(|p| p.state.is_finished())
+    })
+    .await;
+    let stopped = row(&rows, lone).expect("its row");
+    assert_eq!(stopped.state, ProcState::Killed, "{stopped:?}");
+    let error = stopped.error.unwrap_or_default();
+    assert!(
+        error.contains("orphan_timeout") && error.contains("300ms"),
+        "{error}"
+    );
+    // Its timeout has passed for the followed one too (a measurement of an absence): a
+    // follower keeps it, and what does not wait for input is not an orphan.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let now = direct.list(ListRequest::default()).await.expect("list");
+    assert_eq!(
+        row(&now, followed).map(|p| p.state),
+        Some(ProcState::WaitingInput)
+    );
+    assert_eq!(row(&now, busy).map(|p| p.state), Some(ProcState::Running));
+    // The follower leaves: the next check stops it.
+    drop(following);
+    drop(follower);
+    until_rows(&mut table, "the followed waiter stopped", |rows| {
+        row(rows, followed).is_some_and(|p| p.state == ProcState::Killed)
+    })
+    .await;
+    assert_eq!(
+        direct.info(busy).await.map(|p| p.state).ok(),
+        Some(ProcState::Running)
+    );
+}

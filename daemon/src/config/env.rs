@@ -51,6 +51,12 @@ impl Config {
                     format!("CUBA_EXEC_IDLE_TIMEOUT={v:?}: expected a duration > 0")
                 })?;
         }
+        if let Some(v) = get("CUBA_EXEC_ORPHAN_TIMEOUT") {
+            let d = parse_duration(&v).with_context(|| {
+                format!("CUBA_EXEC_ORPHAN_TIMEOUT={v:?}: expected a duration (0 keeps them)")
+            })?;
+            self.orphan_timeout = (!d.is_zero()).then_some(d);
+        }
         if let Some(v) = get("CUBA_EXEC_BUFFER_SIZE") {
             let n = parse_size(&v).with_context(|| format!("CUBA_EXEC_BUFFER_SIZE={v:?}"))?;
             if n < 1024 {
@@ -229,6 +235,27 @@ mod tests {
             .apply_env(|k| (k == "CUBA_EXEC_MAX_PROCS").then(|| "0".into()))
             .unwrap_err();
         assert!(format!("{err:#}").contains("CUBA_EXEC_MAX_PROCS"));
+    }
+
+    #[test]
+    fn orphan_timeout_defaults_to_half_an_hour_and_zero_keeps_them() {
+        let base = Config::new("/s".into(), "/d".into());
+        assert_eq!(base.orphan_timeout, Some(Duration::from_secs(1800)));
+        let with = |v: &str| {
+            let v = v.to_string();
+            base.clone()
+                .apply_env(move |k| (k == "CUBA_EXEC_ORPHAN_TIMEOUT").then(|| v.clone()))
+        };
+        assert_eq!(with("0").unwrap().orphan_timeout, None);
+        assert_eq!(
+            with("2h").unwrap().orphan_timeout,
+            Some(Duration::from_secs(7200))
+        );
+        let err = with("soon").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("CUBA_EXEC_ORPHAN_TIMEOUT"),
+            "{err:#}"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ struct File {
     max_finished: Option<Scalar>,
     max_connections: Option<Scalar>,
     idle_timeout: Option<Scalar>,
+    orphan_timeout: Option<Scalar>,
     shutdown_timeout: Option<Scalar>,
     blocked_commands: Option<Vec<String>>,
     allowed_commands: Option<Vec<String>>,
@@ -85,6 +86,7 @@ impl File {
             ("CUBA_EXEC_MAX_FINISHED", self.max_finished),
             ("CUBA_EXEC_MAX_CONNECTIONS", self.max_connections),
             ("CUBA_EXEC_IDLE_TIMEOUT", self.idle_timeout),
+            ("CUBA_EXEC_ORPHAN_TIMEOUT", self.orphan_timeout),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
         ];
         for (name, value) in scalars {

@@ -17,7 +17,7 @@ mod units;
 
 pub use limits::{CgroupMode, Limits, Rlimit};
 pub use sandbox::Sandbox;
-pub use units::{parse_duration, parse_size};
+pub use units::{parse_duration, parse_size, shown as shown_duration};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -41,6 +41,9 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// TERM → KILL grace period when stopping a tree.
     pub grace: Duration,
+    /// A command an MCP client started that waits for input this long after the client has
+    /// gone, with nobody following it, is stopped; `None` keeps it (`orphan_timeout = 0`).
+    pub orphan_timeout: Option<Duration>,
     /// Shell that runs commands as `shell -c TEXT`.
     pub shell: String,
     /// What may run, and where.
@@ -72,6 +75,7 @@ impl Config {
             max_connections: 512,
             idle_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),
+            orphan_timeout: Some(Duration::from_secs(30 * 60)),
             shell: "/bin/sh".to_string(),
             policy: Policy::default(),
             audit_stderr: false,

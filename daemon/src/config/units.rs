@@ -41,10 +41,30 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     Ok(Duration::from_millis(n.saturating_mul(unit_ms)))
 }
 
+/// `200ms`, `10s`, `10m`, `2h`: the units a setting is written in.
+pub fn shown(d: Duration) -> String {
+    let ms = d.as_millis();
+    let unit = [(3_600_000, "h"), (60_000, "m"), (1000, "s")]
+        .into_iter()
+        .find(|(per, _)| ms > 0 && ms.is_multiple_of(*per));
+    match unit {
+        Some((per, name)) => format!("{}{name}", ms / per),
+        None => format!("{ms}ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn durations_are_shown_as_settings_are_written() {
+        assert_eq!(shown(Duration::from_millis(200)), "200ms");
+        assert_eq!(shown(Duration::from_secs(90)), "90s");
+        assert_eq!(shown(Duration::from_secs(600)), "10m");
+        assert_eq!(shown(Duration::from_secs(7200)), "2h");
+    }
 
     #[test]
     fn sizes_and_durations_parse() {

@@ -55,7 +55,7 @@ pub fn notice(timeout: Duration) -> ResponseFrame {
         "cubad closes this connection: nothing was asked of it for {} \
          (CUBA_EXEC_IDLE_TIMEOUT); every request it read was answered, so connect again to \
          send more",
-        shown(timeout)
+        crate::config::shown_duration(timeout)
     );
     ResponseFrame {
         id: 0,
@@ -63,29 +63,9 @@ pub fn notice(timeout: Duration) -> ResponseFrame {
     }
 }
 
-/// `200ms`, `10s`, `10m`, `2h`: the units a setting is written in.
-fn shown(d: Duration) -> String {
-    let ms = d.as_millis();
-    let unit = [(3_600_000, "h"), (60_000, "m"), (1000, "s")]
-        .into_iter()
-        .find(|(per, _)| ms > 0 && ms.is_multiple_of(*per));
-    match unit {
-        Some((per, name)) => format!("{}{name}", ms / per),
-        None => format!("{ms}ms"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_are_shown_as_settings_are_written() {
-        assert_eq!(shown(Duration::from_millis(200)), "200ms");
-        assert_eq!(shown(Duration::from_secs(90)), "90s");
-        assert_eq!(shown(Duration::from_secs(600)), "10m");
-        assert_eq!(shown(Duration::from_secs(7200)), "2h");
-    }
 
     #[tokio::test]
     async fn an_unreachable_timeout_is_no_timeout() {

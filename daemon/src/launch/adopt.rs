@@ -134,6 +134,8 @@ impl Launcher {
             route,
             cleanup: self.cleanup_of(p.id, cgroup),
             kill_in: a.kill_in,
+            // The client's pid is not checked against a connection any more: not watched.
+            orphan: None,
         };
         tokio::spawn(supervise(job, p.clone(), io, control_rx));
         Ok(())

@@ -28,7 +28,7 @@ use crate::platform::limits::Limiter;
 use crate::platform::spawn::Spawn;
 use crate::reaper::Reaper;
 use crate::record::{Outcome, Proc, StdinMsg, TtyData};
-use crate::supervise::{supervise, ChildIo, Cleanup, Job, Route};
+use crate::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
 use crate::table::Table;
 use crate::tree::TreeRoot;
 pub use adopt::Adopted;
@@ -50,6 +50,8 @@ pub struct Launcher {
     cgroups: Arc<Cgroups>,
     /// TERM → KILL grace period when stopping a tree.
     grace: Duration,
+    /// `orphan_timeout`: `None` keeps orphaned commands.
+    orphan: Option<Duration>,
     /// The shell that runs commands unless a request names another.
     shell: String,
     /// The daemon's own sandbox, under every command's.
@@ -76,7 +78,7 @@ impl Launcher {
         table: Arc<Table>,
         reaper: Arc<Reaper>,
         (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
-        (grace, shell, sandbox): (Duration, String, Sandbox),
+        (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
     ) -> Launcher {
         Launcher {
             table,
@@ -84,6 +86,7 @@ impl Launcher {
             limiter,
             cgroups,
             grace,
+            orphan,
             shell,
             sandbox,
         }
@@ -191,6 +194,7 @@ impl Launcher {
             route,
             cleanup,
             kill_in: None,
+            orphan: Orphan::of(caller, self.orphan),
         };
         tokio::spawn(supervise(job, p.clone(), connected.io, control_rx));
         self.table.changed();

@@ -36,6 +36,7 @@ pub enum InputTarget {
 impl Supervisor {
     /// Output or a stdin write: the quiet period starts again.
     pub(super) fn rearm_input_check(&mut self) {
+        self.disarm_orphan();
         if self.input.is_some() && !self.exited {
             self.checks = 0;
             self.input_check_at = Some(Instant::now() + QUIET);
@@ -130,6 +131,7 @@ impl Supervisor {
                 };
                 if changed {
                     tracing::debug!(id = target.id, pid, "waiting for input");
+                    self.arm_orphan();
                     target.notify();
                     self.table.changed();
                 } else {

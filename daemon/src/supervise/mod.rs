@@ -11,6 +11,7 @@
 mod command;
 mod exit;
 mod input;
+mod orphan;
 mod route;
 mod timers;
 
@@ -32,6 +33,7 @@ use crate::record::{spill_off_thread, Control, Paused, Proc};
 use crate::table::Table;
 use crate::terminal::Master;
 pub use input::{reads_terminal, InputTarget};
+pub use orphan::Orphan;
 pub use route::Route;
 
 /// Read buffers start small (most processes print little, and a thousand idle ones must stay
@@ -71,6 +73,8 @@ pub struct Job {
     pub cleanup: Vec<Cleanup>,
     /// A process handed over by an in-place upgrade: the stop escalation still to come.
     pub kill_in: Option<Duration>,
+    /// Its MCP client's exit, watched to stop it should it wait for input unanswerable.
+    pub orphan: Option<Orphan>,
 }
 
 /// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
@@ -122,6 +126,7 @@ struct Supervisor {
     /// output or stdin write.
     input_check_at: Option<Instant>,
     checks: u32,
+    orphan: Option<Orphan>,
     route: Option<Box<dyn Route>>,
     /// An interrupted session command that has not ended: SIGKILL below the shell at
     /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
@@ -169,6 +174,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         input_check_at: io.input.as_ref().map(|_| Instant::now() + input::QUIET),
         input: io.input,
         checks: 0,
+        orphan: job.orphan,
         route: job.route,
         cmd_kill_at: None,
         cmd_abandon_at: None,
@@ -224,6 +230,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 }
             }
             _ = timer.fired(), if timed => s.due().await,
+            _ = Orphan::exited(&s.orphan), if Orphan::watching(&s.orphan) => s.owner_gone(),
             Some(msg) = control.recv() => match msg {
                 Control::Pause { reply, resume } => {
                     // An exit already delivered is handled now, not handed over.

@@ -55,6 +55,7 @@ impl Supervisor {
             self.kill_at,
             self.abandon_at,
             self.input_check_at.filter(|_| live),
+            self.orphan.as_ref().and_then(|o| o.at).filter(|_| live),
             self.spill_at,
             self.cmd_kill_at,
             self.cmd_abandon_at,
@@ -89,6 +90,9 @@ impl Supervisor {
         if !self.exited && past(self.input_check_at) {
             self.input_check_at = None;
             self.check_input();
+        }
+        if !self.exited && past(self.orphan.as_ref().and_then(|o| o.at)) {
+            self.orphan_due();
         }
         if past(self.spill_at) {
             self.spill_at = None;

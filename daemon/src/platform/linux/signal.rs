@@ -49,3 +49,40 @@ pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> 
 }
 
 pub use super::super::posix::{group_alive, kill_child};
+
+/// Another process's exit as an event: a client that started commands (the orphan check).
+/// Through a pidfd, which becomes readable when the process exits.
+pub struct ExitWatch(Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>);
+
+impl ExitWatch {
+    /// Watches `pid` (one already gone has exited at once); an error if it cannot be watched
+    /// (no descriptor left, a kernel without pidfds).
+    pub fn of(pid: i32) -> io::Result<ExitWatch> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, libc::O_NONBLOCK) };
+        if fd < 0 {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::ESRCH) => Ok(ExitWatch(None)),
+                _ => Err(err),
+            };
+        }
+        // SAFETY: a new fd nothing else owns.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+        // SAFETY: an OwnedFd moved into the AsyncFd, which keeps it open and unchanged for
+        // its whole life.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }?;
+        Ok(ExitWatch(Some(fd)))
+    }
+
+    /// Resolves once the process has exited.
+    pub async fn exited(&self) {
+        if let Some(fd) = &self.0 {
+            // Readable from its exit on, for good: the guard is not cleared.
+            let _ = fd.readable().await;
+        }
+    }
+}

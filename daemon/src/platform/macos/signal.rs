@@ -24,3 +24,24 @@ pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> 
 }
 
 pub use super::super::posix::{group_alive, kill_child};
+
+/// Another process's exit as an event: a client that started commands (the orphan check).
+/// macOS has no pidfd here: whether it is alive is asked every few seconds (this decides a
+/// stop half an hour away).
+pub struct ExitWatch(i32);
+
+impl ExitWatch {
+    pub fn of(pid: i32) -> io::Result<ExitWatch> {
+        Ok(ExitWatch(pid))
+    }
+
+    /// Resolves once the process has exited.
+    pub async fn exited(&self) {
+        // SAFETY: kill(2) with signal 0 only checks that the pid exists.
+        while unsafe { libc::kill(self.0, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    }
+}
