@@ -218,7 +218,7 @@ mod tests {
     use super::*;
 
     /// A plain directory stands in for the cgroup here: no `cpu.stat`, so nothing is kept
-    /// with reuse (the real tree is tested in `cgroup.rs` and `tests/tests/cgroups.rs`).
+    /// with reuse (the real tree is tested in `cgroup.rs` and `tests/tests/e2e/cgroups.rs`).
     #[test]
     fn without_reuse_a_spare_is_made_ahead_and_a_used_one_removed() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,31 @@
+//! End-to-end tests across cubad, cuba-exec and cubactl, one binary (linked once): each
+//! module is one concern, its doc comment says which.
+
+mod audit;
+mod autostart;
+mod cgroups;
+mod connections;
+mod descriptors;
+mod exactly_once;
+mod full_disk;
+mod hostile;
+mod hosts_ssh;
+mod layout;
+mod lifecycle;
+mod limits;
+mod mcp_hostile;
+mod output;
+mod policy;
+mod policy_clients;
+mod resource_limits;
+mod restart;
+mod sandbox;
+mod sessions;
+mod shared;
+mod side_effects;
+mod sshd_fixture;
+mod symlinks;
+mod tree;
+mod tty;
+mod upgrade;
+mod waiting_input;
