@@ -32,7 +32,7 @@ CALL_TIMEOUT = 30.0
 
 
 def bin_dir() -> Path:
-    return Path(os.environ.get("CUBA_EXEC_BIN_DIR") or REPO / "target" / "debug")
+    return Path(os.environ.get("CUBA_EXEC_BIN_DIR") or REPO / "target" / "release")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -8,7 +8,7 @@ test_clients.py through one client (or all), with the characters received and th
 CLIENT is a key of test_clients.DRIVERS (claude-code, codex, codex-unknown-model, gemini,
 opencode, …), all by default. `--env K=V` adds a variable to our server's entry (e.g.
 CUBA_EXEC_STRUCTURED=always, CUBA_EXEC_MAX_OUTPUT=100K). CUBA_EXEC_BIN_DIR picks the build
-(default target/debug), as for the tests. `--report FILE` writes everything as JSON.
+(default target/release), as for the tests. `--report FILE` writes everything as JSON.
 `--by-hand` writes each client's MCP entry as the driver's `configure_by_hand` does instead of
 with `cubactl setup`: for builds older than setup.
 """
