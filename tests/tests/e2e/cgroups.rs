@@ -105,8 +105,9 @@ async fn a_process_is_in_its_cgroup_before_it_runs() {
         return;
     }
     let c = cg.d.client().await;
-    // Forks at once: a move after the spawn could miss the first child.
-    let p = spawn(&c, "(sleep 31 &) ; echo main=$$; sleep 32").await;
+    // Forks at once: a move after the spawn could miss the first child. Both sleeps are
+    // forked before the line the test waits for.
+    let p = spawn(&c, "(sleep 31 &) ; sleep 32 & echo main=$$; wait").await;
     let main = number_after(&wait_match(&c, p.id, r"^main=\d+$").await, "main");
     let marked = cg.d.marked(p.id);
     let dir = cg.dir(p.pid);
