@@ -329,6 +329,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use std::future::Future;
+    use std::task::Poll;
 
     fn stamp(byte: u8, command: &str) -> Stamp {
         let req = SpawnRequest {
@@ -363,15 +365,13 @@ mod tests {
         let Claim::First(p) = t.claim(stamp(2, "x")).await.unwrap() else {
             panic!("first attempt")
         };
-        let waiter = {
-            let t = t.clone();
-            tokio::spawn(async move {
-                matches!(t.claim(stamp(2, "x")).await, Ok(Claim::Again(d)) if d == STARTED)
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Polled once, the retry is parked on the attempt in flight (not answered, not refused);
+        // finishing that attempt answers it.
+        let mut waiter = std::pin::pin!(t.claim(stamp(2, "x")));
+        let first = std::future::poll_fn(|cx| Poll::Ready(waiter.as_mut().poll(cx))).await;
+        assert!(first.is_pending(), "the retry did not wait");
         p.finish(STARTED);
-        assert!(waiter.await.unwrap());
+        assert!(matches!(waiter.await, Ok(Claim::Again(d)) if d == STARTED));
         // Failed (dropped unfinished): the retry is a first attempt again.
         let Claim::First(p) = t.claim(stamp(3, "y")).await.unwrap() else {
             panic!("first attempt")

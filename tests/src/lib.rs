@@ -5,6 +5,8 @@
 //! a hung daemon fails a test instead of hanging the suite.
 //!
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
+//! - [`machine`]: what this machine has (root, cgroups, kernel), and [`machine::skip`], the one
+//!   way a test that cannot run here says so.
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
 //! - [`proxy`]: a socket proxy that cuts the connection carrying a chosen request, once.
 //! - [`raw`]: hand-made frames on a bare socket, for hostile-client tests.
@@ -15,6 +17,7 @@ pub mod cgroups;
 pub mod daemon;
 pub mod follow;
 pub mod json_doc;
+pub mod machine;
 pub mod procfs;
 pub mod proxy;
 pub mod raw;

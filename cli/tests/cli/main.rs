@@ -1,10 +1,10 @@
 //! `cubactl` end to end, one binary (linked once): the real binary against a real daemon; each
 //! module is one concern, its doc comment says which.
 
-mod common;
 mod attach;
 mod bridge;
 mod bridges;
+mod common;
 mod control;
 mod daemon;
 mod exactly_once;

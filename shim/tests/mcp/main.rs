@@ -1,8 +1,8 @@
 //! The MCP server end to end, one binary (linked once): through rmcp's client, in process and
 //! as the real `cuba-exec` binary; each module is one concern, its doc comment says which.
 
-mod common;
 mod command_line;
+mod common;
 mod mcp_background;
 mod mcp_binary;
 mod mcp_budgets;

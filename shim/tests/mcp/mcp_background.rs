@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::mcp::{in_process, Mcp};
 use common::TestDir;
@@ -19,17 +19,12 @@ async fn setup() -> (TestDir, Mcp) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_auto_yields_then_wait_returns_the_rest() {
     let (_t, c) = setup().await;
-    let started = Instant::now();
     let r = c
         .call(
             "run",
             json!({ "command": "echo early; sleep 2; echo done", "yield_ms": 200 }),
         )
         .await;
-    assert!(
-        started.elapsed() < Duration::from_millis(1500),
-        "run yielded"
-    );
     assert!(!r.is_error(), "a yielded run is no error: {}", r.text());
     assert_eq!(r.state(), "running");
     let id = r.id();
@@ -135,7 +130,6 @@ async fn wait_until_returns_the_matching_line_before_the_end() {
 async fn wait_quiet_ms_returns_when_output_stops() {
     let (_t, c) = setup().await;
     let id = c.start("echo ready; exec sleep 30").await.id();
-    let started = Instant::now();
     let w = c
         .call(
             "wait",
@@ -145,10 +139,6 @@ async fn wait_quiet_ms_returns_when_output_stops() {
     assert_eq!(w.str("wait"), "quiet", "{}", w.text());
     assert_eq!(w.state(), "running");
     assert_eq!(w.output(), "ready\n");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "quiet, not timeout"
-    );
 
     let w = c
         .call("wait", json!({ "id": id, "since": 6, "timeout_ms": 200 }))
@@ -231,11 +221,11 @@ async fn send_signal_sigterm_kills_without_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_reading_its_stdin_is_reported_waiting_input() {
     let (_t, c) = setup().await;
-    let started = Instant::now();
     let r = c
         .call(
             "run",
-            json!({ "command": "printf 'name? '; read x; echo hi $x", "yield_ms": 5000 }),
+            // A yield past the call's bound (STEP): only an answer at the prompt passes.
+            json!({ "command": "printf 'name? '; read x; echo hi $x", "yield_ms": 60_000 }),
         )
         .await;
     let state = r.state().to_string();
@@ -248,11 +238,6 @@ async fn a_process_reading_its_stdin_is_reported_waiting_input() {
             && r.str("hint").contains(&format!("send_input(id={id}")),
         "{}",
         r.text()
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "run returns at once when input is awaited, took {:?}",
-        started.elapsed()
     );
     c.close().await;
 }
@@ -276,8 +261,14 @@ async fn a_busy_row_shows_its_cpu_time_where_the_daemon_has_cgroups() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if row["cpu_ms"].is_null() {
-        eprintln!("NOTE: no cpu_ms in the row (no cgroup v2 tree for the daemon here): {row}");
+    // Whether there should be a figure is the machine's to say, not the row's.
+    let cgroups = cuba_tests::machine::writable_cgroup_v2().is_some()
+        && cuba_tests::machine::kernel_at_least(5, 7);
+    if row["cpu_ms"].is_null() && !cgroups {
+        cuba_tests::machine::skip(
+            "cpu_ms in list_processes",
+            "no writable cgroup v2 tree here",
+        );
     } else {
         assert!(row["cpu_ms"].as_u64().is_some_and(|ms| ms > 0), "{row}");
         let list = c

@@ -79,7 +79,6 @@ async fn cancelling_a_wait_leaves_the_process_running() {
 async fn a_long_run_sends_progress_notifications() {
     let t = TestDir::with_daemon().await;
     let mut c = in_process(&t.socket(), "progress-test").await;
-    let started = Instant::now();
     let handle = c
         .send_call("run", json!({ "command": "echo tick; sleep 6; echo done" }))
         .await;
@@ -88,7 +87,6 @@ async fn a_long_run_sends_progress_notifications() {
     let answered = Instant::now();
     assert!(!r.is_error(), "{}", r.text());
     assert_eq!(r.output(), "tick\ndone\n");
-    assert!(started.elapsed() >= Duration::from_secs(6));
 
     let mut notes = Vec::new();
     while let Ok(note) = c.progress.try_recv() {

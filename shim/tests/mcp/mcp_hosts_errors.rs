@@ -41,7 +41,14 @@ async fn a_command_bridge_works_as_ssh_does() {
     assert_eq!(r.sc()["exit_code"], 3, "{}", r.text());
     assert_eq!(r.output(), "through-pod\n");
     let id = r.id();
-    assert!(!other.marked(id).is_empty() || other.instance().is_some());
+    // It ran in the daemon at the far end of the bridge, which knows it by that id.
+    let me = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "check");
+    let far = cuba_protocol::client::Client::connect(&other.socket(), me)
+        .await
+        .expect("connect to the far daemon");
+    let there = far.info(id).await.expect("the far daemon has the process");
+    assert_eq!(there.command, "echo through-pod; exit 3", "{there:?}");
+    assert_eq!(there.exit_code, Some(3), "{there:?}");
     let rows = c.rows(json!({ "host": "pod" })).await;
     assert!(rows.iter().any(|r| r["id"] == id), "{rows:?}");
     c.close().await;

@@ -5,8 +5,6 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::mcp::{in_process, Mcp, Reply};
 use common::TestDir;
 use serde_json::{json, Value};
@@ -153,20 +151,18 @@ async fn a_curses_program_is_read_as_a_screen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_on_a_tty_returns_at_a_prompt_long_before_yield_ms() {
     let (_t, c) = setup().await;
-    let started = Instant::now();
+    // A yield past the call's bound (STEP): only an answer at the prompt passes.
     let r = c
         .call(
             "run",
             json!({
                 "command": "bash -c 'read -p \"Name? \" x; echo hi $x'",
                 "tty": true,
-                "yield_ms": 20_000,
+                "yield_ms": 60_000,
             }),
         )
         .await;
-    let took = started.elapsed();
     assert_eq!(r.state(), "waiting_input", "{}", r.text());
-    assert!(took < Duration::from_secs(5), "run took {took:?}");
     assert_eq!(r.output(), "Name? ");
     assert!(
         r.str("hint").contains("after \"Name? \"") && r.str("hint").contains("keys=[\"Enter\"]"),

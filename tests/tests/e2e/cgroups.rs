@@ -23,12 +23,33 @@ use cuba_tests::{
 struct Cg {
     d: TestDaemon,
     base: Option<PathBuf>,
+    /// What the daemon said of its supervision.
+    supervision: String,
 }
 
 impl Cg {
     /// A daemon with per-process cgroups asked for (`on`, so a kernel without
     /// `CLONE_INTO_CGROUP` is tested too), and `envs` on top.
     async fn start(envs: &[(&str, &str)]) -> Cg {
+        let cg = Cg::launch(envs).await;
+        // The machine decides whether there should be cgroups, not the daemon's report.
+        match (&cg.base, cuba_tests::machine::writable_cgroup_v2()) {
+            (None, Some(dir)) => panic!(
+                "{} is a writable cgroup v2 tree, yet the daemon runs without cgroups: {}",
+                dir.display(),
+                cg.supervision
+            ),
+            (None, None) => cuba_tests::machine::skip(
+                "cgroups",
+                &format!("no writable cgroup v2 tree here ({})", cg.supervision),
+            ),
+            _ => {}
+        }
+        cg
+    }
+
+    /// As [`Cg::start`], for a daemon told to run without cgroups.
+    async fn launch(envs: &[(&str, &str)]) -> Cg {
         let mut b = TestDaemon::builder().env("CUBA_EXEC_CGROUPS", "on");
         for (k, v) in envs {
             b = b.env(k, v);
@@ -39,13 +60,11 @@ impl Cg {
             .supervision
             .strip_prefix("cgroup v2 at ")
             .map(|rest| PathBuf::from(rest.split(';').next().unwrap_or(rest)));
-        if base.is_none() {
-            eprintln!(
-                "NOTE: no writable cgroup v2 tree here ({}); the cgroup checks are skipped",
-                status.supervision
-            );
+        Cg {
+            d,
+            base,
+            supervision: status.supervision,
         }
-        Cg { d, base }
     }
 
     /// The v2 cgroup of the running process `pid`, which must be under the base.
@@ -165,12 +184,16 @@ async fn a_busy_loop_shows_its_cpu_time_and_rate() {
     c.info(idle.id).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     let (spinning, sleeping) = (c.info(p.id).await.unwrap(), c.info(idle.id).await.unwrap());
-    // Even on a loaded machine a busy loop gets a tenth of a core; `sleep` uses none.
+    // Even on a loaded machine a busy loop gets a tenth of a core; `sleep` next to nothing (its
+    // exec, after the `go`, may fall in the window: a millisecond of CPU).
     assert!(
         spinning.cpu_millicores.is_some_and(|m| m >= 100),
         "{spinning:?}"
     );
-    assert_eq!(sleeping.cpu_millicores, Some(0), "{sleeping:?}");
+    assert!(
+        sleeping.cpu_millicores.is_some_and(|m| m < 20),
+        "{sleeping:?}"
+    );
     let end = stop(&cg.d, p.id).await;
     let info = c.info(p.id).await.unwrap();
     assert!(
@@ -257,19 +280,15 @@ async fn an_oom_kill_is_the_reason_given() {
 }
 
 /// Whether this kernel can start a process in its cgroup (clone3 `CLONE_INTO_CGROUP`, 5.7).
-fn kernel_at_least_5_7() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    (major, minor) >= (5, 7)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_takes_a_cgroup_per_process_where_one_can_be_born_in_it() {
     // Where `on` finds a tree and the kernel clones into cgroups, the default does the same.
     let on = Cg::start(&[]).await;
-    if on.base.is_none() || !kernel_at_least_5_7() {
+    if on.base.is_none() {
+        return;
+    }
+    if !cuba_tests::machine::kernel_at_least(5, 7) {
+        cuba_tests::machine::skip("cgroups auto", "Linux before 5.7: no CLONE_INTO_CGROUP");
         return;
     }
     drop(on);
@@ -290,7 +309,7 @@ async fn without_a_cgroup_processes_still_run_and_stop() {
         [("CUBA_EXEC_CGROUPS", "off")],
         [("CUBA_EXEC_CGROUP_PARENT", "/sys/fs/cgroup/no-such-parent")],
     ] {
-        let cg = Cg::start(&envs).await;
+        let cg = Cg::launch(&envs).await;
         let c = cg.d.client().await;
         let status = c.status().await.unwrap();
         assert!(

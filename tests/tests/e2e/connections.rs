@@ -190,14 +190,15 @@ async fn clients_reconnect_after_an_idle_close_and_run_each_command_once() {
     assert!(wait_for(|| !c.is_alive(), STEP).await, "still alive");
     let e = c.spawn(spawn_req("echo never")).await.unwrap_err();
     assert!(e.nothing_sent(), "{e}");
+    c = d.client().await;
 
     // Requests sent around the moment the daemon gives up an idle connection: each one is
     // either served or known unseen and resent, never lost and never run twice. The pauses
-    // are the idleness under test, spread across the limit.
+    // are the idleness under test, spread across the limit (150-285 ms).
     let mut tally = Tally::default();
     let runs = 16;
     for i in 0..runs {
-        tokio::time::sleep(Duration::from_millis(170 + 4 * i)).await;
+        tokio::time::sleep(Duration::from_millis(150 + 9 * i)).await;
         let p = spawn_like_link(&d, &mut c, &format!("echo run-{i}"), &mut tally).await;
         wait_exit(&c, p.id).await;
     }
@@ -208,9 +209,16 @@ async fn clients_reconnect_after_an_idle_close_and_run_each_command_once() {
         assert_eq!(n, 1, "{command:?} ran {n} times");
     }
     eprintln!(
-        "idle: {runs} spawns 170-230ms after the last request (limit 200ms): {} on a new \
+        "idle: {runs} spawns 150-285ms after the last request (limit 200ms): {} on a new \
          connection, {} resent after the notice",
         tally.reconnected, tally.resent
+    );
+    // Up to 85 ms past the limit: some spawns met a connection the daemon gave up. (The exact
+    // crossing is tested on each side alone: `an_idle_connection_gets_a_notice_and_nothing_
+    // after_it_is_read` here, the client in protocol `client`.)
+    assert!(
+        tally.reconnected + tally.resent > 0,
+        "no spawn met an idle close"
     );
 }
 
@@ -222,7 +230,6 @@ async fn a_long_wait_or_stream_keeps_its_connection() {
         .await;
     let c = d.client().await;
     let p = spawn(&c, "sleep 1; echo done").await;
-    let started = Instant::now();
     let req = WaitRequest {
         id: p.id,
         since: Some(0),
@@ -231,7 +238,6 @@ async fn a_long_wait_or_stream_keeps_its_connection() {
     let w = c.wait(req).step().await.expect("the wait was cut");
     assert_eq!(w.reason, WaitReason::Exited);
     assert_eq!(text(&w.output.bytes()), "done\n");
-    assert!(started.elapsed() >= Duration::from_millis(900));
     assert!(c.is_alive(), "the connection closed during a wait");
 
     // A stream (follow) longer than the limit is not cut either.
@@ -358,7 +364,6 @@ async fn out_of_descriptors_a_client_is_refused_not_left_waiting() {
         started.elapsed()
     );
     assert!(reason.contains("file descriptors"), "{reason}");
-    assert!(started.elapsed() < Duration::from_secs(5));
 
     let fds = || {
         std::fs::read_dir(format!("/proc/{}/fd", d.pid()))

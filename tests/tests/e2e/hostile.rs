@@ -194,8 +194,8 @@ print(data.hex())
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_of_another_uid_is_refused() {
-    if nix::unistd::geteuid().as_raw() != 0 {
-        println!("skipped: running as another uid needs root");
+    if !cuba_tests::machine::root() {
+        cuba_tests::machine::skip("a peer of another uid", "running as another uid needs root");
         return;
     }
     let d = TestDaemon::start().await;

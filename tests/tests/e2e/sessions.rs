@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cuba_protocol::client::Client;
 use cuba_protocol::{
@@ -90,7 +90,6 @@ async fn sigint_interrupts_the_command_and_keeps_the_session() {
     )
     .await;
     wait_match(&c, p.id, "started").await;
-    let started = Instant::now();
     c.signal(SignalRequest {
         id: p.id,
         signal: Signal::Int,
@@ -102,7 +101,6 @@ async fn sigint_interrupts_the_command_and_keeps_the_session() {
     .await
     .unwrap();
     let w = wait_exit(&c, p.id).await;
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(w.process.state, ProcState::Killed);
     assert_eq!(w.process.exit_code, Some(130));
     assert_eq!(text(&w.output.bytes()), "started\n");
@@ -180,7 +178,6 @@ async fn a_command_reading_stdin_waits_for_input_and_gets_it() {
     let d = TestDaemon::start().await;
     let c = d.client().await;
     let p = spawn_with(&c, in_session("r", "printf 'Name? '; read x; echo hi $x")).await;
-    let started = Instant::now();
     let req = WaitRequest {
         id: p.id,
         since: Some(0),
@@ -188,7 +185,6 @@ async fn a_command_reading_stdin_waits_for_input_and_gets_it() {
     };
     let w = bounded("wait", STEP, c.wait(req)).await.unwrap();
     assert_eq!(w.reason, WaitReason::WaitingInput, "{:?}", w.process);
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(text(&w.output.bytes()), "Name? ");
     c.stdin(p.id, b"bob\n".to_vec(), false)
         .step()

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cuba_protocol::{ProcState, Signal, SignalRequest};
 use cuba_tests::procfs::cmdline;
@@ -104,19 +104,14 @@ async fn what_a_process_leaves_behind_is_stopped_after_its_exit() {
 async fn a_grandchild_holding_the_pipe_does_not_delay_the_exit() {
     let d = TestDaemon::start().await;
     let c = d.client().await;
-    let started = Instant::now();
+    // `wait_exit`'s bound (STEP) is shorter than the grandchild's 30 s.
     let p = spawn(&c, "sleep 30 & echo done").await;
     let w = wait_exit(&c, p.id).await;
-    let took = started.elapsed();
     assert_eq!(
         (w.process.state, w.process.exit_code),
         (ProcState::Exited, Some(0))
     );
     assert_eq!(text(&w.output.bytes()), "done\n");
-    assert!(
-        took < Duration::from_secs(5),
-        "the exit report took {took:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,16 +122,11 @@ async fn a_grandchild_ignoring_term_does_not_delay_the_exit_past_the_grace() {
         .start()
         .await;
     let c = d.client().await;
-    let started = Instant::now();
-    // The grandchild keeps the pipe open and shrugs off TERM: only the KILL ends it.
+    // The grandchild keeps the pipe open and shrugs off TERM: only the KILL ends it (and
+    // `wait_exit`'s bound, STEP, is shorter than its 30 s).
     let p = spawn(&c, "(trap '' TERM; sleep 30) & echo gc=$!").await;
     let w = wait_exit(&c, p.id).await;
-    let took = started.elapsed();
     assert_eq!(w.process.exit_code, Some(0), "{:?}", w.process);
-    assert!(
-        took < Duration::from_secs(5),
-        "the exit report took {took:?}"
-    );
     let gc = number_after(&text(&w.output.bytes()), "gc");
     assert!(
         all_gone(&[gc]).await,

@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::time::{Duration, Instant};
-
 use cuba_protocol::client::Client;
 use cuba_protocol::keys::key_bytes;
 use cuba_protocol::{
@@ -66,7 +64,6 @@ async fn python_repl_on_a_tty_answers_and_waits_for_input() {
     let d = TestDaemon::start().await;
     let c = d.client().await;
     let p = spawn_with(&c, tty_req("exec python3 -q")).await;
-    let started = Instant::now();
     let w = wait_input(&c, p.id, 0).await;
     assert_eq!(
         w.reason,
@@ -74,7 +71,6 @@ async fn python_repl_on_a_tty_answers_and_waits_for_input() {
         "{:?}",
         text(&w.output.bytes())
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert!(text(&w.output.bytes()).ends_with(">>> "));
     let since = w.output.next;
     keys(&c, p.id, "print(6*7)", &["Enter"]).await;
@@ -125,10 +121,8 @@ async fn read_p_prompts_on_a_terminal_and_is_waiting_input() {
     let d = TestDaemon::start().await;
     let c = d.client().await;
     let p = spawn_with(&c, tty_req("bash -c 'read -p \"Name? \" x; echo hi $x'")).await;
-    let started = Instant::now();
     let w = wait_input(&c, p.id, 0).await;
     assert_eq!(w.reason, WaitReason::WaitingInput);
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert!(text(&w.output.bytes()).ends_with("Name? "));
     keys(&c, p.id, "bob", &["Enter"]).await;
     let w = wait_exit(&c, p.id).await;

@@ -64,14 +64,40 @@ fn a_child_starts_with_default_signals_and_an_empty_mask() {
     }
 }
 
+/// A hook that writes `text` to the child's stdout (set before hooks run): async-signal-safe.
+fn say(text: &'static [u8]) -> Hook {
+    Box::new(move || {
+        // SAFETY: write(2) of a static buffer to the child's own descriptor 1.
+        let n = unsafe { libc::write(1, text.as_ptr().cast(), text.len()) };
+        if n == text.len() as isize {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    })
+}
+
 #[test]
 fn hooks_run_in_order_and_a_failing_one_fails_the_start() {
-    let mut cmd = sh("exit 0");
-    cmd.hook(Box::new(|| {
-        Err(std::io::Error::from_raw_os_error(libc::EACCES))
-    }));
+    let mut cmd = sh("echo exec");
+    cmd.hook(say(b"first ")).hook(say(b"second "));
+    assert_eq!(capture(cmd), (0, "first second exec\n".into()));
+
+    // A failing hook: its error is the start's, and neither later hooks nor the exec run.
+    let (r, w) = crate::platform::pipe::pipe().unwrap();
+    let null = OwnedFd::from(File::open("/dev/null").unwrap());
+    let mut cmd = sh("echo exec");
+    cmd.stdio(null, w.try_clone().unwrap(), w);
+    cmd.hook(say(b"first "))
+        .hook(Box::new(|| {
+            Err(std::io::Error::from_raw_os_error(libc::EACCES))
+        }))
+        .hook(say(b"third "));
     let err = cmd.start().unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EACCES));
+    let mut text = String::new();
+    File::from(r).read_to_string(&mut text).unwrap();
+    assert_eq!(text, "first ");
 }
 
 #[test]

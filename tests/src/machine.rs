@@ -1,0 +1,57 @@
+//! What this machine has, decided from the machine itself (never from what a daemon reports,
+//! which is what the tests check), and the one way a test that cannot run here says so.
+//!
+//! A skip is a result: [`skip`] prints it, appends it to the file `scripts/test` collects
+//! (`CUBA_TESTS_SKIPS`) and prints at the end, and under CI (`CI=true`) fails the test: the CI
+//! machines have every prerequisite (root, a writable cgroup v2 tree, Linux 5.7 or later, a
+//! tmpfs mount, `sshd`), so a skip there means a check that stopped working.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Running as root (mounts, another uid).
+pub fn root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Linux `major.minor` or later (`CLONE_INTO_CGROUP` is 5.7).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let got: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor_got: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (got, minor_got) >= (major, minor)
+}
+
+/// This process's cgroup v2 directory, where a test daemon makes its own: `Some` when it can
+/// (the directory is writable and takes subgroups).
+pub fn writable_cgroup_v2() -> Option<PathBuf> {
+    let dir = crate::cgroups::v2_of(std::process::id() as i32)?;
+    let writable = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok();
+    (writable && dir.join("cgroup.subtree_control").exists()).then_some(dir)
+}
+
+/// Whether this run is CI's, where every prerequisite is there.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
+}
+
+/// The check `what` cannot run here because `why`: said on stderr and in `CUBA_TESTS_SKIPS`
+/// (with the test's name, which libtest gives its thread); under CI a failure.
+pub fn skip(what: &str, why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let line = format!("{test} ({what}): {why}");
+    assert!(
+        !in_ci(),
+        "skipped under CI, whose machines have this: {line}"
+    );
+    eprintln!("SKIPPED {line}");
+    if let Some(path) = std::env::var_os("CUBA_TESTS_SKIPS") {
+        let file = fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Ok(mut f) = file {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
