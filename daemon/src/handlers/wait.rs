@@ -28,14 +28,9 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
     tokio::pin!(timeout);
     let reason = loop {
         changes.borrow_and_update();
-        if let Some(m) = matcher.as_mut() {
-            if let Some(line) = m.scan(&p, r.spec.stream) {
-                break WaitReason::Matched(line);
-            }
-        }
-        // The exit is reported as soon as it happens: what the process wrote is already in
-        // (the supervisor reads its pipes before publishing the exit); a grandchild still
-        // holding the pipes must not delay it.
+        // The state first, then the output: the supervisor stores what the process wrote before
+        // it publishes an exit or a wait for input, so a line written just before either is
+        // scanned here and matches, rather than losing to the state it preceded.
         let (finished, waiting, last_output) = {
             let data = p.lock();
             (
@@ -44,6 +39,14 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
                 data.last_output,
             )
         };
+        if let Some(m) = matcher.as_mut() {
+            if let Some(line) = m.scan(&p, r.spec.stream) {
+                break WaitReason::Matched(line);
+            }
+        }
+        // The exit is reported as soon as it happens: what the process wrote is already in
+        // (the supervisor reads its pipes before publishing the exit); a grandchild still
+        // holding the pipes must not delay it.
         if finished {
             break WaitReason::Exited;
         }

@@ -323,16 +323,16 @@ pub fn same_modes(a: &nix::sys::termios::Termios, b: &nix::sys::termios::Termios
 
 /// The matched line of `cubactl wait ID --until REGEX`.
 pub fn wait_line(env: &Env, id: u64, regex: &str) -> String {
-    env.ok(&[
-        "wait",
-        &id.to_string(),
-        "--until",
-        regex,
-        "--timeout",
-        "20s",
-    ])
-    .trim()
-    .to_string()
+    let ids = id.to_string();
+    let out = env.output(&["wait", &ids, "--until", regex, "--timeout", "20s"]);
+    // What the process had written, for a wait that ended otherwise.
+    assert!(
+        out.status.success(),
+        "waiting for {regex:?}: {}\nprocess {id} wrote: {:?}",
+        show(&out),
+        String::from_utf8_lossy(&env.output(&["logs", &ids]).stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 pub fn path_str(p: &Path) -> &str {
