@@ -370,6 +370,13 @@ mod tests {
         let mut waiter = std::pin::pin!(t.claim(stamp(2, "x")));
         let first = std::future::poll_fn(|cx| Poll::Ready(waiter.as_mut().poll(cx))).await;
         assert!(first.is_pending(), "the retry did not wait");
+        // Time passing is no answer: a moment later it still waits (is not refused).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let later = std::future::poll_fn(|cx| Poll::Ready(waiter.as_mut().poll(cx))).await;
+        assert!(
+            later.is_pending(),
+            "the retry gave up on the attempt in flight"
+        );
         p.finish(STARTED);
         assert!(matches!(waiter.await, Ok(Claim::Again(d)) if d == STARTED));
         // Failed (dropped unfinished): the retry is a first attempt again.
