@@ -16,7 +16,7 @@ use cuba_protocol::{
 };
 use tokio::task::JoinSet;
 
-use common::{marked_pids, ms, spawn_req, stats, via_run, wait_exit, Daemon};
+use common::{kill_now, marked_pids, ms, spawn_req, stats, via_run, wait_exit, Daemon};
 
 const LAT_N: usize = 300;
 const LAT_WARMUP: usize = 20;
@@ -175,13 +175,7 @@ async fn sleepers() {
     for (i, id) in ids.iter().enumerate() {
         let (c, id) = (clients[i % CONNS].clone(), *id);
         kills.spawn(async move {
-            let req = SignalRequest {
-                id,
-                signal: Signal::Kill,
-                escalate: false,
-                grace_ms: None,
-                wait: false,
-            };
+            let req = kill_now(id);
             match c.signal(req).await {
                 Ok(_) => 0,
                 Err(e) if e.kind() == Some(ErrorKind::InvalidState) => 1,

@@ -11,10 +11,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cuba_protocol::client::Client;
-use cuba_protocol::{ErrorKind, ListRequest, ProcState, Signal, SignalRequest};
+use cuba_protocol::{ErrorKind, ListRequest, ProcState};
 use tokio::task::JoinSet;
 
-use common::{ms, spawn_req, stats, via_run, wait_exit, Daemon};
+use common::{kill_now, ms, spawn_req, stats, via_run, wait_exit, Daemon};
 
 const SIZES: [usize; 4] = [0, 100, 1000, 5000];
 /// Requests timed per figure (after as many unmeasured).
@@ -64,13 +64,7 @@ async fn kill_wave(clients: &[Client], ids: &[u64], first: usize) {
     for (i, id) in ids.iter().enumerate() {
         let (c, id) = (clients[(first + i) % clients.len()].clone(), *id);
         set.spawn(async move {
-            let req = SignalRequest {
-                id,
-                signal: Signal::Kill,
-                escalate: false,
-                grace_ms: None,
-                wait: false,
-            };
+            let req = kill_now(id);
             match c.signal(req).await {
                 Ok(_) => {}
                 // Ended already, or ended and pruned (the table keeps a bounded number).

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::client::{this_client, Client};
 use cuba_protocol::{
-    ClientKind, ProcessInfo, RunRequest, SpawnRequest, WaitReason, WaitRequest, WaitSpec,
+    ClientKind, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest, WaitReason,
+    WaitRequest, WaitSpec,
 };
 
 /// A foreground `cubad` in a temp dir. Dropping it kills the daemon and everything it started.
@@ -204,4 +205,15 @@ pub fn stats(mut v: Vec<Duration>) -> [Duration; 3] {
 
 pub fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+/// A SIGKILL acknowledged at once, not when the process has ended.
+pub fn kill_now(id: u64) -> SignalRequest {
+    SignalRequest {
+        id,
+        signal: Signal::Kill,
+        escalate: false,
+        grace_ms: None,
+        wait: false,
+    }
 }
