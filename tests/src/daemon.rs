@@ -10,6 +10,7 @@ use cuba_protocol::client::{this_client, Client};
 use cuba_protocol::ClientKind;
 use tempfile::TempDir;
 
+pub use crate::small_state::SmallState;
 use crate::{procfs, raw};
 
 /// How long a starting daemon may take to accept a connection (generous: a busy 2-core machine
@@ -34,15 +35,6 @@ struct Limits {
     small_state: Option<u64>,
     /// `RLIMIT_NOFILE`, soft and hard.
     open_files: Option<u64>,
-}
-
-/// How a test daemon's small state directory is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SmallState {
-    /// A tmpfs of that size: it fills up as a disk does, and frees when a file is deleted.
-    Tmpfs,
-    /// No mount allowed: every file the daemon writes is limited to that size (EFBIG).
-    FileSizeLimit,
 }
 
 impl Builder {
@@ -92,24 +84,12 @@ impl Builder {
         let state = dir.path().join("state");
         let mut limits = self.limits;
         let small = limits.small_state.map(|bytes| {
-            std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700)
-                .create(&state)
-                .expect("cannot create the state dir");
-            if mount_tmpfs(&state, bytes) {
+            let made = SmallState::make(&state, bytes);
+            if made == SmallState::Tmpfs {
                 // The tmpfs is the limit; no file-size limit on top.
                 limits.small_state = None;
-                SmallState::Tmpfs
-            } else {
-                // The file-size limit is the variant asked for, or it stands in for a mount
-                // this machine does not allow: that is a skip of the tmpfs variant.
-                if std::env::var_os("CUBA_TESTS_NO_MOUNT").is_none() {
-                    crate::machine::skip(
-                        "full disk on a tmpfs",
-                        "no tmpfs mount here (needs root on Linux): the file-size limit stands in",
-                    );
-                }
-                SmallState::FileSizeLimit
             }
+            made
         });
         let mut d = TestDaemon {
             dir,
@@ -139,53 +119,6 @@ pub struct TestDaemon {
     small: Option<SmallState>,
     child: Option<Child>,
 }
-
-/// Mounts a tmpfs of `bytes` at `dir`; false when this user may not (or
-/// `CUBA_TESTS_NO_MOUNT` is set, to run the file-size-limit variant as root).
-#[cfg(target_os = "linux")]
-fn mount_tmpfs(dir: &Path, bytes: u64) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    if std::env::var_os("CUBA_TESTS_NO_MOUNT").is_some() {
-        return false;
-    }
-    let (Ok(target), Ok(opts)) = (
-        std::ffi::CString::new(dir.as_os_str().as_bytes()),
-        std::ffi::CString::new(format!("size={bytes},mode=0700")),
-    ) else {
-        return false;
-    };
-    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
-    let rc = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            target.as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            opts.as_ptr().cast(),
-        )
-    };
-    rc == 0
-}
-
-/// A tmpfs of our own is a Linux mount: elsewhere the file-size limit stands in.
-#[cfg(not(target_os = "linux"))]
-fn mount_tmpfs(_dir: &Path, _bytes: u64) -> bool {
-    false
-}
-
-/// Lazily, as processes of the test may still hold files there for a moment.
-#[cfg(target_os = "linux")]
-fn unmount(dir: &Path) {
-    if let Ok(target) =
-        std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
-    {
-        // SAFETY: umount2(2) on a NUL-terminated path that outlives the call.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn unmount(_dir: &Path) {}
 
 impl TestDaemon {
     pub fn builder() -> Builder {
@@ -433,7 +366,7 @@ impl Drop for TestDaemon {
         let instance = self.instance();
         self.kill9();
         if self.small == Some(SmallState::Tmpfs) {
-            unmount(&self.state);
+            crate::small_state::unmount(&self.state);
         }
         // Processes fork while they are killed: repeat until a scan finds none.
         for _ in 0..50 {

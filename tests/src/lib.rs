@@ -10,6 +10,7 @@
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
 //! - [`proxy`]: a socket proxy that cuts the connection carrying a chosen request, once.
 //! - [`raw`]: hand-made frames on a bare socket, for hostile-client tests.
+//! - [`small_state`]: a small state directory (a tmpfs, or a file-size limit) for a full disk.
 //! - [`sshd`]: a real OpenSSH server on 127.0.0.1 and a client config naming it, for the tests
 //!   of remote hosts.
 
@@ -21,6 +22,7 @@ pub mod machine;
 pub mod procfs;
 pub mod proxy;
 pub mod raw;
+pub mod small_state;
 pub mod sshd;
 
 use std::future::Future;

@@ -32,6 +32,12 @@ pub fn writable_cgroup_v2() -> Option<PathBuf> {
     (writable && dir.join("cgroup.subtree_control").exists()).then_some(dir)
 }
 
+/// Whether a daemon with cgroups `auto` (the default) should run each process in a cgroup of
+/// its own here: a writable tree, and a kernel that starts a process in one.
+pub fn per_process_cgroups() -> bool {
+    writable_cgroup_v2().is_some() && kernel_at_least(5, 7)
+}
+
 /// Whether this run is CI's, where every prerequisite is there.
 pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")

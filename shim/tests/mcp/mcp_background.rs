@@ -262,8 +262,7 @@ async fn a_busy_row_shows_its_cpu_time_where_the_daemon_has_cgroups() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Whether there should be a figure is the machine's to say, not the row's.
-    let cgroups = cuba_tests::machine::writable_cgroup_v2().is_some()
-        && cuba_tests::machine::kernel_at_least(5, 7);
+    let cgroups = cuba_tests::machine::per_process_cgroups();
     if row["cpu_ms"].is_null() && !cgroups {
         cuba_tests::machine::skip(
             "cpu_ms in list_processes",

@@ -235,8 +235,7 @@ async fn timers_and_whole_tree_stops_carry_on_after_the_upgrade() {
     members.push(tree.pid as i32);
     let supervision = c.status().step().await.unwrap().supervision;
     // The machine says whether the daemon (cgroups `auto`) should have them, not its report.
-    let expected = cuba_tests::machine::writable_cgroup_v2().is_some()
-        && cuba_tests::machine::kernel_at_least(5, 7);
+    let expected = cuba_tests::machine::per_process_cgroups();
     let has = supervision.starts_with("cgroup v2 at ");
     assert!(
         has || !expected,
