@@ -8,6 +8,11 @@ use cuba_protocol::Signal;
 use tokio::time::Instant;
 
 use super::{Supervisor, ABANDON_AFTER};
+
+/// The first repeat of a session command's interrupt, and how many there are (doubling
+/// pauses: 0.1, 0.2, 0.4 s).
+const REINTERRUPT: Duration = Duration::from_millis(100);
+const REINTERRUPTS: u32 = 3;
 use crate::record::StopCause;
 use crate::tree;
 
@@ -41,6 +46,7 @@ impl Supervisor {
             }
             Signal::Term | Signal::Int | Signal::Hup | Signal::Quit => {
                 self.signal_tree(libc::SIGINT);
+                self.cmd_reinterrupt = Some((Instant::now() + REINTERRUPT, 0));
                 if let Some(grace) = grace {
                     self.cmd_kill_at = Some(Instant::now() + grace);
                 }
@@ -55,6 +61,22 @@ impl Supervisor {
     pub(super) fn command_timeout(&mut self, id: u64) {
         let grace = Some(self.grace);
         self.signal_command(id, Signal::Int, grace, Some(StopCause::Timeout));
+    }
+
+    /// An interrupted command still runs: SIGINT again below the shell, a few times. A process
+    /// the shell was starting as the first one came (forked, not yet exec'd: still running the
+    /// shell's handler) lost it, and the shell's trap waits for that process to end.
+    pub(super) fn interrupt_again(&mut self, times: u32) {
+        if self.route.as_ref().and_then(|r| r.current()).is_none() {
+            return;
+        }
+        self.signal_below_shell(libc::SIGINT);
+        if times + 1 < REINTERRUPTS {
+            self.cmd_reinterrupt = Some((
+                Instant::now() + REINTERRUPT * 2u32.pow(times + 1),
+                times + 1,
+            ));
+        }
     }
 
     /// The grace period of an interrupted command is over: SIGKILL what runs below the shell.

@@ -48,6 +48,7 @@ impl Supervisor {
             route.shell_ended(&self.p);
             self.cmd_kill_at = None;
             self.cmd_abandon_at = None;
+            self.cmd_reinterrupt = None;
         }
         // Nothing leaks: most processes leave nothing, and two cheap checks say so without
         // walking the process table.

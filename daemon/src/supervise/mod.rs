@@ -132,6 +132,8 @@ struct Supervisor {
     /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
     cmd_kill_at: Option<Instant>,
     cmd_abandon_at: Option<Instant>,
+    /// When to interrupt that command again, and how often it has been.
+    cmd_reinterrupt: Option<(Instant, u32)>,
     /// When output held in memory only is written to the spool.
     spill_at: Option<Instant>,
     cleanup: Vec<Cleanup>,
@@ -177,6 +179,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
         orphan: job.orphan,
         route: job.route,
         cmd_kill_at: None,
+        cmd_reinterrupt: None,
         cmd_abandon_at: None,
         spill_at: None,
         cleanup: job.cleanup,
@@ -352,6 +355,7 @@ impl Supervisor {
                 // The command ended: its escalation timers go with it.
                 self.cmd_kill_at = None;
                 self.cmd_abandon_at = None;
+                self.cmd_reinterrupt = None;
             }
             return;
         }

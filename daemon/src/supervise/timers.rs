@@ -59,6 +59,7 @@ impl Supervisor {
             self.spill_at,
             self.cmd_kill_at,
             self.cmd_abandon_at,
+            self.cmd_reinterrupt.map(|(at, _)| at),
         ]
         .into_iter()
         .flatten()
@@ -99,6 +100,12 @@ impl Supervisor {
             spill_off_thread(self.p.clone()).await;
             if let Some(cmd) = self.route.as_ref().and_then(|r| r.current()) {
                 spill_off_thread(cmd).await;
+            }
+        }
+        if let Some((at, times)) = self.cmd_reinterrupt {
+            if at <= now {
+                self.cmd_reinterrupt = None;
+                self.interrupt_again(times);
             }
         }
         if past(self.cmd_kill_at) {
