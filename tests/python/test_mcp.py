@@ -210,7 +210,8 @@ async def test_two_clients_share_one_table(world: World) -> None:
 
 @limited()
 async def test_cancelling_a_sync_run_stops_the_process(world: World) -> None:
-    command = "sleep 30 & echo started; sleep 31; wait"
+    # Both sleeps are forked before `started` is written, so the tree is whole when it matches.
+    command = "sleep 30 & sleep 31 & echo started; wait"
     async with world.client() as c:
         scope = anyio.CancelScope()
 

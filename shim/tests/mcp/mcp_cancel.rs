@@ -14,7 +14,8 @@ use serde_json::json;
 async fn cancelling_a_sync_run_stops_its_process_tree() {
     let t = TestDir::with_daemon().await;
     let c = in_process(&t.socket(), "cancel-test").await;
-    let command = "sleep 30 & echo started; sleep 31; wait";
+    // Both sleeps are forked before `started` is written, so the tree is whole when it matches.
+    let command = "sleep 30 & sleep 31 & echo started; wait";
     let handle = c
         .send_call("run", json!({ "command": command, "yield_ms": 60_000 }))
         .await;
