@@ -10,6 +10,7 @@ use cuba_protocol::now_ms;
 
 use crate::journal::{Loaded, Record};
 use crate::output::{Output, Spool};
+use crate::platform::proc;
 use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::table::Contents;
@@ -27,6 +28,7 @@ pub fn restore(
     let mut procs = BTreeMap::new();
     let mut records = BTreeMap::new();
     let mut lost_roots = Vec::new();
+    let mut machine = None;
     for (id, mut rec) in loaded.records {
         if handed.contains(&id) {
             continue;
@@ -38,7 +40,9 @@ pub fn restore(
                 start_time: rec.start_time,
                 marker: rec.marker.clone(),
             };
-            let stopped = tree::signal_tree(&root, libc::SIGTERM, None);
+            // One scan of the machine for every row left running, not one each.
+            let procs = machine.get_or_insert_with(proc::scan);
+            let stopped = tree::signal_tree(&root, libc::SIGTERM, &tree::Find::Among(procs));
             if stopped > 0 {
                 lost_roots.push(root);
             }
@@ -67,7 +71,7 @@ pub fn restore(
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
             for root in &lost_roots {
-                tree::kill_tree(root, None);
+                tree::kill_tree(root, &tree::Find::Scan);
             }
         });
     }

@@ -205,7 +205,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         });
         if let Err(e) = d.launcher().adopt(&p, a, exit, route) {
             tracing::error!(id = p.id, "cannot take over process: {e}");
-            tree::kill_tree(&root, None);
+            tree::kill_tree(&root, &tree::Find::Scan);
             p.lock().set_drained();
             let why = format!("not taken over by the upgrade: {e}");
             d.table().finish(&p, Outcome::lost(why));
@@ -323,9 +323,17 @@ async fn stop_all(d: &Daemon) {
             }
             if !matches!(timeout_at(deadline, changes.changed()).await, Ok(Ok(()))) {
                 // Out of time: make sure nothing of the tree survives us.
-                let root = p.lock().root.clone();
+                let (root, cgroup) = {
+                    let rec = p.lock();
+                    (rec.root.clone(), rec.cgroup.clone())
+                };
                 if let Some(root) = root {
-                    tree::kill_tree(&root, Some(&d.table().scope()));
+                    let cgroup = cgroup.as_deref();
+                    let find = tree::Find::Own {
+                        cgroup,
+                        tracked: &**d.table(),
+                    };
+                    tree::kill_tree(&root, &find);
                 }
                 break;
             }

@@ -22,7 +22,7 @@ use crate::output::{Output, Spool};
 use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::tokens::{Done, Stamp, Tokens};
-use crate::tree::Scope;
+use crate::tree::{Scope, Tracked};
 
 mod row;
 mod select;
@@ -413,6 +413,12 @@ impl Table {
 
     pub fn changed(&self) {
         self.changed.send_replace(());
+    }
+}
+
+impl Tracked for Table {
+    fn scope(&self) -> Scope {
+        Table::scope(self)
     }
 }
 

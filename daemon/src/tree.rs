@@ -2,13 +2,61 @@
 //!
 //! A tree is: the tracked process, every process in its process group, every process carrying
 //! its marker in the environment (a `setsid` + double-fork escapee that reparented to the daemon,
-//! or to init after a daemon crash), and all of their descendants. Every signal goes through a
-//! pidfd opened after checking the process's start time, so a reused pid is never hit.
+//! or to init after a daemon crash), and all of their descendants. Where the process has its
+//! own v2 cgroup, the tree is exactly what the cgroup holds, read at the cost of the tree; the
+//! walks below are for where it has none. Every signal goes through a pidfd opened after
+//! checking the process's start time, so a reused pid is never hit.
 
 use std::collections::{HashMap, HashSet};
 
+use crate::platform::cgroup::ProcCgroup;
 use crate::platform::proc::{self, ProcStat};
 use crate::platform::signal as pid_signal;
+
+/// What knows the tracked processes (the table).
+pub trait Tracked {
+    /// Where escapees can be, and the tracked processes that are not escapees.
+    fn scope(&self) -> Scope;
+}
+
+/// Where a tree's members are found.
+pub enum Find<'a> {
+    /// The process's own cgroup where it has an exact one; else the links from the root and
+    /// the daemon's untracked children (the [`Scope`] made only then: it costs a look at
+    /// every running record).
+    Own {
+        cgroup: Option<&'a ProcCgroup>,
+        tracked: &'a dyn Tracked,
+    },
+    /// Every process on the machine (after a restart, when orphans belong to init).
+    Scan,
+    /// Among the processes of one scan of the machine, shared by many trees.
+    Among(&'a [ProcStat]),
+}
+
+impl Find<'_> {
+    /// The members of `root`'s tree now, as `(pid, start_time)`.
+    pub fn members(&self, root: &TreeRoot) -> Vec<(i32, u64)> {
+        match self {
+            Find::Own { cgroup, tracked } => {
+                let held = cgroup.filter(|cg| cg.exact()).and_then(|cg| cg.members());
+                match held {
+                    Some(pids) => {
+                        let mut out: Vec<(i32, u64)> = pids
+                            .into_iter()
+                            .filter_map(|pid| proc::live(pid).map(|s| (pid, s.start_time)))
+                            .collect();
+                        out.sort_unstable();
+                        out
+                    }
+                    None => members_linked(root, &tracked.scope()),
+                }
+            }
+            Find::Scan => members(root, &proc::scan(), None),
+            Find::Among(procs) => members(root, procs, None),
+        }
+    }
+}
 
 /// What identifies a tracked tree.
 #[derive(Clone, Debug)]
@@ -121,13 +169,9 @@ fn escaped_from(root: &TreeRoot, pid: i32) -> bool {
 }
 
 /// Signals every member of the tree once. Returns how many were signalled.
-pub fn signal_tree(root: &TreeRoot, signal: i32, scope: Option<&Scope>) -> usize {
-    let targets = match scope {
-        Some(scope) => members_linked(root, scope),
-        None => members(root, &proc::scan(), None),
-    };
+pub fn signal_tree(root: &TreeRoot, signal: i32, find: &Find) -> usize {
     let mut n = 0;
-    for (pid, start) in targets {
+    for (pid, start) in find.members(root) {
         match pid_signal::signal_exact(pid, start, signal) {
             Ok(true) => n += 1,
             Ok(false) => {}
@@ -139,8 +183,8 @@ pub fn signal_tree(root: &TreeRoot, signal: i32, scope: Option<&Scope>) -> usize
 
 /// Signals every member of the tree but its root (a session's shell keeps running while the
 /// command below it is stopped). Returns how many were signalled.
-pub fn signal_descendants(root: &TreeRoot, signal: i32, scope: &Scope) -> usize {
-    members_linked(root, scope)
+pub fn signal_descendants(root: &TreeRoot, signal: i32, find: &Find) -> usize {
+    find.members(root)
         .into_iter()
         .filter(|(pid, _)| *pid != root.pid)
         .filter(|(pid, start)| pid_signal::signal_exact(*pid, *start, signal).unwrap_or(false))
@@ -149,10 +193,10 @@ pub fn signal_descendants(root: &TreeRoot, signal: i32, scope: &Scope) -> usize 
 
 /// SIGKILLs the tree until no member is left (a member forking while it is killed is caught on
 /// the next round). Returns the number of processes killed.
-pub fn kill_tree(root: &TreeRoot, scope: Option<&Scope>) -> usize {
+pub fn kill_tree(root: &TreeRoot, find: &Find) -> usize {
     let mut total = 0;
     for _ in 0..50 {
-        let n = signal_tree(root, libc::SIGKILL, scope);
+        let n = signal_tree(root, libc::SIGKILL, find);
         if n == 0 {
             break;
         }

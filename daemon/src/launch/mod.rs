@@ -178,8 +178,9 @@ impl Launcher {
         let first_read = match &connected.sink {
             stdin::StdinSink::Pty(master) => {
                 let (table, root, master) = (self.table.clone(), root.clone(), master.clone());
+                let cgroup = p.lock().cgroup.clone();
                 let reads: stdin::Reads = Box::new(move || {
-                    crate::supervise::reads_terminal(&table, &root, &master)
+                    crate::supervise::reads_terminal(&table, &root, cgroup.as_deref(), &master)
                         || crate::platform::proc::live(root.pid).is_none()
                 });
                 Some(reads)

@@ -54,7 +54,7 @@ impl Layer for Script {
         let raw = fd.as_raw_fd();
         self.open = Some(fd);
         cmd.arg("/dev/fd/3");
-        cmd.hook(Box::new(move || on_fd_3(raw)));
+        cmd.uses(raw).hook(Box::new(move || on_fd_3(raw)));
         Ok(())
     }
 
@@ -88,7 +88,7 @@ impl Layer for CommandPipe {
             cmd.arg("--noprofile").arg("--norc");
         }
         cmd.arg("/dev/fd/3");
-        cmd.hook(Box::new(move || on_fd_3(fd)));
+        cmd.uses(fd).hook(Box::new(move || on_fd_3(fd)));
         Ok(())
     }
 

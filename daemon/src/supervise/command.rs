@@ -101,9 +101,10 @@ impl Supervisor {
     }
 
     fn signal_below_shell(&self, signal: i32) -> usize {
-        let root = self.p.lock().root.clone();
-        match root {
-            Some(root) => tree::signal_descendants(&root, signal, &self.table.scope()),
+        match self.tree() {
+            Some((root, cgroup)) => {
+                tree::signal_descendants(&root, signal, &self.find(cgroup.as_deref()))
+            }
             None => 0,
         }
     }

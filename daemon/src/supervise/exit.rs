@@ -109,10 +109,23 @@ impl Supervisor {
     }
 
     pub(super) fn signal_tree(&self, signal: i32) -> usize {
-        let root = self.p.lock().root.clone();
-        match root {
-            Some(root) => tree::signal_tree(&root, signal, Some(&self.table.scope())),
+        match self.tree() {
+            Some((root, cgroup)) => tree::signal_tree(&root, signal, &self.find(cgroup.as_deref())),
             None => 0,
+        }
+    }
+
+    /// The tracked process's tree: its root and its cgroup.
+    pub(super) fn tree(&self) -> Option<(tree::TreeRoot, Option<Arc<ProcCgroup>>)> {
+        let rec = self.p.lock();
+        Some((rec.root.clone()?, rec.cgroup.clone()))
+    }
+
+    /// How its tree's members are found: from `cgroup` where it is exact.
+    pub(super) fn find<'a>(&'a self, cgroup: Option<&'a ProcCgroup>) -> tree::Find<'a> {
+        tree::Find::Own {
+            cgroup,
+            tracked: &*self.table,
         }
     }
 
@@ -205,7 +218,11 @@ fn kill(table: &Table, p: &Proc) -> usize {
     if let Some(n) = cgroup.and_then(|cg| cg.kill()) {
         return n;
     }
-    root.map_or(0, |root| tree::kill_tree(&root, Some(&table.scope())))
+    let find = tree::Find::Own {
+        cgroup: None,
+        tracked: table,
+    };
+    root.map_or(0, |root| tree::kill_tree(&root, &find))
 }
 
 #[cfg(test)]

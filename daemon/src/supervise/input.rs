@@ -11,12 +11,13 @@ use cuba_protocol::TtySize;
 use tokio::time::Instant;
 
 use super::Supervisor;
+use crate::platform::cgroup::ProcCgroup;
 use crate::platform::input::{self, Source};
 use crate::platform::proc;
 use crate::record::Proc;
 use crate::table::Table;
 use crate::terminal::Master;
-use crate::tree::{self, TreeRoot};
+use crate::tree::{Find, TreeRoot};
 
 /// How long output must have been quiet before the tree is checked.
 pub const QUIET: Duration = Duration::from_millis(150);
@@ -157,9 +158,8 @@ impl Supervisor {
 
     /// A member of the tree blocked reading the input: its pid.
     fn member_reading(&self) -> Option<i32> {
-        let root = self.p.lock().root.clone()?;
-        let scope = self.table.scope();
-        let members = tree::members_linked(&root, &scope);
+        let (root, cgroup) = self.tree()?;
+        let members = self.find(cgroup.as_deref()).members(&root);
         match self.input.as_ref()? {
             InputTarget::Pipe(ino) => {
                 let source = Source::Pipe(*ino);
@@ -184,7 +184,17 @@ fn tty_reader(members: Vec<(i32, u64)>, master: &Master) -> Option<i32> {
         .find(|pid| input::blocked_on(*pid, &source))
 }
 
-/// Whether a member of `root`'s tree reads its terminal now (for the first stdin write).
-pub fn reads_terminal(table: &Table, root: &TreeRoot, master: &Master) -> bool {
-    tty_reader(tree::members_linked(root, &table.scope()), master).is_some()
+/// Whether a member of `root`'s tree (in `cgroup`) reads its terminal now (for the first stdin
+/// write).
+pub fn reads_terminal(
+    table: &Table,
+    root: &TreeRoot,
+    cgroup: Option<&ProcCgroup>,
+    master: &Master,
+) -> bool {
+    let find = Find::Own {
+        cgroup,
+        tracked: table,
+    };
+    tty_reader(find.members(root), master).is_some()
 }

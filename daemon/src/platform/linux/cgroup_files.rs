@@ -123,6 +123,30 @@ impl Files {
     pub fn cpu_usage_us(&self) -> Option<u64> {
         field(&pread_small(&self.cpu)?, "usage_usec")
     }
+
+    /// The file `name` of the cgroup, opened relative to its directory (no path walk).
+    pub fn open_at(&self, name: &std::ffi::CStr) -> io::Result<fs::File> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: openat of a NUL-terminated name relative to a directory descriptor we own;
+        // the descriptor it returns is new and ours.
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Ok(unsafe { fs::File::from_raw_fd(fd) })
+    }
+}
+
+/// The pids in a `cgroup.procs` text.
+pub(super) fn pids(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// A cgroup's directory, open close-on-exec (for `CLONE_INTO_CGROUP`).
@@ -137,7 +161,7 @@ pub(super) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
 
 /// A small file of an open descriptor, from its start (a cgroup file is made anew at each read
 /// from offset 0), in one read where it fits.
-fn pread_small(file: &fs::File) -> Option<String> {
+pub(super) fn pread_small(file: &fs::File) -> Option<String> {
     use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 1024];
     let n = file.read_at(&mut buf, 0).ok()?;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cgroup_files::{
-    cpu_usage_us, field, open_dir, populated, read_small, remove_dir, Files,
+    cpu_usage_us, field, open_dir, pids, populated, pread_small, read_small, remove_dir, Files,
 };
 use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_watch::Watch;
@@ -146,6 +146,9 @@ impl Placement {
             return;
         }
         let fds: Vec<RawFd> = self.procs.iter().map(AsRawFd::as_raw_fd).collect();
+        for &fd in &fds {
+            cmd.uses(fd);
+        }
         // The hook only reads a list built here and calls write(2), async-signal-safe; the
         // descriptors stay open until the spawn has returned (the layer holds this `Placement`).
         cmd.hook(Box::new(move || {
@@ -196,9 +199,7 @@ impl ProcCgroup {
         if !self.populated_at(dir) {
             return Some(0);
         }
-        let n = fs::read_to_string(dir.join("cgroup.procs"))
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
+        let n = self.members().map_or(0, |m| m.len());
         // Before the write: a write that fails half-way may still have counted.
         self.killed.store(true, Ordering::Relaxed);
         match fs::write(dir.join("cgroup.kill"), "1") {
@@ -208,6 +209,20 @@ impl ProcCgroup {
                 None
             }
         }
+    }
+
+    /// The processes in the v2 cgroup now: exactly the tree's members, at the cost of the
+    /// tree, not of the machine. `None` without one, or when it cannot be read.
+    pub fn members(&self) -> Option<Vec<i32>> {
+        let dir = self.v2.as_deref()?;
+        let text = match &self.files {
+            Some(f) => f
+                .open_at(c"cgroup.procs")
+                .ok()
+                .and_then(|file| pread_small(&file)),
+            None => read_small(&dir.join("cgroup.procs")),
+        }?;
+        Some(pids(&text))
     }
 
     /// Whether any process is left (`populated 1` in `cgroup.events`).
@@ -278,7 +293,10 @@ impl ProcCgroup {
             (num(dir, "memory.current"), num(dir, "memory.peak"))
         } else if self.v1_memory.is_none() {
             // No memory controller: the resident memory of the processes in the cgroup.
-            let rss = self.v2.as_deref().filter(|_| resident).and_then(rss_sum);
+            let rss = self
+                .members()
+                .filter(|_| resident)
+                .and_then(|pids| rss_sum(&pids));
             (rss, None)
         } else {
             let dir = self.v1_memory.as_ref();
@@ -390,14 +408,11 @@ pub(super) fn empty_now(dir: &Path) -> bool {
     false
 }
 
-/// The summed resident memory of the processes in the v2 cgroup `dir` (`None`: it is empty or
-/// unreadable).
-fn rss_sum(dir: &Path) -> Option<u64> {
-    let procs = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
-    let sum = procs
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .filter_map(crate::platform::proc::rss_bytes)
+/// The summed resident memory of the processes `pids` (`None`: none is left).
+fn rss_sum(pids: &[i32]) -> Option<u64> {
+    let sum = pids
+        .iter()
+        .filter_map(|p| crate::platform::proc::rss_bytes(*p))
         .sum::<u64>();
     (sum > 0).then_some(sum)
 }

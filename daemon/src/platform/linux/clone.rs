@@ -150,37 +150,28 @@ pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
     };
     let cgroup = p.cgroup.map(|entry| entry.dir);
     let clear = !NO_CLEAR_SIGHAND.load(Ordering::Relaxed);
+    let fds = std::mem::take(&mut p.fds);
     let mut child = Child {
         p: &mut p,
         reset: if clear { ignored() } else { &ALL_SIGNALS },
         errno: AtomicI32::new(0),
     };
+    let arg: *mut c_void = (&mut child as *mut Child).cast();
     // SAFETY: the child runs only `child_main` on `child`, which outlives the call (the
     // parent is suspended until the child has exec'd or exited); the stack is ours under
-    // the lock.
-    let mut ret = unsafe {
-        vfork_clone(
-            stack,
-            cgroup,
-            clear,
-            child_main,
-            (&mut child as *mut Child).cast(),
-        )
+    // the lock. From the spawner thread, the child has the descriptors it uses at the same
+    // numbers, and few others.
+    let clone = || unsafe { vfork_clone(stack, cgroup, clear, child_main, arg) };
+    let mut ret = match super::spawner::run(&fds, clone) {
+        Some(ret) => ret,
+        None => clone(),
     };
     if ret == -(libc::EINVAL as isize) && clear {
         // A kernel before 5.5: the child resets all, from now on.
         NO_CLEAR_SIGHAND.store(true, Ordering::Relaxed);
         child.reset = &ALL_SIGNALS;
         // SAFETY: as above.
-        ret = unsafe {
-            vfork_clone(
-                stack,
-                cgroup,
-                false,
-                child_main,
-                (&mut child as *mut Child).cast(),
-            )
-        };
+        ret = unsafe { vfork_clone(stack, cgroup, false, child_main, arg) };
     }
     drop(guard);
     let cgroup = cgroup.is_some();

@@ -17,4 +17,5 @@ pub mod proc;
 pub mod process;
 pub mod sandbox;
 pub mod signal;
+mod spawner;
 pub mod terminal;

@@ -101,6 +101,9 @@ impl Prepared {
         let no_network = self.no_network;
         let uid_map = self.uid_map.clone();
         let gid_map = self.gid_map.clone();
+        if let Some(fd) = ruleset {
+            cmd.uses(fd);
+        }
         // The hook only makes system calls on data prepared before the spawn (no allocation,
         // no locks).
         cmd.hook(Box::new(move || {

@@ -82,6 +82,10 @@ impl ProcCgroup {
         None
     }
 
+    pub fn members(&self) -> Option<Vec<i32>> {
+        None
+    }
+
     pub fn populated(&self) -> bool {
         false
     }

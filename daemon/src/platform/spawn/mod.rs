@@ -46,6 +46,8 @@ pub struct Spawn {
     group: Group,
     hooks: Vec<Hook>,
     cgroup: Option<CgroupEntry>,
+    /// The descriptors the hooks use (the child must have them at these numbers).
+    uses: Vec<RawFd>,
 }
 
 /// A [`Spawn`] in the form the child reads: every string NUL-terminated, every pointer array
@@ -59,6 +61,9 @@ pub struct Prepared<'a> {
     pub group: Group,
     pub hooks: &'a mut [Hook],
     pub cgroup: Option<CgroupEntry>,
+    /// Every descriptor of the daemon the child uses: its stdio (the daemon's own where it
+    /// inherits them), the cgroup's directory and what the hooks use.
+    pub fds: Vec<RawFd>,
     /// Kept alive for `argv` / `envp`.
     _strings: Vec<CString>,
 }
@@ -73,6 +78,7 @@ impl Spawn {
             stdio: [None, None, None],
             group: Group::Inherit,
             hooks: Vec::new(),
+            uses: Vec::new(),
             cgroup: None,
         }
     }
@@ -101,6 +107,13 @@ impl Spawn {
 
     pub fn group(&mut self, group: Group) -> &mut Spawn {
         self.group = group;
+        self
+    }
+
+    /// Says that a hook uses the descriptor `fd` (open until the spawn returns): the child has
+    /// it at that number.
+    pub fn uses(&mut self, fd: RawFd) -> &mut Spawn {
+        self.uses.push(fd);
         self
     }
 
@@ -242,15 +255,26 @@ impl Spawn {
             None => None,
         };
         let fd = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let stdio = [fd(&self.stdio[0]), fd(&self.stdio[1]), fd(&self.stdio[2])];
+        let inherited = (0..3).filter(|&i| stdio[i as usize] < 0);
+        let fds = stdio
+            .iter()
+            .copied()
+            .filter(|fd| *fd >= 0)
+            .chain(inherited)
+            .chain(self.cgroup.map(|c| c.dir))
+            .chain(self.uses.iter().copied())
+            .collect();
         Ok(Prepared {
             program,
             argv,
             envp,
             cwd,
-            stdio: [fd(&self.stdio[0]), fd(&self.stdio[1]), fd(&self.stdio[2])],
+            stdio,
             group: self.group,
             hooks: &mut self.hooks,
             cgroup: self.cgroup,
+            fds,
             _strings: strings,
         })
     }
