@@ -1,6 +1,7 @@
 //! What a request costs against what runs: with 0, 100, 1000 and 5000 `sleep`s running in a
 //! private `cubad`, the latency of a spawn of `true`, a `run "true"`, a list of the whole table
-//! and an info of one row; the time to start them and to KILL them all; the daemon's RSS and
+//! (looked at again at once, and after a pause longer than a row's figures are kept: "cold")
+//! and a status of one row; the time to start them and to KILL them all; the daemon's RSS and
 //! descriptors. A cost flat in what runs shows as the same latency on every line.
 //! `cargo bench -p cuba-daemon --bench scale` (`-- 0 1000` for some sizes only).
 
@@ -19,6 +20,10 @@ use common::{kill_now, ms, spawn_req, stats, via_run, wait_exit, Daemon};
 const SIZES: [usize; 4] = [0, 100, 1000, 5000];
 /// Requests timed per figure (after as many unmeasured).
 const N: usize = 40;
+/// How long a process started is checked for waiting input.
+const SETTLE: Duration = Duration::from_millis(5000);
+/// Listings timed after a pause longer than the daemon keeps a row's figures.
+const COLD: usize = 8;
 /// Connections the sleepers are started and killed over (pipelined, as many clients would).
 const CONNS: usize = 8;
 /// Requests in flight at once: under the daemon's 256 per connection.
@@ -110,6 +115,11 @@ async fn size(n: usize) {
         clients.push(daemon.connect().await);
     }
     let (ids, started) = fill(&clients, n).await;
+    // Running, not starting: a new process's checks for input waiting (at 0.15 s, then doubling
+    // pauses, 4.65 s in all) are over before the requests are timed.
+    if n > 0 {
+        tokio::time::sleep(SETTLE).await;
+    }
     let c = &clients[0];
     let spawn = median(|| async {
         let t = Instant::now();
@@ -126,6 +136,16 @@ async fn size(n: usize) {
         t.elapsed()
     })
     .await;
+    // A listing no one has looked at for longer than the figures are kept: every row's
+    // cgroup read again.
+    let mut cold = Vec::with_capacity(COLD);
+    for _ in 0..COLD {
+        tokio::time::sleep(cuba_daemon::cpu_rate::WINDOW + Duration::from_millis(50)).await;
+        let t = Instant::now();
+        c.list(ListRequest::default()).await.unwrap();
+        cold.push(t.elapsed());
+    }
+    let cold = stats(cold)[0];
     let one = ids.first().copied().unwrap_or(1);
     let info = median(|| async {
         let t = Instant::now();
@@ -141,12 +161,13 @@ async fn size(n: usize) {
         _ => ms(d),
     };
     println!(
-        "{n:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>9.1} {fds:>6}",
+        "{n:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9.1} {fds:>6}",
         per(started),
         per(killed),
         ms(spawn),
         ms(run),
         ms(list),
+        ms(cold),
         ms(info),
         rss as f64 / 1024.0
     );
@@ -164,8 +185,17 @@ fn main() {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("cuba-exec scale bench: {cpus} CPUs; medians of {N} requests");
     println!(
-        "{:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6}",
-        "procs", "start all", "KILL all", "spawn", "run true", "list", "info", "RSS MiB", "fds"
+        "{:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6}",
+        "procs",
+        "start all",
+        "KILL all",
+        "spawn",
+        "run true",
+        "list",
+        "list cold",
+        "status",
+        "RSS MiB",
+        "fds"
     );
     rt.block_on(async {
         for n in SIZES {

@@ -17,7 +17,7 @@ mod blocking;
 mod caller;
 pub mod config;
 mod conn;
-mod cpu_rate;
+pub mod cpu_rate;
 mod daemon;
 mod fd;
 mod handlers;

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::cpu_rate::CpuRate;
 use crate::output::Output;
-use crate::platform::cgroup::ProcCgroup;
+use crate::platform::cgroup::{ProcCgroup, Usage};
 use crate::policy::Effective;
 use crate::reaper::Exit;
 use crate::terminal::{Master, Screen};
@@ -142,6 +142,9 @@ pub struct ProcData {
     pub token: Option<Stamp>,
     /// Its CPU time at the last look: the recent rate in its row.
     pub cpu: CpuRate,
+    /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
+    /// again within [`crate::cpu_rate::WINDOW`].
+    pub usage: Option<(Instant, Usage, Option<u32>)>,
 }
 
 pub struct TtyData {
@@ -187,18 +190,43 @@ impl Proc {
     /// The row as clients see it, with live byte counts, and CPU and memory read from its
     /// cgroup while it runs (outside the lock: a few small files).
     pub fn info(&self) -> ProcessInfo {
-        let (mut info, live) = {
+        self.info_within(Duration::ZERO)
+    }
+
+    /// Its row for a listing: the cgroup's figures read again only if the last reading is
+    /// older than the CPU rate's window, which keeps its rate as long. A listing looked at
+    /// again soon (a watch, an agent polling) costs no file per row.
+    pub fn listed(&self) -> ProcessInfo {
+        self.info_within(crate::cpu_rate::WINDOW)
+    }
+
+    /// Its row, with figures no older than `fresh`.
+    fn info_within(&self, fresh: Duration) -> ProcessInfo {
+        let now = Instant::now();
+        let (mut info, live, kept) = {
             let rec = self.lock();
             let live = rec.cgroup.clone().filter(|_| !rec.finished());
-            (rec.snapshot(), live)
+            let kept = rec
+                .usage
+                .filter(|(at, _, _)| now.saturating_duration_since(*at) < fresh);
+            (rec.snapshot(), live, kept)
         };
-        if let Some(cg) = live {
-            set_usage(&mut info, cg.usage());
-            if let Some(cpu_ms) = info.cpu_ms {
-                let ran = Duration::from_millis(info.elapsed_ms(cuba_protocol::now_ms()));
-                info.cpu_millicores = Some(self.lock().cpu.look(Instant::now(), cpu_ms, ran));
-            }
+        let Some(cg) = live else {
+            return info;
+        };
+        if let Some((_, usage, rate)) = kept {
+            set_usage(&mut info, usage);
+            info.cpu_millicores = rate;
+            return info;
         }
+        let usage = cg.usage();
+        set_usage(&mut info, usage);
+        let mut rec = self.lock();
+        if let Some(cpu_ms) = info.cpu_ms {
+            let ran = Duration::from_millis(info.elapsed_ms(cuba_protocol::now_ms()));
+            info.cpu_millicores = Some(rec.cpu.look(now, cpu_ms, ran));
+        }
+        rec.usage = Some((now, usage, info.cpu_millicores));
         info
     }
 
@@ -236,6 +264,7 @@ impl ProcData {
             unresolved: Vec::new(),
             token: None,
             cpu: CpuRate::default(),
+            usage: None,
         }
     }
 

@@ -6,7 +6,7 @@
 //! Lock order: the table's lock, then a record's (`Proc::lock`), never the other way round;
 //! neither is held while the journal or the audit log writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -55,6 +55,45 @@ pub struct Contents {
     /// from `procs`; kept by [`Table::reserve`] and [`Table::finish`], the only ways into and
     /// out of running.
     pub live: BTreeSet<u64>,
+    /// How many of `live` count against `max_procs` (commands in a session do not), and the
+    /// live ones by name: a spawn's admission, `ensure` and namesake check cost the same
+    /// however many run. Kept with `live`.
+    pub running: usize,
+    pub names: HashMap<String, BTreeSet<u64>>,
+}
+
+impl Contents {
+    /// `id` (of `kind`, named `name`) runs.
+    fn enter(&mut self, id: u64, kind: ProcKind, name: Option<&String>) {
+        if self.live.insert(id) {
+            self.running += usize::from(kind != ProcKind::InSession);
+            if let Some(name) = name {
+                self.names.entry(name.clone()).or_default().insert(id);
+            }
+        }
+    }
+
+    /// `id` no longer runs.
+    fn leave(&mut self, id: u64, kind: ProcKind, name: Option<&String>) {
+        if self.live.remove(&id) {
+            self.running -= usize::from(kind != ProcKind::InSession);
+            if let Some(ids) = name.and_then(|n| self.names.get_mut(n)) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.names.remove(name.map_or("", String::as_str));
+                }
+            }
+        }
+    }
+
+    /// The live records named `name`.
+    fn named<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a Arc<Proc>> + 'a {
+        self.names
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.procs.get(id))
+    }
 }
 
 /// A row to be: what a new record says before its process exists.
@@ -115,12 +154,19 @@ impl Table {
         journal: Journal,
         audit: Audit,
     ) -> Table {
-        contents.live = contents
+        let running: Vec<(u64, ProcKind, Option<String>)> = contents
             .procs
             .iter()
-            .filter(|(_, p)| !p.lock().finished())
-            .map(|(id, _)| *id)
+            .filter_map(|(id, p)| {
+                let rec = p.lock();
+                (!rec.finished()).then(|| (*id, rec.info.kind, rec.info.name.clone()))
+            })
             .collect();
+        (contents.live, contents.running) = (BTreeSet::new(), 0);
+        contents.names.clear();
+        for (id, kind, name) in running {
+            contents.enter(id, kind, name.as_ref());
+        }
         let tokens = Tokens::default();
         for (id, p) in &contents.procs {
             if let Some(stamp) = p.lock().token {
@@ -196,7 +242,7 @@ impl Table {
 
     /// Processes running now (commands in a session are counted with their shell, not alone).
     pub fn count_running(&self) -> usize {
-        count_running(&self.lock())
+        self.lock().running
     }
 
     /// Where escapees of a tree can be: children of the daemon (it is their subreaper) that
@@ -221,10 +267,14 @@ impl Table {
     pub fn reserve(&self, new: NewRecord, reuse: bool) -> Result<Reserved, ProtocolError> {
         let mut contents = self.lock();
         if reuse {
-            let same = live(&contents).find(|p| {
+            let same = |p: &&Arc<Proc>| {
                 let rec = p.lock();
                 !rec.finished() && rec.info.name == new.name && rec.info.command == new.command
-            });
+            };
+            let same = match &new.name {
+                Some(name) => contents.named(name).find(same),
+                None => live(&contents).find(same),
+            };
             if let Some(p) = same {
                 return Ok(Reserved::Existing(p.clone()));
             }
@@ -232,14 +282,15 @@ impl Table {
         // A name already running is allowed (names are labels), but said: a second `web` is
         // more often a mistake than meant.
         let namesake = new.name.as_ref().and_then(|name| {
-            live(&contents)
+            contents
+                .named(name)
                 .find(|p| {
                     let rec = p.lock();
                     !rec.finished() && rec.info.name.as_ref() == Some(name)
                 })
                 .map(|p| p.id)
         });
-        let running = count_running(&contents);
+        let running = contents.running;
         let max = self.settings.max_procs;
         if new.kind != ProcKind::InSession && running >= max {
             return Err(ProtocolError::new(
@@ -254,6 +305,7 @@ impl Table {
         contents.next_id += 1;
         let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
         let token = new.token;
+        let (kind, name) = (new.kind, new.name.clone());
         let mut info = row(id, new);
         if let (Some(other), Some(name)) = (namesake, &info.name) {
             info.notice = Some(format!(
@@ -266,7 +318,7 @@ impl Table {
         data.token = token;
         let p = Arc::new(Proc::new(data));
         contents.procs.insert(id, p.clone());
-        contents.live.insert(id);
+        contents.enter(id, kind, name.as_ref());
         // Past the cap on finished records (with some slack, so the pruning's file removals
         // come in batches rather than on every spawn), the oldest go now.
         let max = self.settings.max_finished;
@@ -299,15 +351,16 @@ impl Table {
     /// Ends record `p` with `outcome`, now: its row, the journal's end line, the audit's end
     /// line, its waiters and the table's watchers. False (and nothing written) if it had ended.
     pub fn finish(&self, p: &Proc, outcome: Outcome) -> bool {
-        {
+        let (kind, name) = {
             let mut rec = p.lock();
             if rec.finished() {
                 return false;
             }
             outcome.apply(&mut rec.info, now_ms());
             rec.stdin = None;
-        }
-        self.lock().live.remove(&p.id);
+            (rec.info.kind, rec.info.name.clone())
+        };
+        self.lock().leave(p.id, kind, name.as_ref());
         let info = p.info();
         self.journal.ended(&info);
         self.audit.ended(&info);
@@ -427,15 +480,6 @@ fn live(contents: &Contents) -> impl Iterator<Item = &Arc<Proc>> {
     contents.live.iter().filter_map(|id| contents.procs.get(id))
 }
 
-fn count_running(contents: &Contents) -> usize {
-    live(contents)
-        .filter(|p| {
-            let rec = p.lock();
-            !rec.finished() && rec.info.kind != ProcKind::InSession
-        })
-        .count()
-}
-
 #[cfg(test)]
 pub mod tests {
     #![allow(clippy::unwrap_used)]
@@ -534,6 +578,65 @@ pub mod tests {
         new(reserve(&t, "other", ProcKind::Command, true));
         t.finish(&a, Outcome::of_exit(None, Exit::Code(0)));
         new(reserve(&t, "serve", ProcKind::Command, true));
+    }
+
+    #[test]
+    fn the_running_count_and_names_follow_starts_and_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = table(dir.path(), 5);
+        let notice = |p: &Proc| p.info().notice.unwrap_or_default();
+        // All named `n` (new_record's name).
+        let a = new(reserve(&t, "a", ProcKind::Command, false));
+        assert_eq!(notice(&a), "");
+        let b = new(reserve(&t, "b", ProcKind::Command, false));
+        assert!(
+            notice(&b).contains("process 1 is also named n"),
+            "{}",
+            notice(&b)
+        );
+        t.finish(&a, Outcome::of_exit(None, Exit::Code(0)));
+        let c = new(reserve(&t, "c", ProcKind::Command, false));
+        assert!(
+            notice(&c).contains("process 2 is also named n"),
+            "{}",
+            notice(&c)
+        );
+        // Ended twice counts once.
+        t.finish(&b, Outcome::of_exit(None, Exit::Code(0)));
+        t.finish(&b, Outcome::lost("again".into()));
+        t.finish(&c, Outcome::of_exit(None, Exit::Code(0)));
+        assert_eq!(t.count_running(), 0);
+        assert!(t.lock().names.is_empty(), "no name left for ended records");
+        let d = new(reserve(&t, "d", ProcKind::Command, true));
+        assert_eq!(notice(&d), "");
+        // Another table made from these records counts the running one again.
+        let restored = Contents {
+            procs: t.lock().procs.clone(),
+            next_id: 9,
+            ..Contents::default()
+        };
+        let other = tempfile::tempdir().unwrap();
+        let u = table(other.path(), 5);
+        let u = Table::new(
+            u.settings.clone(),
+            restored,
+            Journal::create(
+                StateDir::new(other.path().to_path_buf()).journal(),
+                &BTreeMap::new(),
+                1,
+            )
+            .unwrap(),
+            Audit::new(
+                StateDir::new(other.path().to_path_buf()).audit(),
+                false,
+                1 << 20,
+            ),
+        );
+        assert_eq!(u.count_running(), 1);
+        match reserve(&u, "d", ProcKind::Command, true) {
+            Reserved::Existing(p) => assert_eq!(p.id, d.id),
+            Reserved::New(p) => panic!("started a duplicate {}", p.id),
+        }
     }
 
     #[test]

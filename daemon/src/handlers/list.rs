@@ -8,7 +8,7 @@ use crate::daemon::Daemon;
 pub fn list(d: &Daemon, r: &ListRequest) -> Listing {
     let (rows, hidden) = d.table().select(r);
     // By id, as every listing has been: the newest finished ones were chosen, not reordered.
-    let mut processes: Vec<ProcessInfo> = rows.iter().map(|p| p.info()).collect();
+    let mut processes: Vec<ProcessInfo> = rows.iter().map(|p| p.listed()).collect();
     processes.reverse();
     Listing { processes, hidden }
 }

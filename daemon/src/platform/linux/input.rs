@@ -28,23 +28,29 @@ impl Source {
 /// A thread of `pid` sleeps reading one of its descriptors open on `source`, or waits in
 /// `select`/`poll` with no timeout while its stdin (fd 0) is `source`: what it waits for is
 /// then most likely the answer (a REPL's line editor, a `select` on stdin).
+/// The system call first, the descriptor only then: a process sleeping in anything else (most
+/// are) costs a read of its threads' `syscall`, not a look at every descriptor it has.
 pub fn blocked_on(pid: i32, source: &Source) -> bool {
     let link = source.link();
-    let fds = fds_on(pid, &link);
-    if fds.is_empty() {
-        return false;
-    }
+    let is_source = |fd: u64| {
+        fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|t| t.as_os_str() == link.as_str())
+    };
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
     let tty = matches!(source, Source::Tty(_));
+    let mut open_on: Option<Vec<u64>> = None;
     tasks.filter_map(|t| t.ok()).any(|t| {
         let task = t.path();
         match fs::read_to_string(task.join("syscall")) {
             Ok(text) => {
-                syscall_reads(&text, &fds) || (fds.contains(&0) && syscall_waits_forever(&text))
+                syscall_read_fd(&text).is_some_and(is_source)
+                    || (syscall_waits_forever(&text) && is_source(0))
             }
-            Err(_) => sleeping_in_read(&task, tty),
+            Err(_) => {
+                let fds = open_on.get_or_insert_with(|| fds_on(pid, &link));
+                !fds.is_empty() && sleeping_in_read(&task, tty)
+            }
         }
     })
 }
@@ -82,18 +88,20 @@ fn fds_on(pid: i32, link: &str) -> Vec<u64> {
 }
 
 /// A `/proc/PID/task/TID/syscall` line says the thread sleeps in a read of one of `fds`.
-pub fn syscall_reads(text: &str, fds: &[u64]) -> bool {
+#[cfg(test)]
+fn syscall_reads(text: &str, fds: &[u64]) -> bool {
+    syscall_read_fd(text).is_some_and(|fd| fds.contains(&fd))
+}
+
+/// The descriptor a `/proc/PID/task/TID/syscall` line says the thread sleeps reading.
+fn syscall_read_fd(text: &str) -> Option<u64> {
     let mut fields = text.split_whitespace();
-    let (Some(nr), Some(fd)) = (fields.next(), fields.next()) else {
-        return false;
-    };
-    let Ok(nr) = nr.parse::<i64>() else {
-        // "running", or "-1 ..." (not in a syscall).
-        return false;
-    };
-    let reads = nr == libc::SYS_read || nr == libc::SYS_readv;
-    let fd = hex(fd);
-    reads && fd.is_some_and(|fd| fds.contains(&fd))
+    // "running", or "-1 ..." (not in a syscall), parse as no read.
+    let nr = fields.next()?.parse::<i64>().ok()?;
+    let fd = fields.next()?;
+    (nr == libc::SYS_read || nr == libc::SYS_readv)
+        .then(|| hex(fd))
+        .flatten()
 }
 
 fn hex(field: &str) -> Option<u64> {

@@ -206,3 +206,54 @@ fn dup_to(from: RawFd, to: RawFd) -> bool {
     // SAFETY: dup3 on integers of our own table.
     unsafe { libc::dup3(from, to, libc::O_CLOEXEC) == to }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn valid(fd: RawFd) -> Option<bool> {
+        // SAFETY: F_GETFD on an integer.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        (flags >= 0).then_some(flags & libc::FD_CLOEXEC != 0)
+    }
+
+    /// `/dev/null` open at 700 or above: far from the spawner's own few descriptors.
+    fn high() -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        let f = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: F_DUPFD_CLOEXEC of our own descriptor; the new one is ours alone.
+        unsafe {
+            let fd = libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 700);
+            assert!(fd >= 700);
+            std::os::fd::OwnedFd::from_raw_fd(fd)
+        }
+    }
+
+    #[test]
+    fn the_spawner_has_the_descriptors_it_is_given_at_their_numbers_and_no_others() {
+        let (used, kept, other) = (high(), high(), high());
+        // One given without close-on-exec keeps that too.
+        // SAFETY: F_SETFD on our own descriptor.
+        unsafe { libc::fcntl(kept.as_raw_fd(), libc::F_SETFD, 0) };
+        let (u, k, o) = (used.as_raw_fd(), kept.as_raw_fd(), other.as_raw_fd());
+        let seen = run(&[u, k, -1], || (valid(u), valid(k), valid(o))).unwrap();
+        assert_eq!(seen, (Some(true), Some(false), None));
+        // Closed again afterwards.
+        assert_eq!(run(&[], || (valid(u), valid(k))).unwrap(), (None, None));
+        // Here, all are still open.
+        assert_eq!(
+            (valid(u), valid(k), valid(o)),
+            (Some(true), Some(false), Some(true))
+        );
+    }
+
+    #[test]
+    fn a_descriptor_that_is_not_open_leaves_the_start_to_the_caller() {
+        let gone = high().as_raw_fd();
+        let mut ran = false;
+        assert!(run(&[gone], || ran = true).is_none());
+        assert!(!ran, "not run on the spawner");
+    }
+}
