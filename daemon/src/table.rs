@@ -6,7 +6,7 @@
 //! Lock order: the table's lock, then a record's (`Proc::lock`), never the other way round;
 //! neither is held while the journal or the audit log writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,8 +24,12 @@ use crate::state_dir::StateDir;
 use crate::tokens::{Done, Stamp, Tokens};
 use crate::tree::{Scope, Tracked};
 
+mod contents;
 mod row;
 mod select;
+
+use contents::live;
+pub use contents::Contents;
 
 use row::row;
 
@@ -43,57 +47,6 @@ pub struct Settings {
     pub spool_cap: u64,
     /// Most finished records kept: beyond it the oldest are pruned before their TTL.
     pub max_finished: usize,
-}
-
-/// The records and the next id, as restored from the journal (or empty).
-#[derive(Default)]
-pub struct Contents {
-    pub procs: BTreeMap<u64, Arc<Proc>>,
-    pub next_id: u64,
-    /// The ids of records not finished, so that what concerns running processes (admission,
-    /// listings, the escapees' scope) costs nothing per finished record. Made by [`Table::new`]
-    /// from `procs`; kept by [`Table::reserve`] and [`Table::finish`], the only ways into and
-    /// out of running.
-    pub live: BTreeSet<u64>,
-    /// How many of `live` count against `max_procs` (commands in a session do not), and the
-    /// live ones by name: a spawn's admission, `ensure` and namesake check cost the same
-    /// however many run. Kept with `live`.
-    pub running: usize,
-    pub names: HashMap<String, BTreeSet<u64>>,
-}
-
-impl Contents {
-    /// `id` (of `kind`, named `name`) runs.
-    fn enter(&mut self, id: u64, kind: ProcKind, name: Option<&String>) {
-        if self.live.insert(id) {
-            self.running += usize::from(kind != ProcKind::InSession);
-            if let Some(name) = name {
-                self.names.entry(name.clone()).or_default().insert(id);
-            }
-        }
-    }
-
-    /// `id` no longer runs.
-    fn leave(&mut self, id: u64, kind: ProcKind, name: Option<&String>) {
-        if self.live.remove(&id) {
-            self.running -= usize::from(kind != ProcKind::InSession);
-            if let Some(ids) = name.and_then(|n| self.names.get_mut(n)) {
-                ids.remove(&id);
-                if ids.is_empty() {
-                    self.names.remove(name.map_or("", String::as_str));
-                }
-            }
-        }
-    }
-
-    /// The live records named `name`.
-    fn named<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a Arc<Proc>> + 'a {
-        self.names
-            .get(name)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.procs.get(id))
-    }
 }
 
 /// A row to be: what a new record says before its process exists.
@@ -473,11 +426,6 @@ impl Tracked for Table {
     fn scope(&self) -> Scope {
         Table::scope(self)
     }
-}
-
-/// The records not finished (or finishing just now).
-fn live(contents: &Contents) -> impl Iterator<Item = &Arc<Proc>> {
-    contents.live.iter().filter_map(|id| contents.procs.get(id))
 }
 
 #[cfg(test)]
