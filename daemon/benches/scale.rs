@@ -1,7 +1,8 @@
 //! What a request costs against what runs: with 0, 100, 1000 and 5000 `sleep`s running in a
 //! private `cubad`, the latency of a spawn of `true`, a `run "true"`, a list of the whole table
-//! (looked at again at once, and after a pause longer than a row's figures are kept: "cold")
-//! and a status of one row; the time to start them and to KILL them all; the daemon's RSS and
+//! (looked at again at once, and after a pause longer than a row's figures are kept: "cold"),
+//! the listing `list_processes` asks for (the newest 50 running and 5 finished, cold) and a
+//! status of one row; the time to start them and to KILL them all; the daemon's RSS and
 //! descriptors. A cost flat in what runs shows as the same latency on every line.
 //! `cargo bench -p cuba-daemon --bench scale` (`-- 0 1000` for some sizes only).
 
@@ -87,6 +88,19 @@ async fn kill_wave(clients: &[Client], ids: &[u64], first: usize) {
     }
 }
 
+/// The median time of `COLD` listings asked for by `req`, each after a pause longer than the
+/// daemon keeps a row's figures: every row returned has its cgroup read again.
+async fn cold_list(c: &Client, req: ListRequest) -> Duration {
+    let mut cold = Vec::with_capacity(COLD);
+    for _ in 0..COLD {
+        tokio::time::sleep(cuba_daemon::cpu_rate::WINDOW + Duration::from_millis(50)).await;
+        let t = Instant::now();
+        c.list(req.clone()).await.unwrap();
+        cold.push(t.elapsed());
+    }
+    stats(cold)[0]
+}
+
 /// The median of `N` runs of `f` (after `N` unmeasured ones).
 async fn median<F, Fut>(mut f: F) -> Duration
 where
@@ -138,14 +152,13 @@ async fn size(n: usize) {
     .await;
     // A listing no one has looked at for longer than the figures are kept: every row's
     // cgroup read again.
-    let mut cold = Vec::with_capacity(COLD);
-    for _ in 0..COLD {
-        tokio::time::sleep(cuba_daemon::cpu_rate::WINDOW + Duration::from_millis(50)).await;
-        let t = Instant::now();
-        c.list(ListRequest::default()).await.unwrap();
-        cold.push(t.elapsed());
-    }
-    let cold = stats(cold)[0];
+    let cold = cold_list(c, ListRequest::default()).await;
+    let mcp = ListRequest {
+        finished: Some(5),
+        running: Some(50),
+        ..ListRequest::default()
+    };
+    let bounded = cold_list(c, mcp).await;
     let one = ids.first().copied().unwrap_or(1);
     let info = median(|| async {
         let t = Instant::now();
@@ -161,13 +174,14 @@ async fn size(n: usize) {
         _ => ms(d),
     };
     println!(
-        "{n:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9.1} {fds:>6}",
+        "{n:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9.1} {fds:>6}",
         per(started),
         per(killed),
         ms(spawn),
         ms(run),
         ms(list),
         ms(cold),
+        ms(bounded),
         ms(info),
         rss as f64 / 1024.0
     );
@@ -185,7 +199,7 @@ fn main() {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("cuba-exec scale bench: {cpus} CPUs; medians of {N} requests");
     println!(
-        "{:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6}",
+        "{:>6} {:>13} {:>13} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6}",
         "procs",
         "start all",
         "KILL all",
@@ -193,6 +207,7 @@ fn main() {
         "run true",
         "list",
         "list cold",
+        "MCP list",
         "status",
         "RSS MiB",
         "fds"

@@ -209,7 +209,7 @@ pub struct ListArgs {
     pub owner: Option<String>,
     /// Process name.
     pub name: Option<String>,
-    /// Most finished shown, newest first (default 5).
+    /// Most finished shown, newest first (default 5); running ones: up to 50, or this if more.
     pub limit: Option<u32>,
 }
 

@@ -60,6 +60,6 @@ impl Contents {
 }
 
 /// The records not finished (or finishing just now).
-pub(super) fn live(contents: &Contents) -> impl Iterator<Item = &Arc<Proc>> {
+pub(super) fn live(contents: &Contents) -> impl DoubleEndedIterator<Item = &Arc<Proc>> {
     contents.live.iter().filter_map(|id| contents.procs.get(id))
 }

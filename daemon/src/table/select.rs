@@ -9,25 +9,33 @@ use super::{live, Table};
 use crate::record::Proc;
 
 impl Table {
-    /// The records `r` asks for, newest first, and how many finished ones matched but were
-    /// left out by its `finished` limit. Unfiltered, the cost is that of the running records
+    /// The records `r` asks for, newest first, and how many finished and running ones matched
+    /// but were left out by its `finished` and `running` limits. Unfiltered, the cost is that of the running records
     /// and the rows returned, however many finished records are kept; with a filter every
     /// record is compared (under its lock, nothing copied).
-    pub fn select(&self, r: &ListRequest) -> (Vec<Arc<Proc>>, u64) {
+    pub fn select(&self, r: &ListRequest) -> Selected {
         let keep = |i: &ProcessInfo| {
             r.state.is_none_or(|s| i.state == s)
                 && r.owner.as_ref().is_none_or(|o| &i.owner.name == o)
                 && r.name.as_ref().is_none_or(|n| i.name.as_ref() == Some(n))
         };
-        let most = r.finished.map(|n| n as usize);
+        let most = r.finished.map_or(usize::MAX, |n| n as usize);
+        let most_running = r.running.map_or(usize::MAX, |n| n as usize);
         let filtered = r.state.is_some() || r.owner.is_some() || r.name.is_some();
         let contents = self.lock();
-        let mut rows: Vec<Arc<Proc>> = Vec::new();
-        let (mut shown, mut hidden) = (0usize, 0u64);
-        if let (Some(most), false) = (most, filtered) {
-            // Running ones from the live set; finished ones from the newest back, until enough.
-            rows.extend(live(&contents).filter(|p| !p.lock().finished()).cloned());
-            let running = rows.len();
+        let mut out = Selected::default();
+        let (mut shown, mut shown_running) = (0usize, 0usize);
+        if r.finished.is_some() && !filtered {
+            // Running ones from the live set (newest first); finished ones from the newest
+            // back, until enough.
+            let mut running = 0usize;
+            for p in live(&contents).rev().filter(|p| !p.lock().finished()) {
+                running += 1;
+                match running <= most_running {
+                    true => out.rows.push(p.clone()),
+                    false => out.hidden_running += 1,
+                }
+            }
             let mut shown_finished = Vec::new();
             for p in contents.procs.values().rev() {
                 if shown_finished.len() >= most {
@@ -37,30 +45,40 @@ impl Table {
                     shown_finished.push(p.clone());
                 }
             }
-            shown = shown_finished.len();
             let finished = contents.procs.len().saturating_sub(running);
-            hidden = finished.saturating_sub(shown) as u64;
-            rows.extend(shown_finished);
-            rows.sort_unstable_by_key(|p| std::cmp::Reverse(p.id));
-            return (rows, hidden);
+            out.hidden = finished.saturating_sub(shown_finished.len()) as u64;
+            out.rows.extend(shown_finished);
+            out.rows.sort_unstable_by_key(|p| std::cmp::Reverse(p.id));
+            return out;
         }
         for p in contents.procs.values().rev() {
             let rec = p.lock();
             if !keep(&rec.info) {
                 continue;
             }
-            if rec.finished() {
-                if most.is_some_and(|most| shown >= most) {
-                    hidden += 1;
-                    continue;
-                }
-                shown += 1;
+            let (count, limit, left_out) = match rec.finished() {
+                true => (&mut shown, most, &mut out.hidden),
+                false => (&mut shown_running, most_running, &mut out.hidden_running),
+            };
+            if *count >= limit {
+                *left_out += 1;
+                continue;
             }
+            *count += 1;
             drop(rec);
-            rows.push(p.clone());
+            out.rows.push(p.clone());
         }
-        (rows, hidden)
+        out
     }
+}
+
+/// What a listing returns: its records, newest first, and how many finished and running ones
+/// matched but were left out by the request's limits.
+#[derive(Default)]
+pub struct Selected {
+    pub rows: Vec<Arc<Proc>>,
+    pub hidden: u64,
+    pub hidden_running: u64,
 }
 
 #[cfg(test)]
@@ -100,19 +118,19 @@ mod tests {
             finished: Some(3),
             ..ListRequest::default()
         };
-        let (rows, hidden) = t.select(&unfiltered);
-        assert_eq!(ids(&rows), [20, 19, 18, 16, 11, 6, 1]);
-        assert_eq!(hidden, 13);
+        let got = t.select(&unfiltered);
+        assert_eq!(ids(&got.rows), [20, 19, 18, 16, 11, 6, 1]);
+        assert_eq!((got.hidden, got.hidden_running), (13, 0));
         // A filter compares every record: the same answer for the same question.
         let exited = ListRequest {
             state: Some(ProcState::Exited),
             finished: Some(3),
             ..ListRequest::default()
         };
-        let (rows, hidden) = t.select(&exited);
-        assert_eq!((ids(&rows), hidden), (vec![20, 19, 18], 13));
+        let got = t.select(&exited);
+        assert_eq!((ids(&got.rows), got.hidden), (vec![20, 19, 18], 13));
         let all_of_them = ListRequest::default();
-        assert_eq!(t.select(&all_of_them).0.len(), 20);
+        assert_eq!(t.select(&all_of_them).rows.len(), 20);
         assert_eq!(t.count_running(), 4);
         assert_eq!(t.running().len(), 4);
         // No finished row at all: the running ones, the rest counted.
@@ -120,7 +138,21 @@ mod tests {
             finished: Some(0),
             ..ListRequest::default()
         };
-        let (rows, hidden) = t.select(&none);
-        assert_eq!((ids(&rows), hidden), (vec![16, 11, 6, 1], 16));
+        let got = t.select(&none);
+        assert_eq!((ids(&got.rows), got.hidden), (vec![16, 11, 6, 1], 16));
+        // At most two running: the newest two, the others counted; with a filter the same.
+        for state in [None, Some(ProcState::Running)] {
+            let two = ListRequest {
+                state,
+                finished: Some(1),
+                running: Some(2),
+                ..ListRequest::default()
+            };
+            let got = t.select(&two);
+            let finished = if state.is_none() { vec![20] } else { vec![] };
+            let expected: Vec<u64> = finished.into_iter().chain([16, 11]).collect();
+            assert_eq!(ids(&got.rows), expected, "{state:?}");
+            assert_eq!(got.hidden_running, 2, "{state:?}");
+        }
     }
 }

@@ -20,16 +20,21 @@ pub struct ListRequest {
     /// Process name (exact match).
     pub name: Option<String>,
     /// Most finished records in the reply, the newest first; the rest are only counted
-    /// ([`Listing::hidden`]). `None`: all of them. Running ones are always listed.
+    /// ([`Listing::hidden`]). `None`: all of them.
     pub finished: Option<u32>,
+    /// Most running (and waiting) records in the reply, the newest first; the rest are only
+    /// counted ([`Listing::hidden_running`]). `None`: all of them. Only the rows returned have
+    /// their figures read, so a bounded listing costs the same however many run.
+    pub running: Option<u32>,
 }
 
-/// The rows a [`ListRequest`] asked for, by id, and how many finished rows matched but were
-/// left out by its `finished` limit.
+/// The rows a [`ListRequest`] asked for, by id, and how many finished and running rows matched
+/// but were left out by its `finished` and `running` limits.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Listing {
     pub processes: Vec<ProcessInfo>,
     pub hidden: u64,
+    pub hidden_running: u64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]

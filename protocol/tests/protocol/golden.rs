@@ -183,6 +183,7 @@ fn golden_list_request_and_listing() {
             owner: None,
             name: Some("web".into()),
             finished: Some(5),
+            running: Some(50),
         }),
     };
     golden_request(
@@ -194,6 +195,7 @@ fn golden_list_request_and_listing() {
             "00",           // owner None
             "01 03 776562", // name Some("web")
             "01 05",        // finished Some(5)
+            "01 32",        // running Some(50)
         ],
     );
     let frame = ResponseFrame {
@@ -201,6 +203,7 @@ fn golden_list_request_and_listing() {
         response: Response::List(Listing {
             processes: Vec::new(),
             hidden: 300,
+            hidden_running: 7,
         }),
     };
     golden_response(
@@ -210,6 +213,7 @@ fn golden_list_request_and_listing() {
             "04",      // Response::List
             "00",      // no rows
             "fb 012c", // hidden 300
+            "07",      // hidden_running 7
         ],
     );
 }
@@ -272,7 +276,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "0000000e",             // protocol version 14, fixed u32 big-endian
+            "0000000f",             // protocol version 15, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -293,7 +297,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "0000000e",      // protocol version 14
+            "0000000f",      // protocol version 15
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -304,7 +308,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 0000000e 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 0000000f 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `list_processes`: the shared table, every process of every agent and person, one line each:
-//! every running one, the newest finished ones ([`FINISHED`] unless `limit` says otherwise), and
-//! a count of the finished ones left out. Its size does not grow with the commands run.
+//! the newest running ones ([`RUNNING`], or `limit` when larger), the newest finished ones
+//! ([`FINISHED`] unless `limit` says otherwise), and a count of those left out. Neither its size
+//! nor its cost grows with the commands run or running: the daemon reads figures only for the
+//! rows returned.
 
 use cuba_protocol::client::Client;
 use cuba_protocol::hosts;
@@ -19,11 +21,15 @@ use crate::server::CubaExec;
 /// Finished processes listed when the caller does not say: enough to see what just ended.
 pub const FINISHED: u32 = 5;
 
+/// Running processes listed at most (unless `limit` is larger): a reply inside every tested
+/// client's inline limit (≈ 7 KB of text) with a machine full of servers and jobs.
+pub const RUNNING: u32 = 50;
+
 #[tool_router(router = list_processes_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Every agent's and person's processes: running ones in full, the newest \
-                       finished, a count of the rest.",
+        description = "Every agent's and person's processes: the running ones (newest 50), the \
+                       newest finished, a count of the rest.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<ListArgs>(),
         output_schema = output_schema::<ListReply>()
@@ -39,6 +45,7 @@ impl CubaExec {
             owner: a.owner,
             name: a.name,
             finished: Some(a.limit.unwrap_or(FINISHED)),
+            running: Some(a.limit.map_or(RUNNING, |l| l.max(RUNNING))),
         };
         let every = a.host.as_deref() == Some(hosts::ALL);
         let names: Vec<Option<String>> = match every {
@@ -69,10 +76,11 @@ impl CubaExec {
         let now = cuba_protocol::now_ms();
         let mut rows = Vec::new();
         let mut unreachable = Vec::new();
-        let mut hidden = 0;
+        let (mut hidden, mut hidden_running) = (0, 0);
         for (host, answer) in names.iter().zip(answers) {
             if let Ok(list) = &answer {
                 hidden += list.hidden;
+                hidden_running += list.hidden_running;
             }
             match (answer, every) {
                 (Ok(list), _) => rows.extend(list.processes.iter().map(|p| {
@@ -94,6 +102,9 @@ impl CubaExec {
         if hidden > 0 {
             text.push_str(&format!(" hidden:{hidden}"));
         }
+        if hidden_running > 0 {
+            text.push_str(&format!(" running_hidden:{hidden_running}"));
+        }
         text.push(']');
         for r in &rows {
             text.push('\n');
@@ -108,9 +119,16 @@ impl CubaExec {
                  or name."
             ));
         }
+        if hidden_running > 0 {
+            text.push_str(&format!(
+                "\n{hidden_running} older running not shown: raise limit, or filter by owner or \
+                 name; status takes any id."
+            ));
+        }
         let reply = ListReply {
             processes: rows,
             hidden,
+            hidden_running,
             unreachable,
         };
         Ok(structured(text, &reply, false))

@@ -188,6 +188,54 @@ async fn list_processes_stays_small_however_many_commands_ran() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_processes_shows_the_newest_fifty_running_and_counts_the_rest() {
+    let mut t = TestDir::with_daemon_env(&[("CUBA_EXEC_MAX_PROCS", "60")]).await;
+    let c = binary(&mut t, "many", &[]).await;
+    let starts = (0..53).map(|_| c.call("start", json!({ "command": "sleep 60" })));
+    let mut ids: Vec<u64> = futures_util::future::join_all(starts)
+        .await
+        .iter()
+        .map(|r| {
+            assert!(!r.is_error(), "{}", r.text());
+            r.id()
+        })
+        .collect();
+    ids.sort_unstable();
+
+    let r = c.call("list_processes", json!({})).await;
+    let shown: Vec<u64> = r.sc()["processes"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|row| row["id"].as_u64())
+        .collect();
+    // The newest fifty, in id order; the three oldest counted, with the way to them.
+    assert_eq!(shown, ids[3..], "{}", r.text());
+    assert_eq!(r.u64("hidden_running"), 3, "{}", r.text());
+    let first = r.text().lines().next().unwrap_or("").to_string();
+    assert_eq!(first, "[processes:50 running_hidden:3]", "{}", r.text());
+    assert!(
+        r.text().contains("3 older running not shown"),
+        "{}",
+        r.text()
+    );
+    let bytes = reply_bytes(&r);
+    assert!(bytes <= 50 * 400, "fifty running rows: {bytes} bytes");
+    // A state filter is bounded the same way; a larger limit shows them all.
+    let r = c
+        .call("list_processes", json!({ "state": "running" }))
+        .await;
+    assert_eq!(r.u64("hidden_running"), 3, "{}", r.text());
+    let r = c.call("list_processes", json!({ "limit": 60 })).await;
+    assert_eq!(r.sc()["processes"].as_array().map(Vec::len), Some(53));
+    assert_eq!(r.u64("hidden_running"), 0, "{}", r.text());
+    // The oldest, not shown by default, is still reachable by id.
+    let oldest = c.call("status", json!({ "id": ids[0] })).await;
+    assert!(oldest.text().contains("running"), "{}", oldest.text());
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_commands_reply_is_its_output_and_one_header_line() {
     let mut t = TestDir::with_daemon().await;
     let c = binary(&mut t, "short", &[]).await;

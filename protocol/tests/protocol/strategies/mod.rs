@@ -193,12 +193,14 @@ fn list_request() -> impl Strategy<Value = ListRequest> {
         opt(text()),
         opt(text()),
         opt(any::<u32>()),
+        opt(any::<u32>()),
     )
-        .prop_map(|(state, owner, name, finished)| ListRequest {
+        .prop_map(|(state, owner, name, finished, running)| ListRequest {
             state,
             owner,
             name,
             finished,
+            running,
         })
 }
 
@@ -471,8 +473,13 @@ pub fn response() -> BoxedStrategy<Response> {
                 output,
             })
         }),
-        (vec(process_info(), 0..3), any::<u64>())
-            .prop_map(|(processes, hidden)| Response::List(Listing { processes, hidden })),
+        (vec(process_info(), 0..3), any::<u64>(), any::<u64>()).prop_map(
+            |(processes, hidden, hidden_running)| Response::List(Listing {
+                processes,
+                hidden,
+                hidden_running,
+            })
+        ),
         any::<u64>().prop_map(Response::Pruned),
         daemon_status().prop_map(Response::DaemonStatus),
         Just(Response::End),
