@@ -64,6 +64,8 @@ fn kind_name(kind: ClientKind) -> &'static str {
 /// event lacks are left out, those it has without a value are `null`.
 #[derive(Serialize, Default)]
 struct Line<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    argv: Option<&'a [String]>,
     client: &'a str,
     client_kind: &'a str,
     client_pid: u32,
@@ -83,6 +85,8 @@ struct Line<'a> {
     peer_pid: Option<i32>,
     peer_uid: Option<u32>,
     pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    program: Option<&'a str>,
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<Option<String>>,
@@ -167,6 +171,22 @@ impl Audit {
             duration_ms: Some(ms),
             ms: Some(ms),
             ..fields("end", who, peer, &info.command, &info.cwd, "allowed")
+        };
+        self.write(None, &line);
+    }
+
+    /// An exec in the tree of `info` that the exec checks refused (or killed once it ran).
+    pub fn exec_refused(&self, info: &ProcessInfo, b: &cuba_protocol::ExecBlocked) {
+        let peer = self.lock().peers.get(&info.id).copied();
+        let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let decision = if b.killed { "killed" } else { "refused" };
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(b.pid),
+            rule: Some(&b.rule),
+            program: Some(&b.program),
+            argv: Some(&b.argv),
+            ..fields("exec", who, peer, &info.command, &info.cwd, decision)
         };
         self.write(None, &line);
     }

@@ -19,6 +19,8 @@ pub mod config;
 mod conn;
 pub mod cpu_rate;
 mod daemon;
+#[cfg(target_os = "linux")]
+mod exec_rules;
 mod fd;
 mod handlers;
 pub mod handover;

@@ -145,6 +145,9 @@ pub struct ProcData {
     /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
     /// again within [`crate::cpu_rate::WINDOW`].
     pub usage: Option<(Instant, Usage, Option<u32>)>,
+    /// The listener of its tree's exec checks, once the child has sent it: kept open across
+    /// an upgrade, which hands it to the new program.
+    pub exec_listener: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 pub struct TtyData {
@@ -265,6 +268,7 @@ impl ProcData {
             token: None,
             cpu: CpuRate::default(),
             usage: None,
+            exec_listener: None,
         }
     }
 

@@ -196,7 +196,9 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         config.sandbox.clone(),
     );
     let limits = (Arc::new(limiter), Arc::new(cgroups));
-    let launcher = Launcher::new(table, reaper, limits, defaults);
+    let exec = crate::launch::ExecChecking::start(config.exec_checks, &config.policy);
+    tracing::info!("exec checks: {}", exec.describe());
+    let launcher = Launcher::new(table, reaper, limits, defaults, exec);
     let d = Daemon::new(config, launcher);
     for (p, mut a, exit) in adopted {
         let root = a.root.clone();

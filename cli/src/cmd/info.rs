@@ -152,6 +152,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         (None, Some(max)) => lines.push(("pids", format!("pids_max {max}"), None)),
         (None, None) => {}
     }
+    for line in p.blocked_lines() {
+        lines.push(("blocked", line, Some(Paint::Red)));
+    }
     let mut out = String::new();
     for (key, value, paint) in lines {
         let key = ctx.out.paint(Some(Paint::Dim), &format!("{key:<10}"));

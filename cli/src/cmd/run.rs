@@ -118,6 +118,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                     if let Some(refused) = end.refused_forks() {
                         eprintln!("cubactl: {refused}");
                     }
+                    for line in end.blocked_lines() {
+                        eprintln!("cubactl: {line}");
+                    }
                     return Ok(exit::of_process(end.exit_code, describe::signal_number(&end)));
                 }
             }

@@ -104,6 +104,10 @@ impl Config {
             self.policy.refuse_unresolved = crate::policy::unresolved_setting(&v)
                 .map_err(|e| anyhow::anyhow!("CUBA_EXEC_UNRESOLVED={e}"))?;
         }
+        if let Some(v) = lookup("CUBA_EXEC_EXEC_CHECKS").filter(|v| !v.trim().is_empty()) {
+            self.exec_checks = super::ExecChecks::parse(&v)
+                .map_err(|e| anyhow::anyhow!("CUBA_EXEC_EXEC_CHECKS={e}"))?;
+        }
         if let Some(v) = lookup("CUBA_EXEC_AUDIT").filter(|v| !v.trim().is_empty()) {
             self.audit_stderr = match v.trim().to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => true,

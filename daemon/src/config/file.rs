@@ -34,6 +34,7 @@ struct File {
     allowed_dirs: Option<Vec<String>>,
     blocked_side_effects: Option<Vec<String>>,
     unresolved: Option<String>,
+    exec_checks: Option<String>,
     audit: Option<bool>,
     sandbox: Option<String>,
     network: Option<bool>,
@@ -112,6 +113,9 @@ impl File {
         }
         if let Some(v) = self.unresolved {
             vars.insert("CUBA_EXEC_UNRESOLVED", v);
+        }
+        if let Some(v) = self.exec_checks {
+            vars.insert("CUBA_EXEC_EXEC_CHECKS", v);
         }
         if let Some(sandbox) = self.sandbox {
             vars.insert("CUBA_EXEC_SANDBOX", sandbox);

@@ -59,6 +59,30 @@ pub struct Config {
     pub sandbox: Sandbox,
     /// Side-effect categories a spawn may not declare (`CUBA_EXEC_BLOCKED_SIDE_EFFECTS`).
     pub blocked_side_effects: BTreeSet<String>,
+    /// Every exec in a command's tree checked by the daemon (`exec_checks`).
+    pub exec_checks: ExecChecks,
+}
+
+/// `exec_checks = "auto" | "on" | "off"` (`CUBA_EXEC_EXEC_CHECKS`): where the kernel can,
+/// every exec is checked (`auto`, the default); `on` refuses to start a command where it
+/// cannot; `off` leaves the parse-time check alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecChecks {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl ExecChecks {
+    pub fn parse(text: &str) -> Result<ExecChecks, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(ExecChecks::Auto),
+            "on" | "1" | "true" => Ok(ExecChecks::On),
+            "off" | "0" | "false" => Ok(ExecChecks::Off),
+            other => Err(format!("{other:?}: expected auto, on or off")),
+        }
+    }
 }
 
 impl Config {
@@ -83,6 +107,7 @@ impl Config {
             limits: Limits::default(),
             sandbox: Sandbox::default(),
             blocked_side_effects: crate::side_effects::default_blocked(),
+            exec_checks: ExecChecks::default(),
         }
     }
 

@@ -54,5 +54,6 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         upgraded_at_ms: d.upgraded_at_ms(),
         upgrades: d.upgrades().1,
         supervision: d.launcher().supervision().to_string(),
+        exec_checks: d.launcher().exec_checks(),
     }
 }

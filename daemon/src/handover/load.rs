@@ -81,6 +81,7 @@ impl SavedProc {
             },
             policy: self.policy.map(std::sync::Arc::new),
             cgroup: self.cgroup,
+            exec_listener: self.exec_listener.map(own).transpose()?,
         };
         Ok((output, adopted))
     }

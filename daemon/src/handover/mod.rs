@@ -31,7 +31,7 @@ pub use save::{check_binary, hand_over, Inherited};
 
 /// The hand-over format this program writes and reads. A program that reads another
 /// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {
@@ -71,6 +71,8 @@ pub struct SavedProc {
     pub policy: Option<crate::policy::Effective>,
     /// Its pooled v2 cgroup (version 3: cgroups are no longer named by process id).
     pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
+    /// The listener of its tree's exec checks (version 6): the new program answers them.
+    pub exec_listener: Option<RawFd>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

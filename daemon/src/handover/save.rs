@@ -281,6 +281,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         session,
         policy: rec.policy.as_deref().cloned(),
         cgroup: rec.cgroup.as_ref().and_then(|c| c.slot()),
+        exec_listener: rec.exec_listener.as_ref().map(|l| l.as_raw_fd()),
     })
 }
 
@@ -320,6 +321,7 @@ fn write_and_exec(
         keep.extend(p.terminal.as_ref().map(|t| t.master));
         keep.extend(p.stdin.as_ref().and_then(|s| s.fd));
         keep.extend(p.session.as_ref().map(|s| s.commands));
+        keep.extend(p.exec_listener);
     }
     for &fd in &keep {
         set_cloexec(fd, false).map_err(|e| format!("cannot keep descriptor {fd}: {e}"))?;

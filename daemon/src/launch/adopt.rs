@@ -38,6 +38,8 @@ pub struct Adopted {
     pub policy: Option<Arc<crate::policy::Effective>>,
     /// Its pooled v2 cgroup.
     pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
+    /// The listener of its tree's exec checks.
+    pub exec_listener: Option<OwnedFd>,
 }
 
 impl Launcher {
@@ -122,6 +124,9 @@ impl Launcher {
                     screen: rebuilt,
                 });
             }
+        }
+        if let Some(listener) = a.exec_listener {
+            self.adopt_exec_listener(p, listener);
         }
         if let Some((sink, rx, _)) = writer {
             // Handed over running: its terminal was read long ago.

@@ -6,6 +6,8 @@
 
 mod adopt;
 mod cgroup;
+#[cfg(target_os = "linux")]
+mod exec_check;
 mod group;
 mod layer;
 mod limits;
@@ -56,6 +58,74 @@ pub struct Launcher {
     shell: String,
     /// The daemon's own sandbox, under every command's.
     sandbox: Sandbox,
+    /// Whether every exec in a tree is checked, and how.
+    exec: Arc<ExecChecking>,
+}
+
+/// The exec checks' state for every launch.
+pub enum ExecChecking {
+    #[cfg(target_os = "linux")]
+    Active(Arc<exec_check::ExecService>, String),
+    /// Not here, and why; `required` (`exec_checks = "on"`): no command starts.
+    Unavailable {
+        why: String,
+        required: bool,
+    },
+    Off,
+}
+
+impl ExecChecking {
+    /// Starts the checks as `setting` says.
+    pub fn start(
+        setting: crate::config::ExecChecks,
+        policy: &crate::policy::Policy,
+    ) -> ExecChecking {
+        use crate::config::ExecChecks;
+        if setting == ExecChecks::Off {
+            return ExecChecking::Off;
+        }
+        let required = setting == ExecChecks::On;
+        #[cfg(target_os = "linux")]
+        {
+            let how = crate::platform::exec_check::probe().and_then(|how| {
+                match exec_check::ExecService::start() {
+                    Ok(s) => Ok((s, how)),
+                    Err(e) => Err(format!("cannot start the exec checks' thread: {e}")),
+                }
+            });
+            match how {
+                Ok((service, how)) => {
+                    // The blocked names' files, found once now rather than at the first exec.
+                    crate::exec_rules::ExecRules::preload(policy);
+                    ExecChecking::Active(Arc::new(service), how)
+                }
+                Err(why) => ExecChecking::Unavailable { why, required },
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = policy;
+            let why = "this OS has no seccomp user notification".to_string();
+            ExecChecking::Unavailable { why, required }
+        }
+    }
+
+    /// One line for `DaemonStatus.exec_checks`.
+    pub fn describe(&self) -> String {
+        match self {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(_, how) => format!("on ({how})"),
+            ExecChecking::Unavailable {
+                why,
+                required: false,
+            } => format!("unavailable ({why})"),
+            ExecChecking::Unavailable {
+                why,
+                required: true,
+            } => format!("unavailable ({why}); exec_checks = \"on\", so no command starts"),
+            ExecChecking::Off => "off (exec_checks = \"off\")".to_string(),
+        }
+    }
 }
 
 /// The daemon's ends of a started child: for its supervisor, its stdin writer and its record.
@@ -79,6 +149,7 @@ impl Launcher {
         reaper: Arc<Reaper>,
         (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
         (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
+        exec: ExecChecking,
     ) -> Launcher {
         Launcher {
             table,
@@ -89,6 +160,30 @@ impl Launcher {
             orphan,
             shell,
             sandbox,
+            exec: Arc::new(exec),
+        }
+    }
+
+    /// Whether execs are checked, one line.
+    pub fn exec_checks(&self) -> String {
+        self.exec.describe()
+    }
+
+    /// Answers the execs of a process taken over at an upgrade. Where this program does not
+    /// check execs, the listener is closed: every later exec in that tree fails (ENOSYS)
+    /// rather than going on unchecked or waiting for an answer forever.
+    fn adopt_exec_listener(&self, p: &Arc<Proc>, listener: std::os::fd::OwnedFd) {
+        match &*self.exec {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(service, _) => service.adopt(&self.table, p, listener),
+            _ => {
+                tracing::warn!(
+                    id = p.id,
+                    "exec checks are {} here: the execs of this handed-over process will fail",
+                    self.exec.describe()
+                );
+                drop(listener);
+            }
         }
     }
 
@@ -134,7 +229,30 @@ impl Launcher {
         let began = Instant::now();
         let stdin = plan.stdin.take();
         let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
-        let started = match self.start(plan) {
+        let exec: Option<Box<dyn Layer>> = match &*self.exec {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
+                service,
+                &self.table,
+                p,
+                &caller.policy,
+            ))),
+            ExecChecking::Unavailable {
+                why,
+                required: true,
+            } => {
+                let reason = format!(
+                    "exec checks are required (exec_checks = \"on\") and unavailable: {why}"
+                );
+                self.table.started(caller.who(), p, 0);
+                p.lock().set_drained();
+                self.table
+                    .finish(p, Outcome::failed_to_start(reason.clone()));
+                return Err(reason);
+            }
+            _ => None,
+        };
+        let started = match self.start(plan, exec) {
             Ok(started) => started,
             Err(reason) => {
                 self.table.started(caller.who(), p, 0);
@@ -204,7 +322,7 @@ impl Launcher {
 
     /// Runs the layers around the spawn. On an error, what the layers did is undone and no
     /// child is left running.
-    fn start(&self, plan: LaunchPlan) -> Result<Started, String> {
+    fn start(&self, plan: LaunchPlan, exec: Option<Box<dyn Layer>>) -> Result<Started, String> {
         match std::fs::metadata(&plan.cwd) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(format!("cwd {}: not a directory", plan.cwd.display())),
@@ -256,6 +374,8 @@ impl Launcher {
             let limiter = self.limiter.clone();
             layers.push(Box::new(limits::Limits { limiter }));
         }
+        // Last: its hook is the child's last before the exec, which is the first it checks.
+        layers.extend(exec);
         let result = self.spawn(cmd, &mut layers, terminal, (&shell, sandboxed));
         let cleanup: Vec<Cleanup> = layers.iter_mut().filter_map(|l| l.undo()).collect();
         match result {

@@ -30,8 +30,8 @@
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{
-    cgroup, clone, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal,
-    terminal,
+    cgroup, clone, descriptors, exec_check, input, limits, memory, pipe, proc, process, sandbox,
+    signal, terminal,
 };
 
 #[cfg(target_os = "macos")]

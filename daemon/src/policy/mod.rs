@@ -122,7 +122,7 @@ fn refuse(rule: &str, offending: &str, commands: Vec<String>, message: String) -
 }
 
 impl Policy {
-    fn is_blocked(&self, name: &str) -> bool {
+    pub fn is_blocked(&self, name: &str) -> bool {
         self.blocked.contains(name)
             || name
                 .split_once('.')

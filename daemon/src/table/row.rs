@@ -33,5 +33,6 @@ pub(super) fn row(id: u64, new: NewRecord) -> ProcessInfo {
         pids_max: None,
         forks_refused: None,
         cpu_millicores: None,
+        blocked: Vec::new(),
     }
 }

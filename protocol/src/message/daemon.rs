@@ -58,6 +58,10 @@ pub struct DaemonStatus {
     /// cgroup v1 hierarchies limits go through), or `process groups + /proc tree walk: …`.
     #[serde(default)]
     pub supervision: String,
+    /// Whether every exec in a command's tree is checked by the daemon before it happens:
+    /// `on (seccomp user notification…)`, or `unavailable (why)`, or `off (exec_checks = "off")`.
+    #[serde(default)]
+    pub exec_checks: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -148,6 +148,45 @@ pub struct ProcessInfo {
     /// none.
     #[serde(default)]
     pub cpu_millicores: Option<u32>,
+    /// Programs its tree tried to run that the daemon refused at their exec (the exec failed
+    /// with EACCES, or the process was killed): the first few, oldest first.
+    #[serde(default)]
+    pub blocked: Vec<ExecBlocked>,
+}
+
+impl ExecBlocked {
+    pub fn line(&self) -> String {
+        let mut argv: String = self.argv.join(" ").chars().take(120).collect();
+        if argv.chars().count() >= 120 {
+            argv.push('…');
+        }
+        let how = match self.killed {
+            true => "killed after its exec",
+            false => "at its exec",
+        };
+        format!(
+            "BLOCKED: {} (`{argv}`, pid {}) {how}, rule {}: {}",
+            self.program, self.pid, self.rule, self.message
+        )
+    }
+}
+
+/// An exec the daemon refused in a process's tree.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecBlocked {
+    /// The program as resolved (after links and `#!`), e.g. `/usr/bin/rm`.
+    pub program: String,
+    /// Its arguments, shortened.
+    pub argv: Vec<String>,
+    /// The rule: `blocklist`, `allowlist`, `allowed_dirs`, `privileges`, `unreadable`.
+    pub rule: String,
+    /// What was refused and why, one sentence.
+    pub message: String,
+    /// The process that tried.
+    pub pid: u32,
+    /// True when the program had already started and was killed (a caller that shares its
+    /// memory with other threads can change the path after the check).
+    pub killed: bool,
 }
 
 /// What a row of the table is.
@@ -182,6 +221,12 @@ impl ProcessInfo {
             Some(max) => format!("the kernel refused {n} {what} at its pids cap (pids_max {max})"),
             None => format!("the kernel refused {n} {what} at its pids cap"),
         })
+    }
+
+    /// Each exec refused in its tree, one line: `BLOCKED: PROGRAM (`argv`, pid N) at its exec,
+    /// rule RULE: why`.
+    pub fn blocked_lines(&self) -> Vec<String> {
+        self.blocked.iter().map(ExecBlocked::line).collect()
     }
 
     pub fn total_bytes(&self) -> u64 {

@@ -56,6 +56,11 @@ pub struct ProcessFacts {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pids: Option<String>,
+    /// Programs its tree tried to run that the daemon refused at their exec: one line each,
+    /// `BLOCKED: PROGRAM (argv) at exec, rule RULE: why` (in no schema, like the figures).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<String>,
 }
 
 impl ProcessFacts {
@@ -80,6 +85,7 @@ impl ProcessFacts {
                 .filter(|_| info.state.is_finished())
                 .or(info.memory_bytes),
             pids: info.refused_forks(),
+            blocked: info.blocked_lines(),
         }
     }
 
@@ -361,6 +367,10 @@ impl ProcessReply {
             text.push('\n');
             text.push_str(p);
         }
+        for b in &self.facts.blocked {
+            text.push('\n');
+            text.push_str(b);
+        }
         if let Some(e) = &self.error {
             text.push('\n');
             text.push_str(self.code.as_deref().unwrap_or("ERROR"));
@@ -456,6 +466,7 @@ mod tests {
             pids_max: None,
             forks_refused: None,
             cpu_millicores: None,
+            blocked: Vec::new(),
         }
     }
 

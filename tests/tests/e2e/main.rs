@@ -7,6 +7,7 @@ mod cgroups;
 mod connections;
 mod descriptors;
 mod exactly_once;
+mod exec_checks;
 mod full_disk;
 mod hostile;
 mod hosts_ssh;

@@ -93,6 +93,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ),
         ),
         ("supervise", s.supervision.clone()),
+        ("exec checks", s.exec_checks.clone()),
     ];
     if let Some(host) = &ctx.host {
         let via = ctx.hosts().get(host).map(|h| h.via()).unwrap_or_default();

@@ -9,6 +9,7 @@ mod cgroup_proc;
 mod cgroup_watch;
 pub mod clone;
 pub mod descriptors;
+pub mod exec_check;
 pub mod input;
 pub mod limits;
 pub mod memory;

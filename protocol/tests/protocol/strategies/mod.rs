@@ -368,6 +368,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             pids_max,
             forks_refused,
             cpu_millicores,
+            blocked: Vec::new(),
         },
     )
 }
@@ -406,7 +407,11 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
         (text(), text(), proptest::collection::vec(text(), 0..3)),
         (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (text(), text(), text(), text()),
-        ((proptest::option::of(any::<u64>()), any::<u32>()), text()),
+        (
+            (proptest::option::of(any::<u64>()), any::<u32>()),
+            text(),
+            text(),
+        ),
     );
     fields.prop_map(
         |(
@@ -414,7 +419,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
             (os, arch, hostname, shell),
-            ((upgraded_at_ms, upgrades), supervision),
+            ((upgraded_at_ms, upgrades), supervision, exec_checks),
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -434,6 +439,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             upgraded_at_ms,
             upgrades,
             supervision,
+            exec_checks,
         },
     )
 }

@@ -1,0 +1,225 @@
+//! The policy at exec time: what the kernel is about to run (a file, after links and `#!`
+//! lines) against the blocklist, by name and by identity, the allowlist, the allowed
+//! directories and what needs privileges. The parse-time check (`policy`) is the early,
+//! explainable refusal; this is the guarantee, because every program ends in an exec.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::hash::Hasher;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use crate::platform::exec_check::{Exec, Refusal, Target};
+use crate::policy::{Effective, Policy};
+
+/// Where a blocked name is looked for as a file when a policy is loaded, besides `PATH`.
+const BIN_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+/// Policies whose blocked files are kept resolved.
+const CACHED: usize = 16;
+/// Shells whose execs an allowlist governs.
+const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"];
+
+/// The blocked names found as files: their identities, and sizes and hashes for copies.
+#[derive(Debug, Default)]
+pub struct Identities {
+    files: HashMap<(u64, u64), String>,
+    by_size: HashMap<u64, Vec<(u64, String)>>,
+}
+
+fn hash_file(file: &mut File) -> Option<u64> {
+    let mut h = std::hash::DefaultHasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Some(h.finish()),
+            Ok(n) => h.write(&buf[..n]),
+            Err(_) => return None,
+        }
+    }
+}
+
+impl Identities {
+    /// Looks for every blocked name in `PATH` and the usual directories.
+    fn resolve(policy: &Policy) -> Identities {
+        let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        dirs.extend(BIN_DIRS.iter().map(PathBuf::from));
+        let mut seen = HashSet::new();
+        let mut out = Identities::default();
+        for dir in dirs {
+            let Ok(canon) = std::fs::canonicalize(&dir) else {
+                continue;
+            };
+            if !seen.insert(canon.clone()) {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&canon) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !policy.is_blocked(&name) {
+                    continue;
+                }
+                let Ok(mut file) = File::open(e.path()) else {
+                    continue;
+                };
+                let Ok(meta) = file.metadata() else { continue };
+                if !meta.is_file() || out.files.contains_key(&(meta.dev(), meta.ino())) {
+                    continue;
+                }
+                out.files.insert((meta.dev(), meta.ino()), name.clone());
+                if let Some(h) = hash_file(&mut file) {
+                    out.by_size.entry(meta.size()).or_default().push((h, name));
+                }
+            }
+        }
+        out
+    }
+
+    /// The blocked name `t` is, by identity or as a copy.
+    fn of(&self, t: &Target) -> Option<(&str, bool)> {
+        if let Some(name) = self.files.get(&(t.dev, t.ino)) {
+            return Some((name, false));
+        }
+        let same_size = self.by_size.get(&t.size)?;
+        let mut file = t.file.as_ref()?.try_clone().ok()?;
+        let h = hash_file(&mut file)?;
+        same_size
+            .iter()
+            .find(|(x, _)| *x == h)
+            .map(|(_, n)| (n.as_str(), true))
+    }
+}
+
+/// Resolved identities per blocklist, shared by every process under the same one.
+fn identities(policy: &Policy) -> Arc<Identities> {
+    static CACHE: Mutex<Vec<(BTreeSet<String>, Arc<Identities>)>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, ids)) = cache.iter().find(|(b, _)| *b == policy.blocked) {
+        return ids.clone();
+    }
+    let ids = Arc::new(Identities::resolve(policy));
+    if cache.len() >= CACHED {
+        cache.remove(0);
+    }
+    cache.push((policy.blocked.clone(), ids.clone()));
+    ids
+}
+
+/// What one tree's execs are held to.
+pub struct ExecRules {
+    rules: Policy,
+    identities: Arc<Identities>,
+    /// Setuid and setgid programs cannot gain privileges in the tree (`no_new_privs`).
+    no_new_privs: bool,
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl ExecRules {
+    pub fn new(policy: &Effective, no_new_privs: bool) -> ExecRules {
+        let rules = policy.rules().clone();
+        ExecRules {
+            identities: identities(&rules),
+            rules,
+            no_new_privs,
+        }
+    }
+
+    /// Resolves a policy's blocked files now (at a load), so the first exec does not pay.
+    pub fn preload(policy: &Policy) {
+        identities(policy);
+    }
+
+    /// `None`: the exec goes on.
+    pub fn decide(&self, e: &Exec) -> Option<Refusal> {
+        let t = e.target.as_ref()?;
+        let given = file_name(Path::new(&e.path));
+        let refuse = |rule, program: &Path, message: String| Refusal {
+            rule,
+            program: program.display().to_string(),
+            message,
+            errno: libc::EACCES,
+        };
+        for (i, f) in std::iter::once(t).chain(&e.interpreters).enumerate() {
+            let name = file_name(&f.path);
+            let how = match i {
+                0 => String::new(),
+                _ => format!(" (the interpreter of {})", t.path.display()),
+            };
+            let blocked = [name.as_str(), if i == 0 { given.as_str() } else { "" }]
+                .into_iter()
+                .find(|n| !n.is_empty() && self.rules.is_blocked(n));
+            if let Some(n) = blocked {
+                let msg = format!("`{n}`{how} is on the blocklist; its exec was refused");
+                return Some(refuse("blocklist", &f.path, msg));
+            }
+            if let Some((n, copy)) = self.identities.of(f) {
+                let what = match copy {
+                    true => "a copy of",
+                    false => "the same file as",
+                };
+                let msg = format!(
+                    "{}{how} is {what} `{n}`, which is on the blocklist; its exec was refused",
+                    f.path.display()
+                );
+                return Some(refuse("blocklist", &f.path, msg));
+            }
+            let setid = libc::S_ISUID | libc::S_ISGID;
+            if self.no_new_privs && f.mode & setid != 0 && f.mode & libc::S_IFMT == libc::S_IFREG {
+                let msg = format!(
+                    "`{name}` is setuid or setgid and cannot gain privileges under exec checks \
+                     (no_new_privs); ask the user to run it themselves, or to set exec_checks = \
+                     \"off\" or run cubad with CAP_SYS_ADMIN"
+                );
+                return Some(Refusal {
+                    errno: libc::EPERM,
+                    ..refuse("privileges", &f.path, msg)
+                });
+            }
+        }
+        if let Some(allowed) = &self.rules.allowed {
+            let name = file_name(&t.path);
+            let ok = allowed.contains(&name) || allowed.contains(&given);
+            if !ok && caller_is_shell(e.pid) {
+                let msg = format!(
+                    "`{given}` is not on the allowlist; allowed: {}",
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+                return Some(refuse("allowlist", &t.path, msg));
+            }
+        }
+        if !self.rules.dirs.is_empty() {
+            let cwd = crate::platform::proc::cwd(e.pid as u32)?;
+            if let Err(refusal) = self.rules.check_dir(&cwd) {
+                return Some(refuse("allowed_dirs", &t.path, refusal.message));
+            }
+        }
+        None
+    }
+}
+
+/// Whether the caller of an exec is a shell (an allowlist governs what shells run, not what
+/// the programs it allows run in turn: a compiler's own tools).
+fn caller_is_shell(pid: i32) -> bool {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    SHELLS.contains(&file_name(&exe).as_str())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+use crate::platform::exec_check::target;
+
+fn exec_of(path: &Path) -> Exec {
+    let t = target(path);
+    Exec {
+        pid: std::process::id() as i32,
+        path: path.display().to_string(),
+        target: t,
+        interpreters: Vec::new(),
+        shared_memory: false,
+    }
+}
+
+fn rules(blocked: &[&str]) -> ExecRules {
+    let policy = Policy {
+        blocked: blocked.iter().map(|s| s.to_string()).collect(),
+        ..Policy::default()
+    };
+    ExecRules::new(&Effective::daemon(&policy), false)
+}
+
+#[test]
+fn a_blocked_program_is_known_by_name_link_identity_and_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = rules(&["rm"]);
+    let rm = Path::new("/usr/bin/rm");
+    assert_eq!(r.decide(&exec_of(rm)).map(|x| x.rule), Some("blocklist"));
+    // A link with another name: the file it names is rm.
+    let link = dir.path().join("zap");
+    std::os::unix::fs::symlink(rm, &link).unwrap();
+    assert!(r.decide(&exec_of(&link)).is_some());
+    // A copy: same size and content.
+    let copy = dir.path().join("del");
+    std::fs::copy(rm, &copy).unwrap();
+    let refusal = r.decide(&exec_of(&copy)).unwrap();
+    assert!(
+        refusal.message.contains("a copy of `rm`"),
+        "{}",
+        refusal.message
+    );
+    // A copy changed by a byte is another program.
+    let mut bytes = std::fs::read(rm).unwrap();
+    bytes.push(0);
+    let other = dir.path().join("other");
+    std::fs::write(&other, bytes).unwrap();
+    assert!(r.decide(&exec_of(&other)).is_none());
+    // What is not blocked goes on; a path that names no file is left to the kernel.
+    assert!(r.decide(&exec_of(Path::new("/usr/bin/true"))).is_none());
+    assert!(r.decide(&exec_of(&dir.path().join("nothing"))).is_none());
+}
+
+#[test]
+fn the_interpreter_of_a_script_is_checked_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("k");
+    std::fs::write(&script, "#!/usr/bin/rm -f\n").unwrap();
+    std::fs::set_permissions(&script, PermissionsExt::from_mode(0o755)).unwrap();
+    let mut e = exec_of(&script);
+    e.interpreters
+        .push(target(Path::new("/usr/bin/rm")).unwrap());
+    let refusal = rules(&["rm"]).decide(&e).unwrap();
+    assert!(
+        refusal.message.contains("the interpreter of"),
+        "{}",
+        refusal.message
+    );
+}
+
+#[test]
+fn setuid_programs_are_refused_only_without_privileges() {
+    let su = Path::new("/usr/bin/su");
+    let Some(t) = target(su).filter(|t| t.mode & libc::S_ISUID != 0) else {
+        return;
+    };
+    drop(t);
+    let policy = Effective::daemon(&Policy::default());
+    let r = ExecRules::new(&policy, true);
+    let refusal = r.decide(&exec_of(su)).unwrap();
+    assert_eq!((refusal.rule, refusal.errno), ("privileges", libc::EPERM));
+    assert!(refusal.message.contains("exec_checks"));
+    assert!(ExecRules::new(&policy, false)
+        .decide(&exec_of(su))
+        .is_none());
+}

@@ -1,0 +1,168 @@
+//! Exec checks: every `execve`/`execveat` in a command's tree is decided by the daemon before
+//! it happens (seccomp user notification, Linux 5.5+). The child installs the filter in a hook
+//! before its own exec and sends the listener back on a socket made for it (`filter.rs`); one
+//! thread of the daemon answers every listener (`serve.rs`), reading each call's path and
+//! arguments from the caller's memory and finding the file the kernel will run (`notif.rs`).
+//! What is allowed is the policy's (`crate::exec_rules`), behind [`Judge`].
+
+mod filter;
+mod notif;
+mod serve;
+mod types;
+
+pub use notif::target;
+pub use types::{unreadable, Exec, Refusal, Target};
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use cuba_protocol::ExecBlocked;
+use tokio::sync::mpsc;
+
+use crate::platform::spawn::Spawn;
+
+/// What decides a tree's execs and hears of the refusals.
+pub trait Judge: Send + Sync + 'static {
+    fn decide(&self, exec: &Exec) -> Option<Refusal>;
+    fn refused(&self, blocked: ExecBlocked);
+    /// The tree's listener, once it has arrived (kept by its record for a hand-over).
+    fn listening(&self, listener: Arc<OwnedFd>);
+}
+
+pub enum Source {
+    /// The daemon's end of the socket the child sends its listener on.
+    Socket(OwnedFd),
+    /// A listener already received (by the program before an upgrade).
+    Listener(OwnedFd),
+}
+
+pub struct Watch {
+    pub source: Source,
+    pub judge: Arc<dyn Judge>,
+}
+
+/// Whether this kernel and this process can check execs: `Ok` with how, or why not.
+pub fn probe() -> Result<String, String> {
+    let notify = libc::SECCOMP_RET_USER_NOTIF;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL reads the u32.
+    let avail = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &notify as *const u32,
+        )
+    };
+    if avail != 0 {
+        let e = io::Error::last_os_error();
+        return Err(format!(
+            "seccomp user notification is not available here ({e}): Linux 5.5 or newer outside a \
+             filter that forbids it is needed"
+        ));
+    }
+    let (major, minor) = kernel_version();
+    if (major, minor) < (5, 5) {
+        return Err(format!(
+            "Linux {major}.{minor} cannot let a checked exec go on (5.5 or newer is needed)"
+        ));
+    }
+    let how = match privileged() {
+        true => "seccomp user notification",
+        false => "seccomp user notification; no_new_privs: setuid programs cannot gain privileges",
+    };
+    Ok(how.to_string())
+}
+
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Whether the daemon may install a filter without `no_new_privs` (CAP_SYS_ADMIN in its
+/// effective set): then setuid programs in the tree keep working.
+pub fn privileged() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
+
+/// A spawn's part: the socket its listener comes back on and the child's hook.
+pub struct Pending {
+    daemon_end: OwnedFd,
+    child_end: Option<OwnedFd>,
+}
+
+impl Pending {
+    pub fn new() -> io::Result<Pending> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair fills both descriptors, which are owned below.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: two new descriptors nothing else owns.
+        let (d, c) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Pending {
+            daemon_end: d,
+            child_end: Some(c),
+        })
+    }
+
+    /// The child enters the filter as its last hook before the exec.
+    pub fn install(&mut self, cmd: &mut Spawn, no_new_privs: bool) {
+        let Some(child) = &self.child_end else { return };
+        let mut side = filter::ChildSide {
+            filter: filter::program(),
+            socket: child.as_raw_fd(),
+            no_new_privs,
+            cmsg: Box::new([0u64; 4]),
+        };
+        cmd.uses(child.as_raw_fd())
+            .hook(Box::new(move || filter::enter(&mut side)));
+    }
+
+    /// Before the spawn: the daemon's end is handed to the checker while the child end stays
+    /// here until [`Pending::spawned`].
+    pub fn split(self) -> (Source, ChildEnd) {
+        (Source::Socket(self.daemon_end), ChildEnd(self.child_end))
+    }
+}
+
+/// The child's end of the socket, held by the daemon until the spawn returns.
+pub struct ChildEnd(#[allow(dead_code)] Option<OwnedFd>);
+
+/// The thread that answers every listener.
+pub struct Checker {
+    tx: mpsc::UnboundedSender<Watch>,
+}
+
+impl Checker {
+    pub fn start() -> io::Result<Checker> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("cubad-exec".into())
+            .spawn(move || serve::run(rx))?;
+        Ok(Checker { tx })
+    }
+
+    pub fn watch(&self, w: Watch) -> Result<(), String> {
+        self.tx
+            .send(w)
+            .map_err(|_| "the exec checks' thread has ended".to_string())
+    }
+}

@@ -1,0 +1,405 @@
+//! Exec checks end to end: a corpus of ways to reach a blocked program (`rm`, on the default
+//! blocklist) that no parser can see, each run by a real `cubad` against a marker file of its
+//! own. A case passes only if its marker survives and the reply (a parse-time `BLOCKED`, or
+//! the record's exec refusal) and the audit log name the program. Run with `unresolved` at
+//! both settings; an allowed build of thousands of execs runs untouched; `cubactl run` says
+//! `BLOCKED`; an unprivileged daemon refuses a setuid program with a message naming the setting
+//! and a root one runs it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cuba_protocol::client::Client;
+use cuba_protocol::{ErrorKind, ProcessInfo, SpawnRequest};
+use cuba_tests::{machine, spawn_req, wait_exit, Step, TestDaemon};
+
+/// A program that runs its arguments: the open-ended kind no wrapper list names.
+const WRAPPER: &str = "#!/bin/sh\nexec \"$@\"\n";
+/// A program that runs its arguments from a thread of its own.
+const THREADED: &str = "import os, sys, threading, time\n\
+t = threading.Thread(target=time.sleep, args=(5,), daemon=True)\n\
+t.start()\n\
+os.execvp(sys.argv[1], sys.argv[1:])\n";
+
+/// Each case: a name and the command, with `{M}` the marker's path and `{D}` the case's
+/// directory.
+const CASES: [(&str, &str); 17] = [
+    ("wrapper written for the test", "{D}/runargs rm {M}"),
+    ("wrapper of a wrapper", "{D}/runargs {D}/runargs rm {M}"),
+    (
+        "positional parameters of sh -c",
+        "sh -c '\"$0\" \"$1\"' rm {M}",
+    ),
+    (
+        "shell input on fd 3",
+        "printf 'rm {M}\\n' > {D}/in; sh /dev/fd/3 3< {D}/in",
+    ),
+    ("brace expansion", "bash -c '{rm,{M}}'"),
+    ("an array", "bash -c 'a=(rm {M}); \"${a[@]}\"'"),
+    (
+        "a script written, then run",
+        "printf 'rm {M}\\n' > {D}/s.sh; sh {D}/s.sh",
+    ),
+    (
+        "a name found at run time",
+        "x=$(printf r; printf m); $x {M}",
+    ),
+    (
+        "an interpreter calling a shell",
+        "python3 -c 'import os; os.system(\"rm {M}\")'",
+    ),
+    (
+        "an interpreter's own exec",
+        "perl -e 'exec \"rm\", \"{M}\"'",
+    ),
+    (
+        "a copied blocked binary",
+        "cp /usr/bin/rm {D}/del; {D}/del {M}",
+    ),
+    (
+        "a link to a blocked binary",
+        "ln -s /usr/bin/rm {D}/zap; {D}/zap {M}",
+    ),
+    ("a #! script whose interpreter is blocked", "{D}/k {M}"),
+    (
+        "an exec from a multi-threaded program",
+        "python3 {D}/threaded.py rm {M}",
+    ),
+    ("find -exec", "find {M} -exec {D}/runargs rm {} ';'"),
+    ("xargs", "echo {M} | xargs {D}/runargs rm"),
+    (
+        "make",
+        "printf 'all:\\n\\trm {M}\\n' > {D}/Makefile; make -s -C {D}",
+    ),
+];
+
+fn in_dir(command: &str, cwd: &Path) -> SpawnRequest {
+    SpawnRequest {
+        cwd: Some(cwd.as_os_str().to_owned()),
+        ..spawn_req(command)
+    }
+}
+
+/// Whether this daemon checks execs; a skip (a failure in CI) when it cannot here.
+async fn checking(c: &Client, what: &str) -> bool {
+    let s = c.status().step().await.unwrap();
+    if s.exec_checks.starts_with("on") {
+        return true;
+    }
+    machine::skip(what, &format!("exec checks are {}", s.exec_checks));
+    false
+}
+
+fn audit_names(d: &TestDaemon, id: u64) -> bool {
+    let audit = std::fs::read_to_string(d.state_dir().join("audit.jsonl")).unwrap_or_default();
+    audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|l| {
+            l["event"] == "exec"
+                && l["id"] == id
+                && l["program"].as_str().is_some_and(|p| !p.is_empty())
+        })
+}
+
+fn names_rm(p: &ProcessInfo) -> bool {
+    p.blocked
+        .iter()
+        .any(|b| b.program.ends_with("/rm") || b.message.contains("`rm`"))
+}
+
+/// Runs one case: `None` when it passed, else what went wrong.
+async fn case(
+    d: &TestDaemon,
+    c: &Client,
+    dir: &Path,
+    (name, text): (&str, &str),
+) -> Option<String> {
+    let case_dir = dir.join(name.replace([' ', '#', '!', '-', ',', '\''], "_"));
+    std::fs::create_dir_all(&case_dir).unwrap();
+    std::fs::write(case_dir.join("runargs"), WRAPPER).unwrap();
+    std::fs::set_permissions(case_dir.join("runargs"), PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(case_dir.join("threaded.py"), THREADED).unwrap();
+    // A script whose `#!` names rm (written here: `chmod` is blocked too). The kernel would
+    // run `rm {D}/k {M}`.
+    let script = case_dir.join("k");
+    std::fs::write(&script, "#!/usr/bin/rm\n").unwrap();
+    std::fs::set_permissions(&script, PermissionsExt::from_mode(0o755)).unwrap();
+    let marker = case_dir.join("marker");
+    std::fs::write(&marker, "keep").unwrap();
+    let command = text
+        .replace("{M}", &marker.display().to_string())
+        .replace("{D}", &case_dir.display().to_string());
+    match c.spawn(in_dir(&command, &case_dir)).step().await {
+        Err(e) if e.kind() == Some(ErrorKind::Blocked) => {
+            // Refused before it ran: the early, explainable refusal, naming rm or (under
+            // `unresolved = "refuse"`) the part it could not resolve.
+            let said = e.to_string();
+            let named = said.contains("rm") || said.contains("cannot be checked");
+            return (!named).then(|| format!("{name}: refused without naming rm: {said}"));
+        }
+        Err(e) => return Some(format!("{name}: {e}")),
+        Ok(p) => {
+            let done = wait_exit(c, p.id).await.process;
+            if !marker.exists() || !script.exists() {
+                return Some(format!("{name}: the marker is gone ({command})"));
+            }
+            if !names_rm(&done) {
+                let out = cuba_tests::read_all(c, p.id).await;
+                return Some(format!(
+                    "{name}: the reply names no refused rm: {:?}, exit {:?}, output {:?}",
+                    done.blocked,
+                    done.exit_code,
+                    String::from_utf8_lossy(&out)
+                ));
+            }
+            if !audit_names(d, p.id) {
+                return Some(format!("{name}: no exec line in the audit log"));
+            }
+        }
+    }
+    None
+}
+
+async fn corpus(unresolved: &str) {
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_UNRESOLVED", unresolved)
+        .max_procs(40)
+        .start()
+        .await;
+    let c = d.client().await;
+    if !checking(
+        &c,
+        &format!("exec checks corpus, unresolved = {unresolved}"),
+    )
+    .await
+    {
+        return;
+    }
+    let dir = d.dir().join("cases");
+    let mut failed = Vec::new();
+    for one in CASES {
+        failed.extend(case(&d, &c, &dir, one).await);
+    }
+    assert!(
+        failed.is_empty(),
+        "unresolved = {unresolved}:\n{}",
+        failed.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_to_a_blocked_program_ends_at_its_exec_unresolved_allow() {
+    corpus("allow").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_to_a_blocked_program_ends_at_its_exec_unresolved_refuse() {
+    corpus("refuse").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_build_of_thousands_of_execs_runs_untouched() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    if !checking(&c, "exec checks: a build").await {
+        return;
+    }
+    let dir = tempfile::tempdir_in(d.dir()).unwrap();
+    let mut mk = String::from("all:");
+    for i in 0..200 {
+        mk.push_str(&format!(" t{i}"));
+    }
+    mk.push('\n');
+    for i in 0..200 {
+        // Each target: a shell and three programs.
+        mk.push_str(&format!(
+            "t{i}:\n\t@true && printf '' && test -d . && echo t{i} > /dev/null\n"
+        ));
+    }
+    std::fs::write(dir.path().join("Makefile"), mk).unwrap();
+    let text =
+        "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; make -s -j2 && echo built";
+    let p = c.spawn(in_dir(text, dir.path())).step().await.unwrap();
+    let done = wait_exit(&c, p.id).await;
+    assert_eq!(done.process.exit_code, Some(0), "{:?}", done.process);
+    assert!(
+        done.process.blocked.is_empty(),
+        "{:?}",
+        done.process.blocked
+    );
+    let out = cuba_tests::read_all(&c, p.id).await;
+    assert!(String::from_utf8_lossy(&out).contains("built"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cubactl_run_says_blocked_with_the_program_and_the_rule() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    if !checking(&c, "exec checks: cubactl").await {
+        return;
+    }
+    let marker = d.dir().join("marker");
+    std::fs::write(&marker, "keep").unwrap();
+    let text = format!("x=$(printf rm); $x {}; echo after", marker.display());
+    let out = d.cubactl(&["run", &text]).output().step().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(marker.exists());
+    assert!(stdout.contains("after"), "the shell goes on: {stdout}");
+    assert!(
+        stderr.contains("BLOCKED: /usr/bin/rm") && stderr.contains("rule blocklist"),
+        "{stderr}"
+    );
+    let status = d
+        .cubactl(&["daemon", "status"])
+        .output()
+        .step()
+        .await
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("exec checks on (seccomp user notification"),
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_checks_off_and_required_say_so() {
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_EXEC_CHECKS", "off")
+        .start()
+        .await;
+    let c = d.client().await;
+    let s = c.status().step().await.unwrap();
+    assert_eq!(s.exec_checks, "off (exec_checks = \"off\")");
+    // Off: only the parse-time check stands, so a name found at run time runs.
+    let marker = d.dir().join("marker");
+    std::fs::write(&marker, "gone").unwrap();
+    let text = format!("x=$(printf rm); $x {}", marker.display());
+    let p = c.spawn(spawn_req(&text)).step().await.unwrap();
+    let done = wait_exit(&c, p.id).await.process;
+    assert!(!marker.exists() && done.blocked.is_empty(), "{done:?}");
+}
+
+/// Ends the unprivileged daemon (and what it started) however the test ends.
+struct Unprivileged {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl Drop for Unprivileged {
+    fn drop(&mut self) {
+        // SAFETY: kill with the daemon's pid; its children are in groups of their own.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+        let _ = std::process::Command::new("pkill")
+            .args([
+                "-KILL",
+                "-U",
+                "65534",
+                "-f",
+                &self.dir.display().to_string(),
+            ])
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn as_nobody(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    cmd.uid(65534)
+        .gid(65534)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setuid_programs_are_refused_by_an_unprivileged_daemon_and_run_under_root() {
+    if !machine::root() {
+        machine::skip("exec checks as nobody", "the tests do not run as root");
+        return;
+    }
+    // Root (CAP_SYS_ADMIN): no no_new_privs, so a setuid program works.
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    if !checking(&c, "exec checks: setuid").await {
+        return;
+    }
+    let p = c
+        .spawn(spawn_req("su root -c 'echo as-root'"))
+        .step()
+        .await
+        .unwrap();
+    let done = wait_exit(&c, p.id).await.process;
+    assert_eq!(done.exit_code, Some(0), "{done:?}");
+    assert!(done.blocked.is_empty(), "{:?}", done.blocked);
+
+    let dir = tempfile::Builder::new()
+        .prefix("cxn")
+        .tempdir_in("/tmp")
+        .unwrap()
+        .keep();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
+    let socket = dir.join("s");
+    let mut cubad = std::process::Command::new(cuba_tests::bin("cubad"));
+    as_nobody(&mut cubad)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .env("CUBA_EXEC_CONFIG", "/dev/null")
+        .env("HOME", &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let guard = Unprivileged {
+        child: cubad.spawn().unwrap(),
+        dir: dir.clone(),
+    };
+    let cubactl = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(cuba_tests::bin("cubactl"));
+        as_nobody(&mut cmd)
+            .args(args)
+            .env("CUBA_EXEC_SOCKET", &socket)
+            .env("CUBA_EXEC_CONFIG", "/dev/null")
+            .env("HOME", &dir)
+            .env("NO_COLOR", "1");
+        cmd.output().unwrap()
+    };
+    // Up when it answers (no event says the socket is bound).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let out = cubactl(&["daemon", "status"]);
+        if out.status.success() {
+            break String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the nobody daemon did not answer"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.contains("no_new_privs"), "{status}");
+    let out = cubactl(&["run", "su root -c 'echo as-root'"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("rule privileges") && stderr.contains("exec_checks"),
+        "{stderr}"
+    );
+    // And the blocklist holds as for root.
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "keep").unwrap();
+    std::os::unix::fs::chown(&marker, Some(65534), Some(65534)).unwrap();
+    let text = format!("x=$(printf rm); $x {}", marker.display());
+    let out = cubactl(&["run", &text]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(marker.exists(), "{stderr}");
+    assert!(stderr.contains("BLOCKED: /usr/bin/rm"), "{stderr}");
+    drop(guard);
+}
