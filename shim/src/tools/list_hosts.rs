@@ -38,6 +38,11 @@ pub struct HostRow {
     pub shell: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<u32>,
+    /// Whether its daemon checks every exec: `on (…)`, `unavailable (why)`, `off (…)` (in no
+    /// schema: tools/list is paid in every turn; docs/tools.md names it).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_checks: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -56,6 +61,7 @@ impl HostRow {
             os: None,
             shell: None,
             running: None,
+            exec_checks: None,
         };
         match status {
             Ok(s) => {
@@ -63,6 +69,8 @@ impl HostRow {
                 row.os = Some(format!("{}/{}", s.os, s.arch));
                 row.shell = Some(s.shell);
                 row.running = Some(s.running);
+                // A daemon older than the field says nothing of it.
+                row.exec_checks = Some(s.exec_checks).filter(|e| !e.is_empty());
             }
             Err(e) => row.error = Some(e),
         }
@@ -73,13 +81,23 @@ impl HostRow {
         let head = format!("host:{} via:{}", self.host, self.via);
         match (&self.error, &self.os) {
             (Some(e), _) => format!("{head} unreachable: {e}"),
-            (None, os) => format!(
-                "{head} ok version:{} os:{} shell:{} running:{}",
-                self.version.as_deref().unwrap_or("?"),
-                os.as_deref().unwrap_or("?"),
-                self.shell.as_deref().unwrap_or("?"),
-                self.running.unwrap_or(0)
-            ),
+            (None, os) => {
+                let mut l = format!(
+                    "{head} ok version:{} os:{} shell:{} running:{}",
+                    self.version.as_deref().unwrap_or("?"),
+                    os.as_deref().unwrap_or("?"),
+                    self.shell.as_deref().unwrap_or("?"),
+                    self.running.unwrap_or(0)
+                );
+                // On: one word. Otherwise why, which the model should know before it relies
+                // on the exec checks.
+                match self.exec_checks.as_deref() {
+                    Some(e) if e.starts_with("on") => l.push_str(" exec_checks:on"),
+                    Some(e) => l.push_str(&format!(" exec checks: {e}")),
+                    None => {}
+                }
+                l
+            }
         }
     }
 }

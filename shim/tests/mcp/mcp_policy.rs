@@ -72,3 +72,35 @@ async fn a_script_unseen_before_run_time_is_refused_in_the_strict_mode() {
     assert_eq!(r.sc()["exit_code"], 4, "{}", r.text());
     c.close().await;
 }
+
+/// A program only known at run time is refused at its exec (where the daemon checks execs):
+/// the shell goes on, and the reply says `BLOCKED` with the program and the rule, in the text
+/// and the structured content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_found_at_run_time_is_blocked_at_its_exec_and_the_reply_says_so() {
+    let mut t = TestDir::with_daemon().await;
+    let c = binary(&mut t, "exec-checks", &[]).await;
+    let me = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "status");
+    let direct = cuba_protocol::client::Client::connect(&t.socket(), me)
+        .await
+        .expect("a direct connection");
+    let status = direct.status().await.expect("the daemon's status");
+    if !status.exec_checks.starts_with("on") {
+        cuba_tests::machine::skip("exec checks through MCP", &status.exec_checks);
+        return;
+    }
+    let marker = t.path().join("keep");
+    std::fs::write(&marker, "x").expect("marker");
+    let command = format!("x=$(printf rm); $x {}; echo after", marker.display());
+    let r = c.call("run", json!({ "command": command })).await;
+    assert!(marker.exists(), "{}", r.text());
+    assert!(r.text().contains("after"), "{}", r.text());
+    assert!(
+        r.text().contains("BLOCKED: /usr/bin/rm (`rm ") && r.text().contains("rule blocklist"),
+        "{}",
+        r.text()
+    );
+    let blocked = r.sc()["blocked"].as_array().cloned().unwrap_or_default();
+    assert_eq!(blocked.len(), 1, "{}", r.sc());
+    c.close().await;
+}

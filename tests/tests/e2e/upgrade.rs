@@ -126,6 +126,44 @@ async fn a_prompt_waiting_for_input_is_answered_after_the_upgrade() {
     assert_eq!(text(&read_all(&c, p.id).await), "name? hi-bob\n");
 }
 
+/// The new program answers the execs of a tree the old one started: a blocked program reached
+/// after the upgrade is still refused, an allowed one still runs (an unanswered exec would hang).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execs_after_the_upgrade_are_still_checked() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let status = c.status().step().await.unwrap();
+    if !status.exec_checks.starts_with("on") {
+        cuba_tests::machine::skip("exec checks across an upgrade", &status.exec_checks);
+        return;
+    }
+    let marker = d.dir().join("keep");
+    std::fs::write(&marker, "x").unwrap();
+    let text_of = format!(
+        "read n; x=$(printf rm); $x {}; /bin/echo after-$n",
+        marker.display()
+    );
+    let p = spawn(&c, &text_of).await;
+    let waiting = WaitRequest {
+        id: p.id,
+        since: Some(0),
+        spec: WaitSpec::exit(STEP.as_millis() as u64, 1 << 16),
+    };
+    let w = c.wait(waiting).step().await.unwrap();
+    assert_eq!(w.reason, WaitReason::WaitingInput, "{w:?}");
+    upgrade(&d).await;
+    let c = d.client().await;
+    c.stdin(p.id, b"go\n".to_vec(), false).step().await.unwrap();
+    let w = wait_exit(&c, p.id).await;
+    assert!(marker.exists());
+    assert!(
+        w.process.blocked.iter().any(|b| b.program == "/usr/bin/rm"),
+        "{:?}",
+        w.process.blocked
+    );
+    assert!(text(&read_all(&c, p.id).await).contains("after-go"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cubactl_run_follows_its_command_across_the_upgrade() {
     // Output before and after, input typed after it, and the exit code: as if nothing happened.
