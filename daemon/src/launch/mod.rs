@@ -283,7 +283,10 @@ impl Launcher {
             rec.root = Some(root.clone());
             rec.cgroup = cgroup;
             rec.control = Some(control_tx);
-            rec.stdin = Some(stdin_tx.clone());
+            // A pipe closed at the start takes no input: nothing can wait for it either (a
+            // `make -j` waiting for its jobs in `pselect` is not at a prompt).
+            let closed = close_stdin && matches!(connected.sink, stdin::StdinSink::Pipe(_));
+            rec.stdin = (!closed).then(|| stdin_tx.clone());
         }
         self.table.started(caller.who(), p, root.start_time);
         // The queue is empty: these cannot fail for lack of room.
