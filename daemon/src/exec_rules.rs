@@ -6,7 +6,6 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::hash::Hasher;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,13 +34,20 @@ pub struct Identities {
     by_size: HashMap<u64, Vec<(u64, String)>>,
 }
 
-fn hash_file(file: &mut File) -> Option<u64> {
+/// SipHash of the whole file, read by offset (the descriptor's own offset is left alone).
+fn hash_file(file: &File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
     let mut h = std::hash::DefaultHasher::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut at = 0u64;
     loop {
-        match file.read(&mut buf) {
+        match file.read_at(&mut buf, at) {
             Ok(0) => return Some(h.finish()),
-            Ok(n) => h.write(&buf[..n]),
+            Ok(n) => {
+                h.write(&buf[..n]);
+                at += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
     }
@@ -71,7 +77,7 @@ impl Identities {
                 if !policy.is_blocked(&name) {
                     continue;
                 }
-                let Ok(mut file) = File::open(e.path()) else {
+                let Ok(file) = File::open(e.path()) else {
                     continue;
                 };
                 let Ok(meta) = file.metadata() else { continue };
@@ -79,7 +85,7 @@ impl Identities {
                     continue;
                 }
                 out.files.insert((meta.dev(), meta.ino()), name.clone());
-                if let Some(h) = hash_file(&mut file) {
+                if let Some(h) = hash_file(&file) {
                     out.by_size.entry(meta.size()).or_default().push((h, name));
                 }
             }
@@ -93,8 +99,10 @@ impl Identities {
             return Some((name, false));
         }
         let same_size = self.by_size.get(&t.size)?;
-        let mut file = t.file.as_ref()?.try_clone().ok()?;
-        let h = hash_file(&mut file)?;
+        if !t.readable {
+            return None;
+        }
+        let h = hash_file(&t.file)?;
         same_size
             .iter()
             .find(|(x, _)| *x == h)
@@ -150,24 +158,30 @@ impl ExecRules {
     pub fn decide(&self, e: &Exec) -> Option<Refusal> {
         let t = e.target.as_ref()?;
         let given = file_name(Path::new(&e.path));
-        let refuse = |rule, program: &Path, message: String| Refusal {
+        let refuse = |rule, program: &Target, message: String| Refusal {
             rule,
-            program: program.display().to_string(),
+            program: program.path().display().to_string(),
             message,
             errno: libc::EACCES,
         };
-        for (i, f) in std::iter::once(t).chain(&e.interpreters).enumerate() {
-            let name = file_name(&f.path);
-            let how = match i {
-                0 => String::new(),
-                _ => format!(" (the interpreter of {})", t.path.display()),
+        let files = e.files().map(|f| (f, None)).chain(
+            // What the dynamic loader is given runs without an exec of its own.
+            e.runs
+                .iter()
+                .map(|f| (f, Some("the program the loader was given"))),
+        );
+        for (i, (f, role)) in files.enumerate() {
+            let how = match (i, role) {
+                (_, Some(role)) => format!(" ({role}: {})", t.path().display()),
+                (0, None) => String::new(),
+                _ => format!(" (the interpreter of {})", t.path().display()),
             };
-            let blocked = [name.as_str(), if i == 0 { given.as_str() } else { "" }]
+            let blocked = [f.name.as_str(), if i == 0 { given.as_str() } else { "" }]
                 .into_iter()
                 .find(|n| !n.is_empty() && self.rules.is_blocked(n));
             if let Some(n) = blocked {
                 let msg = format!("`{n}`{how} is on the blocklist; its exec was refused");
-                return Some(refuse("blocklist", &f.path, msg));
+                return Some(refuse("blocklist", f, msg));
             }
             if let Some((n, copy)) = self.identities.of(f) {
                 let what = match copy {
@@ -176,41 +190,60 @@ impl ExecRules {
                 };
                 let msg = format!(
                     "{}{how} is {what} `{n}`, which is on the blocklist; its exec was refused",
-                    f.path.display()
+                    f.path().display()
                 );
-                return Some(refuse("blocklist", &f.path, msg));
+                return Some(refuse("blocklist", f, msg));
             }
             let setid = libc::S_ISUID | libc::S_ISGID;
-            if self.no_new_privs && f.mode & setid != 0 && f.mode & libc::S_IFMT == libc::S_IFREG {
+            if self.no_new_privs && f.mode & setid != 0 && f.is_regular() {
                 let msg = format!(
-                    "`{name}` is setuid or setgid and cannot gain privileges under exec checks \
+                    "`{}` is setuid or setgid and cannot gain privileges under exec checks \
                      (no_new_privs); ask the user to run it themselves, or to set exec_checks = \
-                     \"off\" or run cubad with CAP_SYS_ADMIN"
+                     \"off\" or run cubad with CAP_SYS_ADMIN",
+                    f.name
                 );
                 return Some(Refusal {
                     errno: libc::EPERM,
-                    ..refuse("privileges", &f.path, msg)
+                    ..refuse("privileges", f, msg)
                 });
             }
         }
+        // A multi-call binary's tool (`busybox rm`), or a loader's program known by name only.
+        if let Some(applet) = e.applet.as_deref().filter(|a| self.rules.is_blocked(a)) {
+            let msg = format!(
+                "`{applet}` (run by {}) is on the blocklist; its exec was refused",
+                t.name
+            );
+            return Some(refuse("blocklist", t, msg));
+        }
         if let Some(allowed) = &self.rules.allowed {
-            let name = file_name(&t.path);
-            let ok = allowed.contains(&name) || allowed.contains(&given);
-            if !ok && caller_is_shell(e.pid) {
+            let ok = allowed.contains(&t.name) || allowed.contains(&given);
+            if !ok && self.shell_caller(e) {
                 let msg = format!(
                     "`{given}` is not on the allowlist; allowed: {}",
                     allowed.iter().cloned().collect::<Vec<_>>().join(", ")
                 );
-                return Some(refuse("allowlist", &t.path, msg));
+                return Some(refuse("allowlist", t, msg));
             }
         }
         if !self.rules.dirs.is_empty() {
             let cwd = crate::platform::proc::cwd(e.pid as u32)?;
             if let Err(refusal) = self.rules.check_dir(&cwd) {
-                return Some(refuse("allowed_dirs", &t.path, refusal.message));
+                return Some(refuse("allowed_dirs", t, refusal.message));
             }
         }
         None
+    }
+
+    /// Whether the caller of `e` is a shell: known already (a check after an exec), else
+    /// read once and kept with the exec.
+    fn shell_caller(&self, e: &Exec) -> bool {
+        if let Some(known) = e.shell_caller.get() {
+            return known;
+        }
+        let shell = caller_is_shell(e.pid);
+        e.shell_caller.set(Some(shell));
+        shell
     }
 }
 

@@ -11,8 +11,7 @@ fn exec_of(path: &Path) -> Exec {
         pid: std::process::id() as i32,
         path: path.display().to_string(),
         target: t,
-        interpreters: Vec::new(),
-        shared_memory: false,
+        ..Exec::default()
     }
 }
 
@@ -74,7 +73,9 @@ fn the_interpreter_of_a_script_is_checked_too() {
 #[test]
 fn setuid_programs_are_refused_only_without_privileges() {
     let su = Path::new("/usr/bin/su");
+    // Debian's su is setuid root; a machine without it has nothing to test here.
     let Some(t) = target(su).filter(|t| t.mode & libc::S_ISUID != 0) else {
+        cuba_tests::machine::skip("setuid su", "no setuid /usr/bin/su on this machine");
         return;
     };
     drop(t);
@@ -86,4 +87,45 @@ fn setuid_programs_are_refused_only_without_privileges() {
     assert!(ExecRules::new(&policy, false)
         .decide(&exec_of(su))
         .is_none());
+}
+
+#[test]
+fn what_a_loader_or_a_multi_call_binary_is_told_to_run_is_checked() {
+    let r = rules(&["rm"]);
+    // `ld.so /usr/bin/rm …`: the loader maps rm without an exec of its own.
+    let mut e = exec_of(Path::new("/usr/bin/env"));
+    e.runs.push(target(Path::new("/usr/bin/rm")).unwrap());
+    let refusal = r.decide(&e).unwrap();
+    assert!(
+        refusal.message.contains("the program the loader was given"),
+        "{}",
+        refusal.message
+    );
+    // `busybox rm …`, or a copy of it called `rm` by its argv[0].
+    let mut e = exec_of(Path::new("/usr/bin/env"));
+    e.applet = Some("rm".to_string());
+    let refusal = r.decide(&e).unwrap();
+    assert!(
+        refusal.message.contains("`rm` (run by env)"),
+        "{}",
+        refusal.message
+    );
+    e.applet = Some("ls".to_string());
+    assert!(r.decide(&e).is_none());
+}
+
+#[test]
+fn an_allowlist_asks_once_whether_the_caller_is_a_shell() {
+    let policy = Policy {
+        allowed: Some(["ls".to_string()].into_iter().collect()),
+        ..Policy::default()
+    };
+    let r = ExecRules::new(&Effective::daemon(&policy), false);
+    // This test binary is not a shell: what it runs is not held to the allowlist.
+    let e = exec_of(Path::new("/usr/bin/true"));
+    assert!(r.decide(&e).is_none());
+    assert_eq!(e.shell_caller.get(), Some(false));
+    // Known to be a shell (a check after an exec carries what the check found).
+    e.shell_caller.set(Some(true));
+    assert_eq!(r.decide(&e).map(|x| x.rule), Some("allowlist"));
 }

@@ -5,6 +5,7 @@
 //! arguments from the caller's memory and finding the file the kernel will run (`notif.rs`).
 //! What is allowed is the policy's (`crate::exec_rules`), behind [`Judge`].
 
+mod after;
 mod filter;
 mod notif;
 mod serve;
@@ -18,7 +19,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use cuba_protocol::ExecBlocked;
-use tokio::sync::mpsc;
 
 use crate::platform::spawn::Spawn;
 
@@ -148,21 +148,24 @@ pub struct ChildEnd(#[allow(dead_code)] Option<OwnedFd>);
 
 /// The thread that answers every listener.
 pub struct Checker {
-    tx: mpsc::UnboundedSender<Watch>,
+    shared: Arc<serve::Shared>,
 }
 
 impl Checker {
     pub fn start() -> io::Result<Checker> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(serve::Shared::new()?);
+        let for_thread = shared.clone();
         std::thread::Builder::new()
             .name("cubad-exec".into())
-            .spawn(move || serve::run(rx))?;
-        Ok(Checker { tx })
+            .spawn(move || serve::run(for_thread))?;
+        Ok(Checker { shared })
     }
 
+    /// Hands `w` to the thread: its descriptor goes straight into the thread's `epoll`, so a
+    /// start wakes the thread once, when the child sends its listener, not also to say so.
     pub fn watch(&self, w: Watch) -> Result<(), String> {
-        self.tx
-            .send(w)
-            .map_err(|_| "the exec checks' thread has ended".to_string())
+        self.shared
+            .add(w)
+            .map_err(|e| format!("the exec checks cannot watch a new tree: {e}"))
     }
 }

@@ -1,183 +1,362 @@
 //! The thread that answers every tree's exec notifications, apart from the daemon's runtime:
 //! a check that reads a file never delays a reply, and a start (whose first exec waits for its
-//! answer) never waits for the runtime it was called from.
+//! answer) never waits for the runtime it was called from. It blocks in `epoll_wait` on every
+//! listener and answers each notification as it comes: a caller waits for nothing else.
 
+use std::collections::HashMap;
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
-
+use super::after::{After, Afters};
 use super::notif::{self, Notification};
-use super::types::Exec;
+use super::types::Target;
 use super::{Judge, Source, Watch};
 
-/// How long the check after an exec whose path could change looks for the new program.
-const AFTER: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Events taken per `epoll_wait`.
+const EVENTS: usize = 64;
+/// Receives that failed in a row on one listener before the thread pauses (a kernel that kept
+/// saying "readable" and failing would otherwise have it spin).
+const FAILURES: u32 = 64;
 
-pub fn run(mut rx: mpsc::UnboundedReceiver<Watch>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("exec checks: cannot start their runtime: {e}");
-            return;
-        }
-    };
-    rt.block_on(async move {
-        while let Some(w) = rx.recv().await {
-            tokio::spawn(watch(w));
-        }
-    });
+/// What one registered descriptor is.
+enum Entry {
+    /// The socket a child sends its listener on.
+    Socket(OwnedFd, Arc<dyn Judge>),
+    /// A tree's listener, the receives that failed on it in a row, and whether it asks for
+    /// wake-ups on the current CPU.
+    Listener(Arc<OwnedFd>, Arc<dyn Judge>, u32, bool),
 }
 
-async fn watch(w: Watch) {
-    let listener = match w.source {
-        Source::Listener(fd) => Arc::new(fd),
-        Source::Socket(sock) => match receive(sock).await {
-            Some(fd) => Arc::new(fd),
-            // The child never got as far as sending it: its start failed.
-            None => return,
-        },
+impl Entry {
+    fn fd(&self) -> RawFd {
+        match self {
+            Entry::Socket(s, _) => s.as_raw_fd(),
+            Entry::Listener(l, _, _, _) => l.as_raw_fd(),
+        }
+    }
+}
+
+/// What the thread and the spawns share: the `epoll` and the entries added since the thread
+/// last looked.
+pub struct Shared {
+    epoll: OwnedFd,
+    added: Mutex<Vec<(u64, Entry)>>,
+    next: AtomicU64,
+}
+
+impl Shared {
+    pub fn new() -> io::Result<Shared> {
+        // SAFETY: epoll_create1 takes flags; the new descriptor is owned at once.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Shared {
+            // SAFETY: a new descriptor nothing else owns.
+            epoll: unsafe { OwnedFd::from_raw_fd(ep) },
+            added: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+        })
+    }
+
+    /// Registers `w` (from any thread): its entry first, then its descriptor, so the thread
+    /// finds the entry of every event it gets.
+    pub fn add(&self, w: Watch) -> io::Result<()> {
+        let entry = match w.source {
+            Source::Socket(sock) => Entry::Socket(sock, w.judge),
+            Source::Listener(fd) => listening(fd, w.judge),
+        };
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        let fd = entry.fd();
+        self.lock().push((token, entry));
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32,
+            u64: token,
+        };
+        // SAFETY: registers a live descriptor (owned by the entry just queued) with a valid event.
+        let r =
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            self.lock().retain(|(t, _)| *t != token);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Entry)>> {
+        self.added.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A listener as the thread keeps it, the record told of it (for a hand-over).
+fn listening(fd: OwnedFd, judge: Arc<dyn Judge>) -> Entry {
+    let listener = Arc::new(fd);
+    judge.listening(listener.clone());
+    Entry::Listener(listener, judge, 0, false)
+}
+
+struct Loop {
+    shared: Arc<Shared>,
+    entries: HashMap<u64, Entry>,
+    afters: Afters,
+    pace: Pace,
+}
+
+pub fn run(shared: Arc<Shared>) {
+    let mut l = Loop {
+        shared,
+        entries: HashMap::new(),
+        afters: Afters::default(),
+        pace: Pace::new(),
     };
-    w.judge.listening(listener.clone());
-    // SAFETY: the listener is shared with the record, which never closes or changes it while
-    // this AsyncFd lives (the Arc keeps it open).
-    let registered = unsafe {
-        AsyncFd::register_with_interest(ArcFd(listener.clone()), tokio::io::Interest::READABLE)
-    };
-    let Ok(afd) = registered else {
-        tracing::error!("exec checks: cannot watch a listener");
-        return;
-    };
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
     loop {
-        let Ok(mut guard) = afd.readable().await else {
-            return;
+        let timeout = l.afters.timeout_ms();
+        // SAFETY: `events` has room for EVENTS entries.
+        let n = unsafe {
+            libc::epoll_wait(
+                l.shared.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                EVENTS as i32,
+                timeout,
+            )
         };
-        // Everything pending now: the readiness is edge-triggered.
-        while pending(listener.as_raw_fd()) {
-            match notif::recv(listener.as_raw_fd()) {
-                Ok(n) => handle(&listener, &w.judge, n),
-                // Its caller died or was interrupted before the receive.
-                Err(_) => continue,
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
             }
-        }
-        if hung_up(listener.as_raw_fd()) {
-            // No process is left under the filter.
+            tracing::error!("exec checks: epoll_wait failed: {e}");
             return;
         }
-        guard.clear_ready();
+        for ev in &events[..n as usize] {
+            l.ready(ev.u64, ev.events);
+        }
+        l.afters.run_due();
     }
 }
 
-fn handle(listener: &Arc<OwnedFd>, judge: &Arc<dyn Judge>, n: Notification) {
-    let fd = listener.as_raw_fd();
-    let exec = n.exec();
-    // What was read is the caller's only if it is still waiting on this same call.
-    if !notif::still_valid(fd, n.id) {
-        return;
+/// How the thread is scheduled, by what its callers do.
+///
+/// One caller at a time (a shell running commands one after another, a test runner): the
+/// lowest realtime priority, where the daemon may (root, or an `RLIMIT_RTPRIO` above 0), and
+/// wake-ups on the current CPU. A caller's exec then wakes this thread on the caller's own CPU,
+/// which its wait leaves free, and is answered before anything else runs there; the answer's
+/// wake-up of the caller cannot preempt the thread before it is back in `epoll_wait`.
+/// Otherwise the thread would stay runnable on the caller's CPU and the wake-ups that follow
+/// would go to an idle CPU: on a virtual machine that costs more than the check itself.
+///
+/// Several callers at once (a parallel build): the fair scheduler with a short time slice, and
+/// the wake-ups where the scheduler puts them. Wake-ups on the current CPU would gather the
+/// build's processes on one CPU, and a realtime thread waking on a busy one takes it from
+/// them. The thread's work per exec is bounded either way (nothing in it waits for another
+/// process), and `SCHED_RESET_ON_FORK` keeps the priority from anything it could start.
+struct Pace {
+    /// The realtime priority is granted here.
+    realtime: bool,
+    /// Callers overlap now.
+    parallel: bool,
+    /// The last caller and when it was answered.
+    last: Option<(i32, Instant)>,
+    /// When callers last overlapped.
+    overlapped: Option<Instant>,
+}
+
+/// Callers answered this close together overlap when the first is still alive.
+const OVERLAP: Duration = Duration::from_millis(5);
+/// How long after the last overlap the thread goes back to the one-caller pace.
+const CALM: Duration = Duration::from_millis(100);
+
+impl Pace {
+    fn new() -> Pace {
+        let mut p = Pace {
+            realtime: false,
+            parallel: true,
+            last: None,
+            overlapped: None,
+        };
+        p.realtime = p.schedule(false);
+        p.parallel = !p.realtime;
+        p
     }
-    let Some(exec) = exec else {
-        // Recorded first: the caller may end as soon as it has the answer.
-        judge.refused(super::types::unreadable(n.pid, n.argv()));
-        let _ = notif::answer(fd, n.id, Some(libc::EACCES));
-        return;
-    };
-    match judge.decide(&exec) {
-        Some(refusal) => {
-            let errno = refusal.errno;
-            judge.refused(refusal.report(exec.pid, n.argv(), false));
-            let _ = notif::answer(fd, n.id, Some(errno));
-        }
-        None => {
-            // Taken while the call is known to be this caller's: the pid cannot be another's.
-            let before = exec
-                .shared_memory
-                .then(|| (notif::running(exec.pid), pidfd(exec.pid)));
-            if notif::answer(fd, n.id, None).is_err() {
-                return;
-            }
-            if let Some((before, Some(pidfd))) = before {
-                let argv = n.argv();
-                tokio::spawn(after_exec(judge.clone(), exec, (before, pidfd), argv));
+
+    /// Sets the thread's policy: realtime (`true` where granted), else the short slice.
+    fn schedule(&self, parallel: bool) -> bool {
+        if !parallel {
+            let param = libc::sched_param { sched_priority: 1 };
+            let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+            // SAFETY: sets this thread's policy; the parameter lives across the call.
+            if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+                return true;
             }
         }
+        /// `struct sched_attr` (its first version: enough for a fair task's slice).
+        #[repr(C)]
+        struct SchedAttr {
+            size: u32,
+            policy: u32,
+            flags: u64,
+            nice: i32,
+            priority: u32,
+            runtime: u64,
+            deadline: u64,
+            period: u64,
+        }
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            policy: libc::SCHED_OTHER as u32,
+            flags: libc::SCHED_FLAG_RESET_ON_FORK as u64,
+            nice: 0,
+            priority: 0,
+            // The shortest slice the kernel takes (Linux 6.12; older ones ignore it): 0.1 ms.
+            runtime: 100_000,
+            deadline: 0,
+            period: 0,
+        };
+        // SAFETY: sched_setattr reads `attr`, whose size field says how much.
+        unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+        false
+    }
+
+    /// A notification from `pid`: whether its listener should ask for wake-ups on the
+    /// current CPU, after the thread's policy follows what the callers do.
+    fn caller(&mut self, pid: i32) -> bool {
+        if !self.realtime {
+            return false;
+        }
+        let now = Instant::now();
+        // SAFETY: signal 0 only asks whether the process exists.
+        let overlaps = self.last.is_some_and(|(p, at)| {
+            p != pid && now.duration_since(at) < OVERLAP && unsafe { libc::kill(p, 0) } == 0
+        });
+        self.last = Some((pid, now));
+        if overlaps {
+            self.overlapped = Some(now);
+        }
+        let parallel = self
+            .overlapped
+            .is_some_and(|t| now.duration_since(t) < CALM);
+        if parallel != self.parallel {
+            self.parallel = parallel;
+            self.schedule(parallel);
+            tracing::debug!(parallel, "exec checks: callers changed pace");
+        }
+        !parallel
     }
 }
 
-/// The check after an exec whose caller shares its memory with another thread: that thread
-/// may have changed the path between the check and the kernel's read. The program running
-/// once the exec happened is checked as well, and killed if it is refused.
-async fn after_exec(
-    judge: Arc<dyn Judge>,
-    exec: Exec,
-    (before, pidfd): (Option<super::types::Target>, OwnedFd),
-    argv: Vec<String>,
-) {
-    let id = |t: &super::types::Target| (t.dev, t.ino);
-    let was = before.as_ref().map(id);
-    let checked = exec.target.as_ref().map(id);
-    for ms in AFTER {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        let Some(now) = notif::running(exec.pid) else {
-            return;
-        };
-        if Some(id(&now)) == was {
-            continue;
-        }
-        if Some(id(&now)) == checked {
-            return;
-        }
-        let ran = Exec {
-            pid: exec.pid,
-            path: now.path.display().to_string(),
-            target: Some(now),
-            interpreters: Vec::new(),
-            shared_memory: false,
-        };
-        if let Some(refusal) = judge.decide(&ran) {
-            // SAFETY: a pidfd this task owns; no siginfo.
+impl Loop {
+    fn remove(&mut self, token: u64) {
+        if let Some(entry) = self.entries.remove(&token) {
+            // SAFETY: removes a descriptor this loop registered; it is still open.
             unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
+                libc::epoll_ctl(
+                    self.shared.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    entry.fd(),
+                    std::ptr::null_mut(),
                 )
             };
-            judge.refused(refusal.report(exec.pid, argv, true));
         }
-        return;
+    }
+
+    fn ready(&mut self, token: u64, flags: u32) {
+        if !self.entries.contains_key(&token) {
+            let added = std::mem::take(&mut *self.shared.lock());
+            self.entries.extend(added);
+        }
+        let Some(entry) = self.entries.get_mut(&token) else {
+            return;
+        };
+        match entry {
+            Entry::Socket(sock, judge) => match recv_fd(sock.as_raw_fd()) {
+                Ok(Some(fd)) => {
+                    let judge = judge.clone();
+                    self.remove(token);
+                    if let Err(e) = self.shared.add(Watch {
+                        source: Source::Listener(fd),
+                        judge,
+                    }) {
+                        tracing::error!("exec checks: cannot watch a listener: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The child never got as far as sending it: its start failed.
+                _ => self.remove(token),
+            },
+            Entry::Listener(listener, judge, failures, sync) => {
+                if flags & libc::EPOLLIN as u32 != 0 {
+                    match notif::recv(listener.as_raw_fd()) {
+                        Ok(n) => {
+                            *failures = 0;
+                            let want = self.pace.caller(n.pid);
+                            if want != *sync {
+                                notif::sync_wake_up(listener.as_raw_fd(), want);
+                                *sync = want;
+                            }
+                            let (fd, judge) = (listener.as_raw_fd(), judge.clone());
+                            self.handle(fd, &judge, n);
+                        }
+                        // Its caller died or was interrupted before the receive.
+                        Err(e) => {
+                            *failures += 1;
+                            if *failures >= FAILURES {
+                                tracing::warn!("exec checks: receives keep failing: {e}");
+                                *failures = 0;
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                        }
+                    }
+                } else if flags & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+                    // No process is left under the filter.
+                    self.remove(token);
+                }
+            }
+        }
+    }
+
+    /// Answers notification `n`.
+    fn handle(&mut self, fd: RawFd, judge: &Arc<dyn Judge>, n: Notification) {
+        // What the caller runs now: what its previous exec ran, if that one is still being
+        // checked, and what this exec must change.
+        let before = notif::running_id(n.pid);
+        self.afters.settle(n.pid, before);
+        let Some(exec) = n.exec() else {
+            // Recorded first: the caller may end as soon as it has the answer.
+            if notif::still_valid(fd, n.id) {
+                judge.refused(super::types::unreadable(n.pid, n.argv()));
+                let _ = notif::answer(fd, n.id, Some(libc::EACCES));
+            }
+            return;
+        };
+        if let Some(refusal) = judge.decide(&exec) {
+            // Only the caller's own call is reported: what was read was its.
+            if notif::still_valid(fd, n.id) {
+                let errno = refusal.errno;
+                judge.refused(refusal.report(exec.pid, n.argv(), false));
+                let _ = notif::answer(fd, n.id, Some(errno));
+            }
+            return;
+        }
+        if notif::answer(fd, n.id, None).is_err() {
+            // The caller is gone: nothing ran.
+            return;
+        }
+        let after = After {
+            judge: judge.clone(),
+            before,
+            checked: exec.files().map(Target::id).collect(),
+            shell_caller: exec.shell_caller.get(),
+        };
+        self.afters.schedule(n.pid, after);
     }
 }
 
-fn pidfd(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; the new descriptor is owned here.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a new descriptor nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// Receives the listener the child sends on `sock` (EOF: it sent none).
-async fn receive(sock: OwnedFd) -> Option<OwnedFd> {
-    // SAFETY: an OwnedFd moved into the AsyncFd, open and unchanged for its whole life.
-    let afd =
-        unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) }.ok()?;
-    loop {
-        let mut guard = afd.readable().await.ok()?;
-        match recv_fd(afd.get_ref().as_raw_fd()) {
-            Ok(fd) => return fd,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => guard.clear_ready(),
-            Err(_) => return None,
-        }
-    }
-}
-
-fn recv_fd(sock: RawFd) -> std::io::Result<Option<OwnedFd>> {
+fn recv_fd(sock: RawFd) -> io::Result<Option<OwnedFd>> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -194,7 +373,7 @@ fn recv_fd(sock: RawFd) -> std::io::Result<Option<OwnedFd>> {
         msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
         let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
         if n < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(io::Error::last_os_error());
         }
         let c = libc::CMSG_FIRSTHDR(&msg);
         if n == 0 || c.is_null() {
@@ -205,35 +384,5 @@ fn recv_fd(sock: RawFd) -> std::io::Result<Option<OwnedFd>> {
         }
         let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
         Ok(Some(OwnedFd::from_raw_fd(fd)))
-    }
-}
-
-fn poll_now(fd: RawFd) -> i16 {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd, no wait.
-    match unsafe { libc::poll(&mut p, 1, 0) } {
-        1 => p.revents,
-        _ => 0,
-    }
-}
-
-fn pending(fd: RawFd) -> bool {
-    poll_now(fd) & libc::POLLIN != 0
-}
-
-fn hung_up(fd: RawFd) -> bool {
-    poll_now(fd) & (libc::POLLHUP | libc::POLLERR) != 0
-}
-
-/// A shared listener as tokio's `AsyncFd` wants it.
-struct ArcFd(Arc<OwnedFd>);
-
-impl AsRawFd for ArcFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
     }
 }

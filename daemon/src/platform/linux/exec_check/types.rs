@@ -1,6 +1,7 @@
 //! What the daemon learns of one exec, and what it answers when it refuses one.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use cuba_protocol::ExecBlocked;
@@ -8,18 +9,38 @@ use cuba_protocol::ExecBlocked;
 /// A file an exec would run.
 #[derive(Debug)]
 pub struct Target {
-    /// Its path, links resolved.
-    pub path: PathBuf,
+    /// Its file name, links resolved: what the blocklist and the allowlist match.
+    pub name: String,
+    /// The path it was opened by (shown where the file itself no longer says).
+    pub opened: PathBuf,
     pub dev: u64,
     pub ino: u64,
     pub size: u64,
     pub mode: u32,
-    /// Open for reading, where the daemon may read it (for `#!` and copies).
-    pub file: Option<File>,
+    /// The open file: for reading where `readable` (for `#!` lines and copies), else a path.
+    pub file: File,
+    pub readable: bool,
+}
+
+impl Target {
+    /// What the file is, whatever its name: device and inode.
+    pub fn id(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    /// Its path, links resolved (read when a refusal names it, not for every exec).
+    pub fn path(&self) -> PathBuf {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+            .unwrap_or_else(|_| self.opened.clone())
+    }
+
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
 }
 
 /// One exec, as the daemon found it before the kernel goes on.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Exec {
     pub pid: i32,
     /// The path the caller gave.
@@ -28,8 +49,19 @@ pub struct Exec {
     pub target: Option<Target>,
     /// The interpreters of its `#!` lines, the script's own first.
     pub interpreters: Vec<Target>,
-    /// Another thread can write the caller's memory: the path may change after the check.
-    pub shared_memory: bool,
+    /// What a program that runs another without an exec of its own is told to run: the
+    /// program the dynamic loader is given, the applet of a multi-call binary (`busybox rm`).
+    pub runs: Vec<Target>,
+    pub applet: Option<String>,
+    /// Whether the caller is a shell, once the rules asked (an allowlist governs them).
+    pub shell_caller: std::cell::Cell<Option<bool>>,
+}
+
+impl Exec {
+    /// Every file the kernel runs for this exec: the target, then its interpreters.
+    pub fn files(&self) -> impl Iterator<Item = &Target> {
+        self.target.iter().chain(&self.interpreters)
+    }
 }
 
 /// An exec refused.
