@@ -8,12 +8,14 @@ and a private auto-started `cubad` (see conftest.py).
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
 import time
 from typing import Any
 
 import anyio
 import pytest
-from conftest import CALL_TIMEOUT, World
+from conftest import CALL_TIMEOUT, World, bin_dir
 from mcp import Client
 from mcp_types import CallToolResult
 
@@ -272,3 +274,37 @@ async def test_matched_line_is_redacted(world: World) -> None:
         await ok(c, "send_signal", id=pid_id, signal="SIGKILL")
         assert w["output"] == "key=[REDACTED]\n"
         assert "supersecret123" not in w["matched"]
+
+
+def exec_checks(world: World) -> str:
+    """The daemon's `exec checks` line (`cubactl daemon status`), once a call started it."""
+    out = subprocess.run(
+        [str(bin_dir() / "cubactl"), "daemon", "status"],
+        env=world.env | {"NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT,
+    )
+    return next((l for l in out.stdout.splitlines() if l.startswith("exec checks")), out.stdout)
+
+
+@limited()
+async def test_a_program_refused_at_its_exec_is_named_in_the_reply(world: World) -> None:
+    marker = world.dir / "keep"
+    marker.write_text("x")
+    async with world.client() as c:
+        await ok(c, "run", command="true")
+        line = exec_checks(world)
+        if "exec checks on" not in line:
+            why = f"this machine cannot check execs: {line}"
+            if os.environ.get("CI"):
+                pytest.fail(why)
+            pytest.skip(why)
+        # A name only the shell knows, at run time: no parser sees `rm`; its exec is refused.
+        r = await call(c, "run", command=f"x=$(printf rm); $x {marker}; echo after")
+        assert marker.exists(), text(r)
+        assert "after" in sc(r)["output"], text(r)
+        assert "BLOCKED: /usr/bin/rm (`rm " in text(r) and "rule blocklist" in text(r), text(r)
+        blocked = sc(r)["blocked"]
+        assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: /usr/bin/rm (`rm "), blocked
+        assert "at its exec, rule blocklist" in blocked[0], blocked

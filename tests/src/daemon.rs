@@ -35,6 +35,9 @@ struct Limits {
     small_state: Option<u64>,
     /// `RLIMIT_NOFILE`, soft and hard.
     open_files: Option<u64>,
+    /// Started under a seccomp filter that refuses `seccomp(2)` itself, as a container whose
+    /// profile forbids it: the daemon cannot check execs.
+    no_seccomp: bool,
 }
 
 impl Builder {
@@ -60,6 +63,12 @@ impl Builder {
     /// Starts `cubad` able to open at most `n` files (soft and hard limit).
     pub fn open_files(mut self, n: u64) -> Builder {
         self.limits.open_files = Some(n);
+        self
+    }
+
+    /// Starts `cubad` where `seccomp(2)` fails (ENOSYS), as in a container that forbids it.
+    pub fn without_seccomp(mut self) -> Builder {
+        self.limits.no_seccomp = true;
         self
     }
 
@@ -210,6 +219,9 @@ impl TestDaemon {
                 }
                 if let Some(n) = limits.open_files {
                     set(libc::RLIMIT_NOFILE, n)?;
+                }
+                if limits.no_seccomp {
+                    crate::machine::forbid_seccomp()?;
                 }
                 Ok(())
             });

@@ -61,3 +61,48 @@ pub fn skip(what: &str, why: &str) {
         }
     }
 }
+
+/// In a `pre_exec` hook: a seccomp filter on this process (inherited by what it starts) under
+/// which `seccomp(2)` fails with ENOSYS and every other call goes on, as in a container whose
+/// profile forbids seccomp. Only async-signal-safe calls; the filter is on the stack.
+pub fn forbid_seccomp() -> std::io::Result<()> {
+    let f = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let mut prog = [
+        f(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        f(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            libc::SYS_seccomp as u32,
+        ),
+        f(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        ),
+        f(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: prctl with integer arguments and a filter that lives across the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &fprog as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -15,7 +15,8 @@ use crate::policy::Effective;
 use crate::record::Proc;
 use crate::table::Table;
 
-/// Refusals a record keeps (the audit log has every one).
+/// Refusals a record keeps (the audit log has every one): the first, and then those killed
+/// after their exec in place of refusals at the exec.
 const KEPT: usize = 8;
 
 /// The checker and how its filters are installed.
@@ -80,8 +81,16 @@ impl Judge for ProcJudge {
             if again {
                 return;
             }
-            if rec.info.blocked.len() < KEPT {
-                rec.info.blocked.push(blocked.clone());
+            let kept = &mut rec.info.blocked;
+            if kept.len() < KEPT {
+                kept.push(blocked.clone());
+            } else if blocked.killed {
+                // A program that ran and was killed says more than one refused at its exec:
+                // it takes the place of the oldest of those.
+                if let Some(i) = kept.iter().position(|b| !b.killed) {
+                    kept.remove(i);
+                    kept.push(blocked.clone());
+                }
             }
             rec.info.clone()
         };

@@ -26,7 +26,7 @@ os.execvp(sys.argv[1], sys.argv[1:])\n";
 
 /// Each case: a name and the command, with `{M}` the marker's path and `{D}` the case's
 /// directory.
-const CASES: [(&str, &str); 17] = [
+const CASES: [(&str, &str); 18] = [
     ("wrapper written for the test", "{D}/runargs rm {M}"),
     ("wrapper of a wrapper", "{D}/runargs {D}/runargs rm {M}"),
     (
@@ -74,7 +74,26 @@ const CASES: [(&str, &str); 17] = [
         "make",
         "printf 'all:\\n\\trm {M}\\n' > {D}/Makefile; make -s -C {D}",
     ),
+    (
+        "the dynamic loader, which maps a program without an exec",
+        "for l in /lib64/ld-linux*.so.* /lib/ld-linux*.so.* /lib/ld-musl*; do \
+         [ -e \"$l\" ] && exec \"$l\" /usr/bin/rm {M}; done",
+    ),
 ];
+/// Cases of a multi-call binary (Debian's `busybox`, which `.ci/run` installs): its tools run
+/// without an exec of their own.
+const BUSYBOX: [(&str, &str); 2] = [
+    ("a multi-call binary's tool", "busybox rm {M}"),
+    (
+        "a multi-call binary called by its tool's name",
+        "bash -c 'exec -a rm busybox {M}'",
+    ),
+];
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
 
 fn in_dir(command: &str, cwd: &Path) -> SpawnRequest {
     SpawnRequest {
@@ -183,6 +202,13 @@ async fn corpus(unresolved: &str) {
     let mut failed = Vec::new();
     for one in CASES {
         failed.extend(case(&d, &c, &dir, one).await);
+    }
+    if which("busybox") {
+        for one in BUSYBOX {
+            failed.extend(case(&d, &c, &dir, one).await);
+        }
+    } else {
+        machine::skip("exec checks: busybox cases", "busybox is not installed");
     }
     assert!(
         failed.is_empty(),
@@ -402,4 +428,122 @@ async fn setuid_programs_are_refused_by_an_unprivileged_daemon_and_run_under_roo
     assert!(marker.exists(), "{stderr}");
     assert!(stderr.contains("BLOCKED: /usr/bin/rm"), "{stderr}");
     drop(guard);
+}
+
+/// A daemon whose blocklist names `run_b` (a copy of `sleep`), and `run_a` (a copy of `true`)
+/// beside it in `dir`: the programs the racer swaps.
+async fn racing_daemon() -> (TestDaemon, PathBuf) {
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_BLOCKED_COMMANDS", "run_b")
+        .start()
+        .await;
+    let dir = d.dir().join("race");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy("/bin/true", dir.join("run_a")).unwrap();
+    std::fs::copy("/bin/sleep", dir.join("run_b")).unwrap();
+    (d, dir)
+}
+
+/// Runs the racer with `args` under `d`: what it counted, after checking the reply names the
+/// killed program and the audit log has an exec line for the process.
+async fn race(d: &TestDaemon, dir: &Path, args: &str) -> String {
+    let c = d.client().await;
+    let racer = cuba_tests::bin("cuba-test-exec-racer");
+    let command = format!("'{}' {args} 3 3000", racer.display());
+    let p = c.spawn(in_dir(&command, dir)).step().await.unwrap();
+    let done = wait_exit(&c, p.id).await.process;
+    let out = String::from_utf8_lossy(&cuba_tests::read_all(&c, p.id).await).into_owned();
+    assert_eq!(done.exit_code, Some(0), "a blocked program ran: {out}");
+    // The race was run (three killed after their exec) and nothing blocked stayed up.
+    assert!(out.contains("killed=3 ran=0"), "{out}");
+    let killed = done
+        .blocked
+        .iter()
+        .filter(|b| b.killed && b.program.ends_with("/run_b") && b.rule == "blocklist")
+        .count();
+    assert!(killed >= 1, "{:?}", done.blocked);
+    assert!(audit_names(d, p.id));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_another_thread_changes_after_the_check_runs_nothing_refused_for_long() {
+    let (d, dir) = racing_daemon().await;
+    if !checking(&d.client().await, "exec checks: a thread's race").await {
+        return;
+    }
+    let (a, b) = (dir.join("run_a"), dir.join("run_b"));
+    race(
+        &d,
+        &dir,
+        &format!("threads {} {}", a.display(), b.display()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_another_process_swaps_after_the_check_runs_nothing_refused_for_long() {
+    let (d, dir) = racing_daemon().await;
+    if !checking(&d.client().await, "exec checks: a link's race").await {
+        return;
+    }
+    let (a, b) = (dir.join("run_a"), dir.join("run_b"));
+    let link = dir.join("link");
+    let args = format!("links {} {} {}", link.display(), a.display(), b.display());
+    race(&d, &dir, &args).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_seccomp_is_forbidden_the_checks_say_why_and_the_parse_time_policy_stands() {
+    let d = TestDaemon::builder().without_seccomp().start().await;
+    let c = d.client().await;
+    let s = c.status().step().await.unwrap();
+    assert!(
+        s.exec_checks
+            .starts_with("unavailable (seccomp user notification is not available"),
+        "{}",
+        s.exec_checks
+    );
+    let status = d
+        .cubactl(&["daemon", "status"])
+        .output()
+        .step()
+        .await
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("exec checks unavailable ("), "{status}");
+    // The early refusal stands: `rm` written out is refused before anything runs.
+    let marker = d.dir().join("marker");
+    std::fs::write(&marker, "keep").unwrap();
+    let text = format!("rm {}", marker.display());
+    let e = c.spawn(spawn_req(&text)).step().await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Blocked), "{e}");
+    assert!(marker.exists());
+    // Nothing else changes: commands run, and a name found at run time is not seen.
+    let p = c.spawn(spawn_req("echo ran")).step().await.unwrap();
+    assert_eq!(wait_exit(&c, p.id).await.process.exit_code, Some(0));
+    drop(c);
+    drop(d);
+
+    // Required: no command starts, and the refusal says why.
+    let d = TestDaemon::builder()
+        .without_seccomp()
+        .env("CUBA_EXEC_EXEC_CHECKS", "on")
+        .start()
+        .await;
+    let c = d.client().await;
+    let s = c.status().step().await.unwrap();
+    assert!(
+        s.exec_checks
+            .contains("exec_checks = \"on\", so no command starts"),
+        "{}",
+        s.exec_checks
+    );
+    let p = c.spawn(spawn_req("echo ran")).step().await.unwrap();
+    assert_eq!(p.state, cuba_protocol::ProcState::FailedToStart, "{p:?}");
+    let why = p.error.unwrap_or_default();
+    assert!(
+        why.contains("exec checks are required (exec_checks = \"on\") and unavailable"),
+        "{why}"
+    );
 }
