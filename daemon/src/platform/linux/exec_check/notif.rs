@@ -492,6 +492,12 @@ mod tests {
             .spawn()
             .expect("spawn sleep");
         let pid = child.id() as i32;
+        // Its arguments are there once the kernel has built the new image's stack, a moment
+        // after the spawn has returned.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while cmdline(pid).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let (id, t, args) = (running_id(pid), running(pid), cmdline(pid));
         let _ = child.kill();
         let _ = child.wait();
