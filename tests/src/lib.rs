@@ -5,6 +5,7 @@
 //! a hung daemon fails a test instead of hanging the suite.
 //!
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
+//! - [`exec_corpus`]: the ways to reach a blocked program that the exec checks must stop.
 //! - [`machine`]: what this machine has (root, cgroups, kernel), and [`machine::skip`], the one
 //!   way a test that cannot run here says so.
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
@@ -16,6 +17,7 @@
 
 pub mod cgroups;
 pub mod daemon;
+pub mod exec_corpus;
 pub mod follow;
 pub mod json_doc;
 pub mod machine;

@@ -9,6 +9,7 @@ mod mcp_budgets;
 mod mcp_cancel;
 mod mcp_clients;
 mod mcp_exactly_once;
+mod mcp_exec_corpus;
 mod mcp_hosts;
 mod mcp_hosts_errors;
 mod mcp_idle;

@@ -1,7 +1,8 @@
-//! Exec checks end to end: a corpus of ways to reach a blocked program (`rm`, on the default
-//! blocklist) that no parser can see, each run by a real `cubad` against a marker file of its
-//! own. A case passes only if its marker survives and the reply (a parse-time `BLOCKED`, or
-//! the record's exec refusal) and the audit log name the program. Run with `unresolved` at
+//! Exec checks end to end: the corpus of ways to reach a blocked program that no parser can see
+//! (`cuba_tests::exec_corpus`), each run by a real `cubad` against a marker file of its own,
+//! through the protocol and through `cubactl run`. A case passes only if its marker survives
+//! and the reply (a parse-time `BLOCKED`, or the record's exec refusal) and the audit log name
+//! the decision. Run with `unresolved` at
 //! both settings; an allowed build of thousands of execs runs untouched; `cubactl run` says
 //! `BLOCKED`; an unprivileged daemon refuses a setuid program with a message naming the setting
 //! and a root one runs it.
@@ -14,86 +15,8 @@ use std::time::Duration;
 
 use cuba_protocol::client::Client;
 use cuba_protocol::{ErrorKind, ProcessInfo, SpawnRequest};
+use cuba_tests::exec_corpus::{self, Case};
 use cuba_tests::{machine, spawn_req, wait_exit, Step, TestDaemon};
-
-/// A program that runs its arguments: the open-ended kind no wrapper list names.
-const WRAPPER: &str = "#!/bin/sh\nexec \"$@\"\n";
-/// A program that runs its arguments from a thread of its own.
-const THREADED: &str = "import os, sys, threading, time\n\
-t = threading.Thread(target=time.sleep, args=(5,), daemon=True)\n\
-t.start()\n\
-os.execvp(sys.argv[1], sys.argv[1:])\n";
-
-/// Each case: a name and the command, with `{M}` the marker's path and `{D}` the case's
-/// directory.
-const CASES: [(&str, &str); 18] = [
-    ("wrapper written for the test", "{D}/runargs rm {M}"),
-    ("wrapper of a wrapper", "{D}/runargs {D}/runargs rm {M}"),
-    (
-        "positional parameters of sh -c",
-        "sh -c '\"$0\" \"$1\"' rm {M}",
-    ),
-    (
-        "shell input on fd 3",
-        "printf 'rm {M}\\n' > {D}/in; sh /dev/fd/3 3< {D}/in",
-    ),
-    ("brace expansion", "bash -c '{rm,{M}}'"),
-    ("an array", "bash -c 'a=(rm {M}); \"${a[@]}\"'"),
-    (
-        "a script written, then run",
-        "printf 'rm {M}\\n' > {D}/s.sh; sh {D}/s.sh",
-    ),
-    (
-        "a name found at run time",
-        "x=$(printf r; printf m); $x {M}",
-    ),
-    (
-        "an interpreter calling a shell",
-        "python3 -c 'import os; os.system(\"rm {M}\")'",
-    ),
-    (
-        "an interpreter's own exec",
-        "perl -e 'exec \"rm\", \"{M}\"'",
-    ),
-    (
-        "a copied blocked binary",
-        "cp /usr/bin/rm {D}/del; {D}/del {M}",
-    ),
-    (
-        "a link to a blocked binary",
-        "ln -s /usr/bin/rm {D}/zap; {D}/zap {M}",
-    ),
-    ("a #! script whose interpreter is blocked", "{D}/k {M}"),
-    (
-        "an exec from a multi-threaded program",
-        "python3 {D}/threaded.py rm {M}",
-    ),
-    ("find -exec", "find {M} -exec {D}/runargs rm {} ';'"),
-    ("xargs", "echo {M} | xargs {D}/runargs rm"),
-    (
-        "make",
-        "printf 'all:\\n\\trm {M}\\n' > {D}/Makefile; make -s -C {D}",
-    ),
-    (
-        "the dynamic loader, which maps a program without an exec",
-        "for l in /lib64/ld-linux*.so.* /lib/ld-linux*.so.* /lib/ld-musl*; do \
-         [ -e \"$l\" ] && exec \"$l\" /usr/bin/rm {M}; done",
-    ),
-];
-/// Cases of a multi-call binary (Debian's `busybox`, which `.ci/run` installs): its tools run
-/// without an exec of their own.
-const BUSYBOX: [(&str, &str); 2] = [
-    ("a multi-call binary's tool", "busybox rm {M}"),
-    (
-        "a multi-call binary called by its tool's name",
-        "bash -c 'exec -a rm busybox {M}'",
-    ),
-];
-
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-}
 
 fn in_dir(command: &str, cwd: &Path) -> SpawnRequest {
     SpawnRequest {
@@ -130,41 +53,22 @@ fn names_rm(p: &ProcessInfo) -> bool {
         .any(|b| b.program.ends_with("/rm") || b.message.contains("`rm`"))
 }
 
-/// Runs one case: `None` when it passed, else what went wrong.
-async fn case(
-    d: &TestDaemon,
-    c: &Client,
-    dir: &Path,
-    (name, text): (&str, &str),
-) -> Option<String> {
-    let case_dir = dir.join(name.replace([' ', '#', '!', '-', ',', '\''], "_"));
-    std::fs::create_dir_all(&case_dir).unwrap();
-    std::fs::write(case_dir.join("runargs"), WRAPPER).unwrap();
-    std::fs::set_permissions(case_dir.join("runargs"), PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(case_dir.join("threaded.py"), THREADED).unwrap();
-    // A script whose `#!` names rm (written here: `chmod` is blocked too). The kernel would
-    // run `rm {D}/k {M}`.
-    let script = case_dir.join("k");
-    std::fs::write(&script, "#!/usr/bin/rm\n").unwrap();
-    std::fs::set_permissions(&script, PermissionsExt::from_mode(0o755)).unwrap();
-    let marker = case_dir.join("marker");
-    std::fs::write(&marker, "keep").unwrap();
-    let command = text
-        .replace("{M}", &marker.display().to_string())
-        .replace("{D}", &case_dir.display().to_string());
-    match c.spawn(in_dir(&command, &case_dir)).step().await {
+/// Runs one case through the protocol: `None` when it passed, else what went wrong.
+async fn by_protocol(d: &TestDaemon, c: &Client, case: &Case) -> Option<String> {
+    let name = case.name;
+    match c.spawn(in_dir(&case.command, &case.dir)).step().await {
         Err(e) if e.kind() == Some(ErrorKind::Blocked) => {
-            // Refused before it ran: the early, explainable refusal, naming rm or (under
-            // `unresolved = "refuse"`) the part it could not resolve.
+            // Refused before it ran: the early, explainable refusal.
             let said = e.to_string();
-            let named = said.contains("rm") || said.contains("cannot be checked");
-            return (!named).then(|| format!("{name}: refused without naming rm: {said}"));
+            if !Case::named(&said) && !said.contains("rm") {
+                return Some(format!("{name}: refused without naming rm: {said}"));
+            }
         }
         Err(e) => return Some(format!("{name}: {e}")),
         Ok(p) => {
             let done = wait_exit(c, p.id).await.process;
-            if !marker.exists() || !script.exists() {
-                return Some(format!("{name}: the marker is gone ({command})"));
+            if !case.intact() {
+                return Some(format!("{name}: the marker is gone ({})", case.command));
             }
             if !names_rm(&done) {
                 let out = cuba_tests::read_all(c, p.id).await;
@@ -175,12 +79,32 @@ async fn case(
                     String::from_utf8_lossy(&out)
                 ));
             }
-            if !audit_names(d, p.id) {
-                return Some(format!("{name}: no exec line in the audit log"));
-            }
         }
     }
-    None
+    (!case.audited(d.state_dir())).then(|| format!("{name}: no decision in the audit log"))
+}
+
+/// Runs one case as a person would, `cubactl run`: `None` when it passed.
+async fn by_cubactl(d: &TestDaemon, case: &Case) -> Option<String> {
+    let name = case.name;
+    let out = d
+        .cubactl(&["run", "--", &case.command])
+        .current_dir(&case.dir)
+        .output()
+        .step()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !case.intact() {
+        return Some(format!("{name} (cubactl): the marker is gone: {said}"));
+    }
+    if !Case::named(&said) {
+        return Some(format!(
+            "{name} (cubactl): nothing names the refused rm: {said}"
+        ));
+    }
+    (!case.audited(d.state_dir()))
+        .then(|| format!("{name} (cubactl): no decision in the audit log"))
 }
 
 async fn corpus(unresolved: &str) {
@@ -198,17 +122,12 @@ async fn corpus(unresolved: &str) {
     {
         return;
     }
-    let dir = d.dir().join("cases");
     let mut failed = Vec::new();
-    for one in CASES {
-        failed.extend(case(&d, &c, &dir, one).await);
-    }
-    if which("busybox") {
-        for one in BUSYBOX {
-            failed.extend(case(&d, &c, &dir, one).await);
-        }
-    } else {
-        machine::skip("exec checks: busybox cases", "busybox is not installed");
+    for one in exec_corpus::cases() {
+        let case = Case::prepare(&d.dir().join("protocol"), one);
+        failed.extend(by_protocol(&d, &c, &case).await);
+        let case = Case::prepare(&d.dir().join("cubactl"), one);
+        failed.extend(by_cubactl(&d, &case).await);
     }
     assert!(
         failed.is_empty(),
