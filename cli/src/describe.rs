@@ -29,6 +29,11 @@ pub fn outcome(p: &ProcessInfo) -> String {
     match p.state {
         ProcState::Running => "is running".to_string(),
         ProcState::WaitingInput => "is waiting for input".to_string(),
+        ProcState::AwaitingApproval => "awaits a person's approval".to_string(),
+        ProcState::Denied => format!(
+            "was not run: {}",
+            p.error.as_deref().unwrap_or("it was denied")
+        ),
         ProcState::Exited => why(format!("exited with {how}")),
         // One wording for a signal's death, whoever sent it (a Ctrl-C reaches a terminal's
         // process itself, a piped one's through the daemon).

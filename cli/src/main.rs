@@ -140,6 +140,16 @@ enum Command {
     Resize(cmd::resize::Args),
     /// Remove the records of finished processes (and their output).
     Prune(cmd::prune::Args),
+    /// Let a command that awaits a person's approval run (awaiting_approval); --always
+    /// remembers it.
+    Approve(cmd::approvals::ApproveArgs),
+    /// Refuse a command that awaits approval (or a password), with a reason the model is told.
+    Deny(cmd::approvals::DenyArgs),
+    /// What waits for a person's answer, and the remembered approvals (`approvals forget`).
+    Approvals(cmd::approvals::ApprovalsArgs),
+    /// Give the password a program in a command's tree asks for (sudo -A, ssh, git), typed
+    /// here unseen: the agent never sees it.
+    Answer(cmd::approvals::AnswerArgs),
     /// The cubad daemon: status, start, stop, restart, upgrade.
     Daemon(cmd::daemon::Args),
     /// The daemon's command policy: `cubactl policy check 'CMD'` says whether it would run
@@ -218,6 +228,10 @@ async fn main() -> ExitCode {
         Command::Screen(a) => cmd::screen::run(&ctx, a).await,
         Command::Resize(a) => cmd::resize::run(&ctx, a).await,
         Command::Prune(a) => cmd::prune::run(&ctx, a).await,
+        Command::Approve(a) => cmd::approvals::approve(&ctx, a).await,
+        Command::Deny(a) => cmd::approvals::deny(&ctx, a).await,
+        Command::Approvals(a) => cmd::approvals::approvals(&ctx, a).await,
+        Command::Answer(a) => cmd::approvals::answer(&ctx, a).await,
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,

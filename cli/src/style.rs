@@ -76,12 +76,15 @@ impl Style {
 pub fn of_state(p: &ProcessInfo) -> Option<Paint> {
     match p.state {
         ProcState::Running => Some(Paint::Green),
-        ProcState::WaitingInput | ProcState::Killed => Some(Paint::Yellow),
+        ProcState::WaitingInput | ProcState::Killed | ProcState::AwaitingApproval => {
+            Some(Paint::Yellow)
+        }
         ProcState::Exited if p.exit_code == Some(0) => None,
         ProcState::Exited
         | ProcState::Signaled
         | ProcState::TimedOut
         | ProcState::FailedToStart
+        | ProcState::Denied
         | ProcState::Lost => Some(Paint::Red),
     }
 }

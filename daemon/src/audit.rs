@@ -66,6 +66,18 @@ fn kind_name(kind: ClientKind) -> &'static str {
 struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     argv: Option<&'a [String]>,
+    /// A question put to the person: its number, kind and what it is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ask: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ask_kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asked: Option<&'a str>,
+    /// Who answered it, and through which channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel: Option<&'a str>,
     client: &'a str,
     client_kind: &'a str,
     client_pid: u32,
@@ -87,6 +99,8 @@ struct Line<'a> {
     pid: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     program: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<Option<String>>,
@@ -170,7 +184,95 @@ impl Audit {
             signal: Some(info.signal.map(|s| format!("{s:?}"))),
             duration_ms: Some(ms),
             ms: Some(ms),
-            ..fields("end", who, peer, &info.command, &info.cwd, "allowed")
+            ..fields(
+                "end",
+                who,
+                peer,
+                &info.command,
+                &info.cwd,
+                match info.state {
+                    cuba_protocol::ProcState::Denied => "denied",
+                    _ => "allowed",
+                },
+            )
+        };
+        self.write(None, &line);
+    }
+
+    /// A question put to the person about `info` (`ask` lines: `decision` is `asked`).
+    pub fn asked(&self, info: &ProcessInfo, ask: &cuba_protocol::Ask) {
+        self.ask_line(info, ask, "asked", None);
+    }
+
+    /// Its answer: `decision` is `approved`, `approved_always`, `denied`, `timed_out` or (a
+    /// password) `answered`; `by`, `channel` and the reason given. Never the password.
+    pub fn answered(
+        &self,
+        info: &ProcessInfo,
+        ask: &cuba_protocol::Ask,
+        decision: &str,
+        who: (&str, &str, Option<&str>),
+    ) {
+        self.ask_line(info, ask, decision, Some(who));
+    }
+
+    fn ask_line(
+        &self,
+        info: &ProcessInfo,
+        ask: &cuba_protocol::Ask,
+        decision: &str,
+        who: Option<(&str, &str, Option<&str>)>,
+    ) {
+        let peer = self.lock().peers.get(&info.id).copied();
+        let owner = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(ask.pid),
+            rule: Some(&ask.rule),
+            ask: Some(ask.id),
+            ask_kind: Some(ask.kind.as_str()),
+            asked: Some(&ask.what),
+            by: who.map(|w| w.0),
+            channel: who.map(|w| w.1),
+            reason: who.and_then(|w| w.2),
+            ..fields("ask", owner, peer, &info.command, &ask.cwd, decision)
+        };
+        self.write(None, &line);
+    }
+
+    /// A command let run without asking: a remembered approval of its rule holds in its cwd.
+    pub fn remembered(
+        &self,
+        (client, peer): (&ClientInfo, Peer),
+        (command, cwd): (&str, &str),
+        r: &cuba_protocol::Remembered,
+    ) {
+        let who = (client.name.as_str(), client.kind, client.pid);
+        let line = Line {
+            rule: Some(&r.rule),
+            by: Some(&r.by),
+            channel: Some(&r.channel),
+            ..fields("ask", who, Some(peer), command, cwd, "remembered")
+        };
+        self.write(None, &line);
+    }
+
+    /// An exec let go on without asking: a remembered approval of its rule holds in its cwd.
+    pub fn remembered_exec(
+        &self,
+        info: &ProcessInfo,
+        (what, cwd): (&str, &str),
+        r: &cuba_protocol::Remembered,
+    ) {
+        let peer = self.lock().peers.get(&info.id).copied();
+        let owner = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let line = Line {
+            id: Some(info.id),
+            rule: Some(&r.rule),
+            asked: Some(what),
+            by: Some(&r.by),
+            channel: Some(&r.channel),
+            ..fields("ask", owner, peer, &info.command, cwd, "remembered")
         };
         self.write(None, &line);
     }
@@ -318,6 +420,7 @@ mod tests {
             commands: Vec::new(),
             message: String::new(),
             nested: Vec::new(),
+            ask: None,
         };
         let peer = Peer {
             uid: 1000,

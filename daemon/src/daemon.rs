@@ -118,6 +118,11 @@ impl Daemon {
         self.table.tokens()
     }
 
+    /// Questions put to the person.
+    pub fn asks(&self) -> &std::sync::Arc<crate::asks::Asks> {
+        self.launcher.asks()
+    }
+
     pub fn launcher(&self) -> &Launcher {
         &self.launcher
     }

@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use crate::platform::exec_check::{Exec, Refusal, Target};
+pub use crate::platform::exec_check::{Exec, Refusal, Target, Verdict};
 use crate::policy::{Effective, Policy};
 
 /// Where a blocked name is looked for as a file when a policy is loaded, besides `PATH`.
@@ -154,8 +154,39 @@ impl ExecRules {
         identities(policy);
     }
 
-    /// `None`: the exec goes on.
-    pub fn decide(&self, e: &Exec) -> Option<Refusal> {
+    /// Whether a program called `name` could match an `ask` pattern (its arguments are needed).
+    pub fn wants_argv(&self, name: &str) -> bool {
+        let name = name.rsplit('/').next().unwrap_or(name);
+        self.rules.ask.command(name, &[None; 16]).is_some()
+    }
+
+    /// The verdict on an exec: refused, asked about, or allowed.
+    pub fn decide(&self, e: &Exec) -> Verdict {
+        match self.refusal(e) {
+            Some(r) => Verdict::Refuse(r),
+            None => match self.ask(e) {
+                Some(rule) => Verdict::Ask(rule),
+                None => Verdict::Allow,
+            },
+        }
+    }
+
+    /// The `ask` pattern the exec matches: its program (by real name, or the name it was
+    /// called by) and arguments.
+    fn ask(&self, e: &Exec) -> Option<String> {
+        let t = e.target.as_ref()?;
+        let argv = e.argv.as_ref()?;
+        let args: Vec<Option<&str>> = argv.iter().skip(1).map(|a| Some(a.as_str())).collect();
+        let given = file_name(Path::new(&e.path));
+        let rule = [t.name.as_str(), given.as_str()]
+            .into_iter()
+            .find_map(|name| self.rules.ask.command(name, &args))
+            .map(|pattern| format!("ask_commands: {pattern}"));
+        rule
+    }
+
+    /// `None`: nothing refuses the exec.
+    fn refusal(&self, e: &Exec) -> Option<Refusal> {
         let t = e.target.as_ref()?;
         let given = file_name(Path::new(&e.path));
         let refuse = |rule, program: &Target, message: String| Refusal {

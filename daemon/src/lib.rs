@@ -12,6 +12,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod admission;
+mod asks;
 mod audit;
 mod blocking;
 mod caller;

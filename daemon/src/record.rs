@@ -148,6 +148,9 @@ pub struct ProcData {
     /// The listener of its tree's exec checks, once the child has sent it: kept open across
     /// an upgrade, which hands it to the new program.
     pub exec_listener: Option<Arc<std::os::fd::OwnedFd>>,
+    /// The `ask` rules a person approved for this command: its own execs of them are not asked
+    /// about again.
+    pub approved_rules: Vec<String>,
 }
 
 pub struct TtyData {
@@ -269,6 +272,7 @@ impl ProcData {
             cpu: CpuRate::default(),
             usage: None,
             exec_listener: None,
+            approved_rules: Vec::new(),
         }
     }
 
@@ -375,6 +379,26 @@ impl Outcome {
             exit_code: None,
             signal: None,
             error: Some(reason),
+        }
+    }
+
+    /// A person (or the `approval_timeout`) said no: it never started.
+    pub fn denied(why: String) -> Outcome {
+        Outcome {
+            state: ProcState::Denied,
+            exit_code: None,
+            signal: None,
+            error: Some(why),
+        }
+    }
+
+    /// Stopped on request before it started (it awaited approval).
+    pub fn stopped_unstarted(why: String) -> Outcome {
+        Outcome {
+            state: ProcState::Killed,
+            exit_code: None,
+            signal: None,
+            error: Some(why),
         }
     }
 

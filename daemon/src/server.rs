@@ -198,7 +198,15 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let limits = (Arc::new(limiter), Arc::new(cgroups));
     let exec = crate::launch::ExecChecking::start(config.exec_checks, &config.policy);
     tracing::info!("exec checks: {}", exec.describe());
-    let launcher = Launcher::new(table, reaper, limits, defaults, exec);
+    let asks = crate::asks::Asks::new(
+        table.clone(),
+        config.approvals_file.clone(),
+        config.approval_timeout,
+        config.notify.clone(),
+        tokio::runtime::Handle::current(),
+    );
+    let askpass = crate::launch::askpass_env(&config.exe, &config.socket);
+    let launcher = Launcher::new(table, reaper, limits, defaults, (exec, asks, askpass));
     let d = Daemon::new(config, launcher);
     for (p, mut a, exit) in adopted {
         let root = a.root.clone();

@@ -100,6 +100,7 @@ pub fn check(declared: &[String], blocked: &BTreeSet<String>) -> Result<(), Refu
         commands: Vec::new(),
         message: message.clone(),
         nested: Vec::new(),
+        ask: None,
     };
     let error = ProtocolError::new(ErrorKind::Blocked, message.clone());
     Err(Refusal::Blocked(error, Box::new(decision)))

@@ -301,6 +301,23 @@ impl Table {
         });
     }
 
+    /// Journals record `p`, which never started (a command denied while it awaited approval):
+    /// its id stays taken across a restart, and it is listed after one. No audit line: the
+    /// ask and its answer are the audit's account of it.
+    pub fn never_started(&self, p: &Proc) {
+        let (info, token) = {
+            let rec = p.lock();
+            (rec.snapshot(), rec.token)
+        };
+        self.journal.started(&Record {
+            marker: self.marker(p.id),
+            info,
+            start_time: 0,
+            token,
+            output: None,
+        });
+    }
+
     /// Ends record `p` with `outcome`, now: its row, the journal's end line, the audit's end
     /// line, its waiters and the table's watchers. False (and nothing written) if it had ended.
     pub fn finish(&self, p: &Proc, outcome: Outcome) -> bool {

@@ -209,7 +209,18 @@ pub fn failure(info: &ProcessInfo) -> Option<Failure> {
                 .clone()
                 .unwrap_or_else(|| "the daemon restarted while it ran".into()),
         )),
-        ProcState::Running | ProcState::WaitingInput | ProcState::Killed => None,
+        ProcState::Denied => Some(Failure::new(
+            "DENIED",
+            format!(
+                "the user did not approve it, so it did not run ({}); do not look for another \
+                 way to do it: ask the user what they want instead",
+                info.error.as_deref().unwrap_or("denied")
+            ),
+        )),
+        ProcState::Running
+        | ProcState::WaitingInput
+        | ProcState::AwaitingApproval
+        | ProcState::Killed => None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The line of a reply that tells the model what to call next, for a process that is still
 //! running, waiting for input, just started, or was just sent input.
 
-use cuba_protocol::{ProcKind, ProcState, ProcessInfo};
+use cuba_protocol::{Ask, AskKind, ProcKind, ProcState, ProcessInfo};
 
 /// The hint for a reply about `info`: `prompt` finds what it asks when it waits for input (the
 /// end of its output, or its screen); `next` is the reply's cursor. `None` once it has ended.
@@ -10,13 +10,44 @@ pub fn for_state(
     next: u64,
     prompt: impl FnOnce() -> Option<String>,
 ) -> Option<String> {
-    if info.state == ProcState::WaitingInput {
+    if info.state == ProcState::AwaitingApproval {
+        Some(awaiting(info, None))
+    } else if let Some(ask) = info.asks.iter().find(|a| a.kind == AskKind::Password) {
+        Some(password(info, ask))
+    } else if info.state == ProcState::WaitingInput {
         Some(waiting(info, prompt()))
     } else if !info.state.is_finished() {
         Some(running(info.id, next, info.tty.is_some()))
     } else {
         None
     }
+}
+
+/// A process held until a person answers (`note`: why the client did not ask them itself).
+pub fn awaiting(info: &ProcessInfo, note: Option<&str>) -> String {
+    let id = info.id;
+    let what = info
+        .asks
+        .iter()
+        .find(|a| a.kind != AskKind::Password)
+        .map_or(String::new(), |a| format!(" of `{}` ({})", a.what, a.rule));
+    let note = note.map_or(String::new(), |n| format!(" ({n})"));
+    format!(
+        "awaiting the user's approval{what}: they answer in their terminal (cubactl approve \
+         {id} / cubactl deny {id}){note}; do not try another way around it. wait(id={id}) \
+         returns once they have (it runs if approved)"
+    )
+}
+
+/// A program of process `info` waits for the user's password, asked through cubactl.
+pub fn password(info: &ProcessInfo, ask: &Ask) -> String {
+    let id = info.id;
+    format!(
+        "waiting for the user's password ({} asks: {:?}), asked through cubactl: they answer \
+         with `cubactl answer {id}` in their terminal; never send a password yourself. \
+         wait(id={id}) returns once they have",
+        ask.rule, ask.what
+    )
 }
 
 pub fn running(id: u64, next: u64, tty: bool) -> String {

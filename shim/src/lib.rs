@@ -10,11 +10,14 @@
 //!   schemas of both; `error.rs`: error codes and what to do about them.
 //! - `clients.rs`: the reply shape and arguments per MCP client (what each shows the model).
 //! - `fetch.rs` and [`view`]: output for a reply, as the model sees it.
+//! - `approve.rs`: a command held for the person's approval, asked through the client
+//!   (elicitation, both eras).
 //! - `hints.rs`, `env.rs`, `keys.rs`, `spawn.rs`, `progress.rs`, `platform.rs`: small pieces
 //!   the tools share.
 
 #![warn(clippy::unwrap_used)]
 
+mod approve;
 mod args;
 mod clients;
 mod env;

@@ -190,10 +190,26 @@ impl ServerHandler for CubaExec {
     ) -> Result<CallToolResponse, McpError> {
         clients::drop_client_args(&mut request.arguments);
         let shape = self.shape(&ctx);
-        let mut response = self
-            .tool_router
-            .call(ToolCallContext::new(self, request, ctx))
-            .await?;
+        // The retry of a call whose result was a question (2026-07-28): it goes on where that
+        // call left off, with the answer; the command is not run again.
+        let resume = request
+            .request_state
+            .as_deref()
+            .and_then(crate::approve::Resume::decode);
+        let mut response = match resume {
+            Some(r) => {
+                let answers = request.input_responses.clone().unwrap_or_default();
+                self.resume(r, answers, &ctx).await.unwrap_or_else(|mut e| {
+                    e.is_error = Some(true);
+                    CallToolResponse::Complete(e)
+                })
+            }
+            None => {
+                self.tool_router
+                    .call(ToolCallContext::new(self, request, ctx))
+                    .await?
+            }
+        };
         if let CallToolResponse::Complete(result) = &mut response {
             bad_arguments(result);
         }

@@ -1,5 +1,6 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod approvals;
 pub mod attach;
 pub mod audit;
 pub mod bridge;
@@ -16,6 +17,7 @@ pub mod ps;
 pub mod ps_all;
 pub mod resize;
 pub mod run;
+mod run_ask;
 pub mod screen;
 pub mod send;
 pub mod setup;

@@ -83,6 +83,7 @@ fn to_json(d: &PolicyDecision) -> serde_json::Value {
         "commands": d.commands,
         "nested": d.nested,
         "message": d.message,
+        "ask": d.ask,
     })
 }
 
@@ -91,7 +92,10 @@ fn print_human(d: &PolicyDecision) -> std::io::Result<()> {
         (Some(rule), Some(offending)) => {
             outln!("refused by the {rule} rule: {offending}")?;
         }
-        _ if d.allowed => outln!("allowed")?,
+        _ if d.allowed => match &d.ask {
+            Some(rule) => outln!("ask: allowed once a person approves ({rule})")?,
+            None => outln!("allowed")?,
+        },
         _ => outln!("refused")?,
     }
     outln!("{}", d.message)?;

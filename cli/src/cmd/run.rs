@@ -79,6 +79,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if let Some(note) = describe::notice(&info) {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
+    // Held for a person's approval: asked here (before this terminal's input goes to the
+    // command), or told how to answer; a question later in the run is told as it comes.
+    super::run_ask::at_start(ctx, &client, &info).await;
+    let watcher = tokio::spawn(super::run_ask::watch_asks(ctx.err, client.clone(), info.id));
+    let _watcher = AbortOnDrop(watcher);
     let id = info.id;
     let mut client = client;
     // The cursor of the last byte shown: a follow over a new connection goes on from it.
@@ -147,6 +152,15 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         }
     }
     anyhow::bail!(lost(id))
+}
+
+/// Ends the question watcher when `run` returns, however it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// `run --tty` with a terminal here: raw mode from before the start (no key typed early is

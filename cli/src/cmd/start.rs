@@ -83,6 +83,18 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if let Some(note) = describe::notice(&info) {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
+    if let Some(ask) = info.asks.first() {
+        let id = info.id;
+        let line = format!(
+            "process {id} awaits a person's approval to run `{}` ({}): `{cubactl} approve {id}` \
+             or `{cubactl} deny {id}`",
+            ask.what,
+            ask.rule,
+            cubactl = ctx.cubactl()
+        );
+        eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &line));
+        return Ok(ExitCode::SUCCESS);
+    }
     if std::io::stderr().is_terminal() {
         let on = ctx.host.as_ref().map(|h| format!(" on host {h}"));
         let hint = format!(

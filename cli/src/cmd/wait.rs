@@ -80,6 +80,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         WaitReason::Quiet => ("quiet", None, true),
         WaitReason::Timeout => ("timeout", None, false),
         WaitReason::WaitingInput => ("waiting_input", None, false),
+        WaitReason::AwaitingApproval => ("awaiting_approval", None, false),
     };
     if args.json {
         let v = json!({ "reason": reason, "line": line, "process": crate::json::ProcessJson::of(&result.process) });
@@ -96,6 +97,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             WaitReason::Quiet => eprintln!("process {} went quiet", id),
             WaitReason::WaitingInput => eprintln!(
                 "cubactl: process {id} is waiting for input (cubactl send {id} TEXT answers it)"
+            ),
+            WaitReason::AwaitingApproval => eprintln!(
+                "cubactl: process {id} awaits a person's approval (cubactl approve {id} or \
+                 cubactl deny {id}; `cubactl approvals` says what it asks)"
             ),
             WaitReason::Timeout => eprintln!(
                 "cubactl: timed out; process {} {}",

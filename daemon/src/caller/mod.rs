@@ -13,12 +13,17 @@ use crate::policy::{Effective, Policy};
 use crate::table::Table;
 pub use ancestry::Origin;
 
+#[derive(Clone)]
 pub struct Caller {
     pub client: ClientInfo,
     /// The daemon's policy, narrowed by the client's own settings and, for a connection from
     /// inside one of our process trees, by that tree's owner's policy.
     pub policy: Arc<Effective>,
     pub peer: Peer,
+    /// Where the connection comes from when that is inside one of the daemon's process trees
+    /// (or cannot be told): a process there may not answer a question put to the person.
+    pub inside: Option<String>,
+    tree: Option<u64>,
 }
 
 impl Caller {
@@ -37,11 +42,61 @@ impl Caller {
         client: ClientInfo,
     ) -> Caller {
         let policy = Arc::new(ancestry::effective(table, daemon_policy, origin, &client));
+        let inside = match origin {
+            Origin::Outside => None,
+            Origin::Process { id, .. } => Some(format!("the tree of process {id}")),
+            Origin::Unknown(why) => Some(format!("a process tree of this daemon ({why})")),
+        };
+        let tree = match origin {
+            Origin::Process { id, .. } => Some(*id),
+            _ => None,
+        };
         Caller {
             client,
             policy,
             peer,
+            inside,
+            tree,
         }
+    }
+
+    /// Refuses a person's part (approving, denying, giving a password) to a process that
+    /// runs inside one of the daemon's trees: an agent must not answer for the person.
+    pub fn must_be_a_person(&self, what: &str) -> Result<(), cuba_protocol::ProtocolError> {
+        match &self.inside {
+            None => Ok(()),
+            Some(where_) => Err(cuba_protocol::ProtocolError::new(
+                cuba_protocol::ErrorKind::Blocked,
+                format!(
+                    "only a person can {what}: this request comes from inside {where_}, which \
+                     cuba-exec started; answer from a terminal of your own (`cubactl`) or in \
+                     the MCP client"
+                ),
+            )),
+        }
+    }
+
+    /// The process whose tree the connection comes from, when known.
+    pub fn tree(&self) -> Option<u64> {
+        self.tree
+    }
+
+    /// Who this caller is, as an answer names them: the user and the channel.
+    pub fn answerer(&self) -> crate::asks::Who {
+        let uid = self.peer.uid;
+        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| format!("{} (uid {uid})", u.name))
+            .unwrap_or_else(|| format!("uid {uid}"));
+        let channel = match self.client.kind {
+            cuba_protocol::ClientKind::Cli => "cubactl".to_string(),
+            cuba_protocol::ClientKind::Mcp => {
+                format!("elicitation in {}", self.client.name)
+            }
+            _ => self.client.name.clone(),
+        };
+        crate::asks::Who { by: user, channel }
     }
 
     /// Who asks, for the audit log.
@@ -82,6 +137,8 @@ pub mod tests {
                 uid: 0,
                 pid: Some(1),
             },
+            inside: None,
+            tree: None,
         }
     }
 }

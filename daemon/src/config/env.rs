@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 
 use super::{parse_duration, parse_size, CgroupMode, Config};
+
 use crate::policy::{dir_list, name_list};
 
 impl Config {
@@ -99,6 +100,34 @@ impl Config {
                 );
             }
             self.policy.dirs = dirs;
+        }
+        if let Some(v) = lookup("CUBA_EXEC_ASK_COMMANDS") {
+            self.policy.ask.commands = crate::policy::pattern_list(&v);
+        }
+        if let Some(v) = lookup("CUBA_EXEC_ASK_SIDE_EFFECTS") {
+            self.policy.ask.side_effects = crate::side_effects::parse_list(&v)
+                .with_context(|| format!("CUBA_EXEC_ASK_SIDE_EFFECTS={v:?}"))?;
+        }
+        if let Some(v) = lookup("CUBA_EXEC_ASK_DIRS").filter(|v| !v.trim().is_empty()) {
+            let dirs = dir_list(&v);
+            if let Some(d) = dirs.iter().find(|d| !d.is_absolute()) {
+                bail!(
+                    "CUBA_EXEC_ASK_DIRS={v:?}: {} is not an absolute path",
+                    d.display()
+                );
+            }
+            self.policy.ask.dirs = dirs;
+        }
+        if let Some(v) = lookup("CUBA_EXEC_APPROVAL_TIMEOUT").filter(|v| !v.trim().is_empty()) {
+            self.approval_timeout = parse_duration(&v)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .with_context(|| {
+                    format!("CUBA_EXEC_APPROVAL_TIMEOUT={v:?}: expected a duration > 0")
+                })?;
+        }
+        if let Some(v) = lookup("CUBA_EXEC_NOTIFY").filter(|v| !v.trim().is_empty()) {
+            self.notify = super::Notify::parse(&v);
         }
         if let Some(v) = lookup("CUBA_EXEC_UNRESOLVED").filter(|v| !v.trim().is_empty()) {
             self.policy.refuse_unresolved = crate::policy::unresolved_setting(&v)

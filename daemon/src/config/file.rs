@@ -33,6 +33,11 @@ struct File {
     allowed_commands: Option<Vec<String>>,
     allowed_dirs: Option<Vec<String>>,
     blocked_side_effects: Option<Vec<String>>,
+    ask_commands: Option<Vec<String>>,
+    ask_side_effects: Option<Vec<String>>,
+    ask_dirs: Option<Vec<String>>,
+    approval_timeout: Option<Scalar>,
+    notify: Option<String>,
     unresolved: Option<String>,
     exec_checks: Option<String>,
     audit: Option<bool>,
@@ -89,6 +94,7 @@ impl File {
             ("CUBA_EXEC_IDLE_TIMEOUT", self.idle_timeout),
             ("CUBA_EXEC_ORPHAN_TIMEOUT", self.orphan_timeout),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
+            ("CUBA_EXEC_APPROVAL_TIMEOUT", self.approval_timeout),
         ];
         for (name, value) in scalars {
             match value {
@@ -102,6 +108,9 @@ impl File {
             ("CUBA_EXEC_ALLOWED_COMMANDS", self.allowed_commands),
             ("CUBA_EXEC_ALLOWED_DIRS", self.allowed_dirs),
             ("CUBA_EXEC_BLOCKED_SIDE_EFFECTS", self.blocked_side_effects),
+            ("CUBA_EXEC_ASK_COMMANDS", self.ask_commands),
+            ("CUBA_EXEC_ASK_SIDE_EFFECTS", self.ask_side_effects),
+            ("CUBA_EXEC_ASK_DIRS", self.ask_dirs),
         ];
         for (name, list) in lists {
             if let Some(list) = list {
@@ -116,6 +125,9 @@ impl File {
         }
         if let Some(v) = self.exec_checks {
             vars.insert("CUBA_EXEC_EXEC_CHECKS", v);
+        }
+        if let Some(v) = self.notify {
+            vars.insert("CUBA_EXEC_NOTIFY", v);
         }
         if let Some(sandbox) = self.sandbox {
             vars.insert("CUBA_EXEC_SANDBOX", sandbox);

@@ -61,6 +61,35 @@ pub struct Config {
     pub blocked_side_effects: BTreeSet<String>,
     /// Every exec in a command's tree checked by the daemon (`exec_checks`).
     pub exec_checks: ExecChecks,
+    /// How long a question put to the person waits before it is denied (`approval_timeout`).
+    pub approval_timeout: Duration,
+    /// How the person is told of a question (`notify`).
+    pub notify: Notify,
+    /// Remembered approvals (`approvals.toml`).
+    pub approvals_file: PathBuf,
+}
+
+/// `notify = "auto" | "off" | PROGRAM` (`CUBA_EXEC_NOTIFY`): a desktop notification for every
+/// question put to the person. `auto`: `notify-send` where it is installed (Linux), `osascript`
+/// (macOS); a program is run as `PROGRAM TITLE BODY`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Notify {
+    #[default]
+    Auto,
+    Off,
+    Program(PathBuf),
+}
+
+impl Notify {
+    pub fn parse(text: &str) -> Notify {
+        match text.trim() {
+            t if t.eq_ignore_ascii_case("auto") => Notify::Auto,
+            t if ["off", "0", "false", "no"].contains(&t.to_ascii_lowercase().as_str()) => {
+                Notify::Off
+            }
+            t => Notify::Program(PathBuf::from(t)),
+        }
+    }
 }
 
 /// `exec_checks = "auto" | "on" | "off"` (`CUBA_EXEC_EXEC_CHECKS`): where the kernel can,
@@ -108,6 +137,9 @@ impl Config {
             sandbox: Sandbox::default(),
             blocked_side_effects: crate::side_effects::default_blocked(),
             exec_checks: ExecChecks::default(),
+            approval_timeout: Duration::from_secs(600),
+            notify: Notify::default(),
+            approvals_file: PathBuf::from("approvals.toml"),
         }
     }
 
@@ -119,7 +151,33 @@ impl Config {
                 .with_context(|| format!("config file {}", path.display()))?,
             None => self,
         };
-        from_file.apply_env(lookup)
+        let mut config = from_file.apply_env(&lookup)?;
+        config.approvals_file = approvals_file(&lookup);
+        Ok(config)
+    }
+}
+
+/// `approvals.toml`: `$CUBA_EXEC_APPROVALS`, else beside the settings file where that is a
+/// file of its own (`$CUBA_EXEC_CONFIG=/dev/null` has no "beside"), else in the usual settings
+/// directory (`~/.config/cuba-exec/`).
+fn approvals_file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(p) = lookup("CUBA_EXEC_APPROVALS").filter(|p| !p.trim().is_empty()) {
+        return PathBuf::from(p);
+    }
+    let beside = cuba_protocol::paths::config_file(lookup)
+        .map(|(p, _)| p)
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"));
+    if let Some(dir) = beside.as_deref().and_then(|p| p.parent()) {
+        return dir.join("approvals.toml");
+    }
+    let no_config = |k: &str| match k {
+        "CUBA_EXEC_CONFIG" => None,
+        other => lookup(other),
+    };
+    let default = cuba_protocol::paths::config_file(&no_config).map(|(p, _)| p);
+    match default.as_deref().and_then(|p| p.parent()) {
+        Some(dir) => dir.join("approvals.toml"),
+        None => PathBuf::from("approvals.toml"),
     }
 }
 

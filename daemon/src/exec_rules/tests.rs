@@ -28,15 +28,15 @@ fn a_blocked_program_is_known_by_name_link_identity_and_copy() {
     let dir = tempfile::tempdir().unwrap();
     let r = rules(&["rm"]);
     let rm = Path::new("/usr/bin/rm");
-    assert_eq!(r.decide(&exec_of(rm)).map(|x| x.rule), Some("blocklist"));
+    assert_eq!(r.refusal(&exec_of(rm)).map(|x| x.rule), Some("blocklist"));
     // A link with another name: the file it names is rm.
     let link = dir.path().join("zap");
     std::os::unix::fs::symlink(rm, &link).unwrap();
-    assert!(r.decide(&exec_of(&link)).is_some());
+    assert!(r.refusal(&exec_of(&link)).is_some());
     // A copy: same size and content.
     let copy = dir.path().join("del");
     std::fs::copy(rm, &copy).unwrap();
-    let refusal = r.decide(&exec_of(&copy)).unwrap();
+    let refusal = r.refusal(&exec_of(&copy)).unwrap();
     assert!(
         refusal.message.contains("a copy of `rm`"),
         "{}",
@@ -47,10 +47,10 @@ fn a_blocked_program_is_known_by_name_link_identity_and_copy() {
     bytes.push(0);
     let other = dir.path().join("other");
     std::fs::write(&other, bytes).unwrap();
-    assert!(r.decide(&exec_of(&other)).is_none());
+    assert!(r.refusal(&exec_of(&other)).is_none());
     // What is not blocked goes on; a path that names no file is left to the kernel.
-    assert!(r.decide(&exec_of(Path::new("/usr/bin/true"))).is_none());
-    assert!(r.decide(&exec_of(&dir.path().join("nothing"))).is_none());
+    assert!(r.refusal(&exec_of(Path::new("/usr/bin/true"))).is_none());
+    assert!(r.refusal(&exec_of(&dir.path().join("nothing"))).is_none());
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn the_interpreter_of_a_script_is_checked_too() {
     let mut e = exec_of(&script);
     e.interpreters
         .push(target(Path::new("/usr/bin/rm")).unwrap());
-    let refusal = rules(&["rm"]).decide(&e).unwrap();
+    let refusal = rules(&["rm"]).refusal(&e).unwrap();
     assert!(
         refusal.message.contains("the interpreter of"),
         "{}",
@@ -81,11 +81,11 @@ fn setuid_programs_are_refused_only_without_privileges() {
     drop(t);
     let policy = Effective::daemon(&Policy::default());
     let r = ExecRules::new(&policy, true);
-    let refusal = r.decide(&exec_of(su)).unwrap();
+    let refusal = r.refusal(&exec_of(su)).unwrap();
     assert_eq!((refusal.rule, refusal.errno), ("privileges", libc::EPERM));
     assert!(refusal.message.contains("exec_checks"));
     assert!(ExecRules::new(&policy, false)
-        .decide(&exec_of(su))
+        .refusal(&exec_of(su))
         .is_none());
 }
 
@@ -95,7 +95,7 @@ fn what_a_loader_or_a_multi_call_binary_is_told_to_run_is_checked() {
     // `ld.so /usr/bin/rm …`: the loader maps rm without an exec of its own.
     let mut e = exec_of(Path::new("/usr/bin/env"));
     e.runs.push(target(Path::new("/usr/bin/rm")).unwrap());
-    let refusal = r.decide(&e).unwrap();
+    let refusal = r.refusal(&e).unwrap();
     assert!(
         refusal.message.contains("the program the loader was given"),
         "{}",
@@ -104,14 +104,14 @@ fn what_a_loader_or_a_multi_call_binary_is_told_to_run_is_checked() {
     // `busybox rm …`, or a copy of it called `rm` by its argv[0].
     let mut e = exec_of(Path::new("/usr/bin/env"));
     e.applet = Some("rm".to_string());
-    let refusal = r.decide(&e).unwrap();
+    let refusal = r.refusal(&e).unwrap();
     assert!(
         refusal.message.contains("`rm` (run by env)"),
         "{}",
         refusal.message
     );
     e.applet = Some("ls".to_string());
-    assert!(r.decide(&e).is_none());
+    assert!(r.refusal(&e).is_none());
 }
 
 #[test]
@@ -123,9 +123,37 @@ fn an_allowlist_asks_once_whether_the_caller_is_a_shell() {
     let r = ExecRules::new(&Effective::daemon(&policy), false);
     // This test binary is not a shell: what it runs is not held to the allowlist.
     let e = exec_of(Path::new("/usr/bin/true"));
-    assert!(r.decide(&e).is_none());
+    assert!(r.refusal(&e).is_none());
     assert_eq!(e.shell_caller.get(), Some(false));
     // Known to be a shell (a check after an exec carries what the check found).
     e.shell_caller.set(Some(true));
-    assert_eq!(r.decide(&e).map(|x| x.rule), Some("allowlist"));
+    assert_eq!(r.refusal(&e).map(|x| x.rule), Some("allowlist"));
+}
+
+#[test]
+fn an_exec_that_matches_an_ask_pattern_is_asked_about_by_its_arguments() {
+    let policy = Policy {
+        ask: crate::policy::AskRules {
+            commands: vec!["git push".into(), "true *".into()],
+            ..Default::default()
+        },
+        ..Policy::default()
+    };
+    let r = ExecRules::new(&Effective::daemon(&policy), false);
+    assert!(r.wants_argv("git") && r.wants_argv("/usr/bin/true") && !r.wants_argv("ls"));
+    let mut e = exec_of(Path::new("/usr/bin/true"));
+    // Without its arguments read, nothing to match beyond the name.
+    assert!(matches!(r.decide(&e), Verdict::Allow));
+    e.argv = Some(vec!["true".into(), "x".into()]);
+    match r.decide(&e) {
+        Verdict::Ask(rule) => assert_eq!(rule, "ask_commands: true *"),
+        other => panic!("{other:?}"),
+    }
+    // A refusal wins over an ask.
+    let policy = Policy {
+        blocked: ["true".to_string()].into_iter().collect(),
+        ..policy
+    };
+    let r = ExecRules::new(&Effective::daemon(&policy), false);
+    assert!(matches!(r.decide(&e), Verdict::Refuse(_)));
 }

@@ -2,6 +2,7 @@
 //! Single-answer handlers return a `Response`; streaming ones (follow, watch, run) send frames
 //! through the [`Responder`] and end with their last.
 
+mod asks;
 mod follow;
 mod info;
 mod list;
@@ -96,6 +97,12 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Screen(r) => screen::screen(&d, r.id),
         Request::Shutdown(r) => return shutdown::shutdown(&d, r, &out).await,
         Request::Upgrade(r) => return upgrade::upgrade(&d, r, &out).await,
+        Request::Approve(r) => asks::approve(&d, &caller, r),
+        Request::Deny(r) => asks::deny(&d, &caller, r),
+        Request::Approvals => Ok(asks::approvals(&d)),
+        Request::Forget(r) => asks::forget(&d, &caller, r),
+        Request::AskSecret(r) => asks::ask_secret(&d, &caller, r).await,
+        Request::AnswerSecret(r) => asks::answer_secret(&d, &caller, r),
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
     };

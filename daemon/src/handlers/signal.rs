@@ -7,7 +7,7 @@ use cuba_protocol::{ProtocolError, Response, Signal, SignalRequest};
 use tokio::time::{timeout_at, Instant};
 
 use crate::daemon::Daemon;
-use crate::record::{Control, StopCause};
+use crate::record::{Control, Outcome, StopCause};
 
 /// Slack beyond the grace period for a `wait`ing signal request.
 const WAIT_MARGIN: Duration = Duration::from_secs(3);
@@ -34,7 +34,18 @@ pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolEr
         data.control.clone()
     };
     let not_running = || ProtocolError::invalid_state(format!("process {} is not running", r.id));
-    let control = control.ok_or_else(not_running)?;
+    let Some(control) = control else {
+        // A command held for a person's approval has no process yet: a stop ends it there.
+        let held = p.lock().info.state == cuba_protocol::ProcState::AwaitingApproval;
+        if held && ends_process(r.signal) {
+            p.lock().set_drained();
+            d.table().never_started(&p);
+            let why = "stopped on request while it awaited approval".to_string();
+            d.table().finish(&p, Outcome::stopped_unstarted(why));
+            return Ok(Response::Process(p.info()));
+        }
+        return Err(not_running());
+    };
     let msg = Control::Signal {
         id: r.id,
         signal: r.signal,

@@ -4,13 +4,16 @@
 //! gets the first attempt's record as it is now (`Ensure`: the same answer kind).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use cuba_protocol::{ProcessInfo, ProtocolError, SpawnRequest};
+use cuba_protocol::{AskKind, ProcessInfo, ProtocolError, SpawnRequest};
 
 use super::validate;
+use crate::asks::{Answer, Question};
 use crate::caller::Caller;
 use crate::daemon::Daemon;
 use crate::launch::LaunchPlan;
+use crate::record::{Outcome, Proc};
 use crate::side_effects::{self, Refusal};
 use crate::table::{NewRecord, Reserved};
 use crate::tokens::{Claim, Done, Stamp};
@@ -76,7 +79,8 @@ async fn once(
     }
 }
 
-/// The process started (or, with `reuse`, found: then `true`).
+/// The process started (or, with `reuse`, found: then `true`). A command the policy says to
+/// ask about is held instead, in `awaiting_approval`, until a person answers.
 fn start(
     d: &Daemon,
     caller: &Caller,
@@ -93,8 +97,35 @@ fn start(
         Some(c) => Path::new(&caller.client.cwd).join(c),
         None => PathBuf::from(&caller.client.cwd),
     };
-    let unresolved = allowed(d, caller, &req, &cwd)?;
+    let Checked {
+        unresolved,
+        mut ask,
+    } = allowed(d, caller, &req, &cwd)?;
+    // A remembered approval: not asked again here, nor at its exec.
+    let mut approved = None;
+    if let Some(rule) = ask.take() {
+        match d.asks().remembered(&rule, &cwd) {
+            Some(r) => {
+                let shown = cwd.display().to_string();
+                d.table()
+                    .audit()
+                    .remembered(caller.who(), (&req.command, &shown), &r);
+                approved = Some(rule);
+            }
+            None => ask = Some(rule),
+        }
+    }
     if req.session.is_some() {
+        if let Some(rule) = ask {
+            // A session's shell runs what it is sent at once: nothing there can be held.
+            return Err(ProtocolError::new(
+                cuba_protocol::ErrorKind::Blocked,
+                format!(
+                    "this command needs a person's approval first ({rule}), and a command in a \
+                     session cannot be held for it: run it without `session`"
+                ),
+            ));
+        }
         return d
             .sessions()
             .run(caller, req, &cwd, unresolved)
@@ -105,10 +136,26 @@ fn start(
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok((p.info(), true)),
     };
-    p.lock().unresolved = unresolved;
+    {
+        let mut rec = p.lock();
+        rec.unresolved = unresolved;
+        rec.approved_rules.extend(approved);
+    }
     let launcher = d.launcher();
     let defaults = (launcher.shell(), launcher.confinement(caller));
-    let plan = LaunchPlan::command(p.id, req, caller, cwd, defaults, &table.marker(p.id));
+    let command = req.command.clone();
+    let plan = LaunchPlan::command(
+        p.id,
+        req,
+        caller,
+        cwd.clone(),
+        defaults,
+        &table.marker(p.id),
+    );
+    if let Some(rule) = ask {
+        hold(d, caller, &p, plan, (rule, command, cwd))?;
+        return Ok((p.info(), false));
+    }
     // A process that could not start is a record too: its state says why.
     let _ = launcher.launch(caller, &p, plan, None);
     // Its row without its cgroup's figures: a process started a moment ago has used nothing
@@ -117,15 +164,72 @@ fn start(
     Ok((info, false))
 }
 
+/// Holds reserved record `p` until a person answers the question of `rule` about `command`:
+/// approved, it is launched as `plan` says; denied (or unanswered), it ends `denied`.
+fn hold(
+    d: &Daemon,
+    caller: &Caller,
+    p: &Arc<Proc>,
+    plan: LaunchPlan,
+    (rule, command, cwd): (String, String, PathBuf),
+) -> Result<(), ProtocolError> {
+    let question = Question {
+        kind: AskKind::Command,
+        what: command,
+        rule: rule.clone(),
+        pid: 0,
+        cwd: cwd.display().to_string(),
+    };
+    let table = d.table().clone();
+    let rx = match d.asks().ask(p, question) {
+        Ok(rx) => rx,
+        Err(e) => {
+            p.lock().set_drained();
+            table.never_started(p);
+            table.finish(p, Outcome::denied(e.message.clone()));
+            return Err(e);
+        }
+    };
+    let (launcher, caller, p) = (d.launcher().clone(), caller.clone(), p.clone());
+    tokio::spawn(async move {
+        let why = match rx.await {
+            Ok(Answer::Approved) => {
+                {
+                    let mut rec = p.lock();
+                    rec.approved_rules.push(rule);
+                    rec.info.state = cuba_protocol::ProcState::Running;
+                }
+                // A process that could not start is a record too: its state says why.
+                let _ = launcher.launch(&caller, &p, plan, None);
+                return;
+            }
+            Ok(Answer::Denied(why)) => why,
+            Ok(Answer::Secret(_)) => "a password is no approval".to_string(),
+            Err(_) => "it was stopped while awaiting approval".to_string(),
+        };
+        p.lock().set_drained();
+        table.never_started(&p);
+        table.finish(&p, Outcome::denied(why));
+    });
+    Ok(())
+}
+
+/// What the policy said of an allowed spawn: the parts of its text it could not resolve before
+/// run time (`?(…)`), and the rule that asks a person first.
+struct Checked {
+    unresolved: Vec<String>,
+    ask: Option<String>,
+}
+
 /// The connection's policy (the daemon's, narrowed per client) and the side-effect
 /// declarations. Unknown side-effect names are `BAD_REQUEST`; a refusal is `BLOCKED` and
-/// audited. Allowed: the parts that could not be resolved before run time (`?(…)`).
+/// audited.
 fn allowed(
     d: &Daemon,
     caller: &Caller,
     req: &SpawnRequest,
     cwd: &Path,
-) -> Result<Vec<String>, ProtocolError> {
+) -> Result<Checked, ProtocolError> {
     let refused = |decision: &cuba_protocol::PolicyDecision| {
         let cwd = cwd.display().to_string();
         d.table()
@@ -157,11 +261,16 @@ fn allowed(
         .collect();
     // The caller's word, not verified.
     match side_effects::check(&req.side_effects, &d.config().blocked_side_effects) {
-        Ok(()) => Ok(unresolved),
-        Err(Refusal::Bad(e)) => Err(e),
+        Ok(()) => {}
+        Err(Refusal::Bad(e)) => return Err(e),
         Err(Refusal::Blocked(e, decision)) => {
             refused(&decision);
-            Err(e)
+            return Err(e);
         }
     }
+    let ask = decision.ask.or_else(|| {
+        let category = caller.policy.rules().ask.side_effect(&req.side_effects)?;
+        Some(format!("ask_side_effects: {category}"))
+    });
+    Ok(Checked { unresolved, ask })
 }

@@ -22,6 +22,18 @@ pub async fn upgrade(d: &Daemon, r: UpgradeRequest, out: &Responder) {
         out.send(Response::Error(e)).await;
         return;
     }
+    // A held exec was received by this program, and a held command lives only in it: answered
+    // first, nothing is left waiting on a question the next program never asked.
+    let pending = d.asks().pending();
+    if !pending.is_empty() {
+        let e = ProtocolError::invalid_state(format!(
+            "cannot upgrade: {} question(s) wait for the user (`cubactl approvals`); answer or \
+             deny them first",
+            pending.len()
+        ));
+        out.send(Response::Error(e)).await;
+        return;
+    }
     if let Err(why) = crate::handover::check_binary(d, &binary).await {
         out.send(Response::Error(ProtocolError::invalid_state(format!(
             "cannot upgrade: {why}"

@@ -1,6 +1,7 @@
 //! `Wait`: block until the process exits, its output matches `until`, it has been quiet for
-//! `quiet_ms`, it waits for input (blocked reading its stdin pipe, see `supervise`), or the
-//! timeout. Never kills. Woken by the process's change channel, not by polling.
+//! `quiet_ms`, it waits for input (blocked reading its stdin pipe, see `supervise`, or a
+//! password asked of the person), it awaits a person's approval, or the timeout. Never kills.
+//! Woken by the process's change channel, not by polling.
 
 use std::time::Duration;
 
@@ -31,11 +32,12 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
         // The state first, then the output: the supervisor stores what the process wrote before
         // it publishes an exit or a wait for input, so a line written just before either is
         // scanned here and matches, rather than losing to the state it preceded.
-        let (finished, waiting, last_output) = {
+        let (finished, waiting, held, last_output) = {
             let data = p.lock();
             (
                 data.finished(),
                 data.info.state == ProcState::WaitingInput,
+                data.info.state == ProcState::AwaitingApproval,
                 data.last_output,
             )
         };
@@ -53,6 +55,10 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
         // Blocked reading the stdin pipe with nothing more to say: only an answer moves it on.
         if waiting {
             break WaitReason::WaitingInput;
+        }
+        // Held until a person answers: the caller says so (and asks in its own way).
+        if held {
+            break WaitReason::AwaitingApproval;
         }
         let quiet_at = quiet.map(|q| Instant::from_std(last_output) + q);
         if quiet_at.is_some_and(|q| q <= Instant::now()) {

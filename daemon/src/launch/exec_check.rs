@@ -8,8 +8,11 @@ use std::sync::{Arc, Weak};
 use cuba_protocol::ExecBlocked;
 
 use super::layer::Layer;
-use crate::exec_rules::{Exec, ExecRules, Refusal};
-use crate::platform::exec_check::{self, Checker, ChildEnd, Judge, Pending, Source, Watch};
+use crate::asks::{Answer, Asks, Question};
+use crate::exec_rules::{Exec, ExecRules, Refusal, Verdict};
+use crate::platform::exec_check::{
+    self, AskStart, Checker, ChildEnd, Judge, Pending, Reply, Source, Watch,
+};
 use crate::platform::spawn::Spawn;
 use crate::policy::Effective;
 use crate::record::Proc;
@@ -34,10 +37,15 @@ impl ExecService {
     }
 
     /// Takes over the listener of a process handed over by an upgrade.
-    pub fn adopt(&self, table: &Arc<Table>, p: &Arc<Proc>, listener: OwnedFd) {
+    pub fn adopt(
+        &self,
+        (table, asks): (&Arc<Table>, &Arc<Asks>),
+        p: &Arc<Proc>,
+        listener: OwnedFd,
+    ) {
         let policy = p.lock().policy.clone();
         let Some(policy) = policy else { return };
-        let judge = ProcJudge::judge(table, p, &policy, self.no_new_privs);
+        let judge = ProcJudge::judge((table, asks), p, &policy, self.no_new_privs);
         let w = Watch {
             source: Source::Listener(listener),
             judge,
@@ -51,22 +59,74 @@ impl ExecService {
 struct ProcJudge {
     rules: ExecRules,
     table: Arc<Table>,
+    asks: Arc<Asks>,
     proc: Weak<Proc>,
 }
 
 impl ProcJudge {
-    fn judge(table: &Arc<Table>, p: &Arc<Proc>, policy: &Effective, nnp: bool) -> Arc<dyn Judge> {
+    fn judge(
+        (table, asks): (&Arc<Table>, &Arc<Asks>),
+        p: &Arc<Proc>,
+        policy: &Effective,
+        nnp: bool,
+    ) -> Arc<dyn Judge> {
         Arc::new(ProcJudge {
             rules: ExecRules::new(policy, nnp),
             table: table.clone(),
+            asks: asks.clone(),
             proc: Arc::downgrade(p),
         })
     }
 }
 
 impl Judge for ProcJudge {
-    fn decide(&self, exec: &Exec) -> Option<Refusal> {
+    fn decide(&self, exec: &Exec) -> Verdict {
         self.rules.decide(exec)
+    }
+
+    fn wants_argv(&self, name: &str) -> bool {
+        self.rules.wants_argv(name)
+    }
+
+    fn ask(&self, exec: &Exec, rule: String, reply: Reply) -> AskStart {
+        let Some(p) = self.proc.upgrade() else {
+            return AskStart::Refuse(not_asked(exec, &rule, "its process has ended"));
+        };
+        // Approved for this command already: the person approved the text that runs it.
+        if p.lock().approved_rules.contains(&rule) {
+            return AskStart::Allow;
+        }
+        let cwd = crate::platform::proc::cwd(exec.pid as u32).unwrap_or_default();
+        if let Some(r) = self.asks.remembered(&rule, &cwd) {
+            let info = p.info();
+            let what = asked(exec);
+            self.table
+                .audit()
+                .remembered_exec(&info, (&what, &cwd.display().to_string()), &r);
+            return AskStart::Allow;
+        }
+        let question = Question {
+            kind: cuba_protocol::AskKind::Exec,
+            what: asked(exec),
+            rule: rule.clone(),
+            pid: exec.pid as u32,
+            cwd: cwd.display().to_string(),
+        };
+        match self.asks.ask(&p, question) {
+            Ok(rx) => {
+                self.asks.runtime().spawn(async move {
+                    let answer = match rx.await {
+                        Ok(Answer::Approved) => Ok(()),
+                        Ok(Answer::Denied(why)) => Err(why),
+                        Ok(Answer::Secret(_)) => Err("a password is no approval".to_string()),
+                        Err(_) => Err("its process ended first".to_string()),
+                    };
+                    reply(answer);
+                });
+                AskStart::Held
+            }
+            Err(e) => AskStart::Refuse(not_asked(exec, &rule, &e.message)),
+        }
     }
 
     fn refused(&self, blocked: ExecBlocked) {
@@ -105,6 +165,24 @@ impl Judge for ProcJudge {
     }
 }
 
+/// The program and arguments of `exec`, as the person is asked about it.
+fn asked(exec: &Exec) -> String {
+    match &exec.argv {
+        Some(argv) if !argv.is_empty() => argv.join(" "),
+        _ => exec.path.clone(),
+    }
+}
+
+/// An exec that could not be put to the person: refused, saying why.
+fn not_asked(exec: &Exec, rule: &str, why: &str) -> Refusal {
+    Refusal {
+        rule: "ask",
+        program: exec.path.clone(),
+        message: format!("it matches {rule} and could not be asked about: {why}"),
+        errno: libc::EACCES,
+    }
+}
+
 pub struct ExecLayer {
     service: Arc<ExecService>,
     judge: Option<Arc<dyn Judge>>,
@@ -115,12 +193,17 @@ pub struct ExecLayer {
 impl ExecLayer {
     pub fn new(
         service: &Arc<ExecService>,
-        table: &Arc<Table>,
+        (table, asks): (&Arc<Table>, &Arc<Asks>),
         p: &Arc<Proc>,
         policy: &Effective,
     ) -> ExecLayer {
         ExecLayer {
-            judge: Some(ProcJudge::judge(table, p, policy, service.no_new_privs)),
+            judge: Some(ProcJudge::judge(
+                (table, asks),
+                p,
+                policy,
+                service.no_new_privs,
+            )),
             service: service.clone(),
             child: None,
         }

@@ -18,11 +18,13 @@ mod sandbox;
 mod stdin;
 mod terminal;
 
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::asks::Asks;
 use crate::caller::Caller;
 use crate::config::Sandbox;
 use crate::platform::cgroup::{Cgroups, ProcCgroup};
@@ -60,6 +62,38 @@ pub struct Launcher {
     sandbox: Sandbox,
     /// Whether every exec in a tree is checked, and how.
     exec: Arc<ExecChecking>,
+    /// Questions put to the person (an exec the rules ask about waits for its answer).
+    asks: Arc<Asks>,
+    /// The askpass helper's variables, set for every command under its caller's own: a
+    /// program that asks for a password asks the person, never the model.
+    askpass: Arc<Vec<(OsString, OsString)>>,
+}
+
+/// The variables that point programs asking for a password at the askpass helper
+/// `cuba-askpass` beside the daemon's program, which asks the person through the daemon on
+/// `socket`. None where the helper is not installed.
+pub fn askpass_env(exe: &std::path::Path, socket: &std::path::Path) -> Vec<(OsString, OsString)> {
+    let Some(helper) = exe
+        .parent()
+        .map(|d| d.join("cuba-askpass"))
+        .filter(|h| h.is_file())
+    else {
+        return Vec::new();
+    };
+    let h = helper.into_os_string();
+    vec![
+        ("SUDO_ASKPASS".into(), h.clone()),
+        ("SSH_ASKPASS".into(), h.clone()),
+        // Even on a terminal: the password goes to the person, not to whoever reads the screen.
+        ("SSH_ASKPASS_REQUIRE".into(), "force".into()),
+        ("GIT_ASKPASS".into(), h),
+        (
+            "CUBA_EXEC_ASKPASS_SOCKET".into(),
+            std::path::absolute(socket)
+                .unwrap_or_else(|_| socket.to_path_buf())
+                .into_os_string(),
+        ),
+    ]
 }
 
 /// The exec checks' state for every launch.
@@ -149,7 +183,7 @@ impl Launcher {
         reaper: Arc<Reaper>,
         (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
         (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
-        exec: ExecChecking,
+        (exec, asks, askpass): (ExecChecking, Arc<Asks>, Vec<(OsString, OsString)>),
     ) -> Launcher {
         Launcher {
             table,
@@ -161,7 +195,14 @@ impl Launcher {
             shell,
             sandbox,
             exec: Arc::new(exec),
+            asks,
+            askpass: Arc::new(askpass),
         }
+    }
+
+    /// Questions put to the person.
+    pub fn asks(&self) -> &Arc<Asks> {
+        &self.asks
     }
 
     /// Whether execs are checked, one line.
@@ -175,7 +216,9 @@ impl Launcher {
     fn adopt_exec_listener(&self, p: &Arc<Proc>, listener: std::os::fd::OwnedFd) {
         match &*self.exec {
             #[cfg(target_os = "linux")]
-            ExecChecking::Active(service, _) => service.adopt(&self.table, p, listener),
+            ExecChecking::Active(service, _) => {
+                service.adopt((&self.table, &self.asks), p, listener)
+            }
             _ => {
                 tracing::warn!(
                     id = p.id,
@@ -226,6 +269,8 @@ impl Launcher {
     ) -> Result<(), String> {
         // A connection from inside this process's tree inherits the caller's policy.
         p.lock().policy = Some(caller.policy.clone());
+        // Under the caller's environment: a helper of its own (a desktop's) wins.
+        plan.env.splice(0..0, self.askpass.iter().cloned());
         let began = Instant::now();
         let stdin = plan.stdin.take();
         let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
@@ -233,7 +278,7 @@ impl Launcher {
             #[cfg(target_os = "linux")]
             ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
                 service,
-                &self.table,
+                (&self.table, &self.asks),
                 p,
                 &caller.policy,
             ))),

@@ -3,6 +3,7 @@
 //! is held against the blocklist and the optional allowlist. This is a seatbelt, not a sandbox:
 //! a program the lists allow (`python -c`, a compiled binary) can still do anything.
 
+mod ask;
 mod consts;
 mod narrow;
 mod parsed;
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use cuba_protocol::PolicyDecision;
 
+pub use ask::{pattern_list, AskRules};
 pub use narrow::Effective;
 pub use parsed::collect;
 pub use walk::Seen;
@@ -70,6 +72,9 @@ pub struct Policy {
     /// (`unresolved = "refuse"`), instead of allowing it and naming it in the audit line.
     /// Under an allowlist such a command is always refused.
     pub refuse_unresolved: bool,
+    /// What runs only once a person approves it.
+    #[serde(default)]
+    pub ask: AskRules,
 }
 
 impl Default for Policy {
@@ -79,6 +84,7 @@ impl Default for Policy {
             allowed: None,
             dirs: Vec::new(),
             refuse_unresolved: false,
+            ask: AskRules::default(),
         }
     }
 }
@@ -118,6 +124,7 @@ fn refuse(rule: &str, offending: &str, commands: Vec<String>, message: String) -
         commands,
         message,
         nested: Vec::new(),
+        ask: None,
     }
 }
 
@@ -189,7 +196,7 @@ impl Policy {
             }
         }
         let unresolved = seen.iter().filter(|s| s.unresolved.is_some()).count();
-        let message = if unresolved > 0 {
+        let mut message = if unresolved > 0 {
             format!(
                 "allowed; {unresolved} command(s) could not be resolved before run time and \
                  were not checked"
@@ -197,13 +204,32 @@ impl Policy {
         } else {
             "allowed".to_string()
         };
+        // Allowed, and one of its commands needs a person's approval first.
+        let asked = seen.iter().find_map(|s| {
+            let args: Vec<Option<&str>> = s.args.iter().map(Option::as_deref).collect();
+            Some((s, self.ask.command(s.name.as_deref()?, &args)?))
+        });
+        let (ask, offending) = match asked {
+            Some((s, pattern)) => {
+                message = format!(
+                    "allowed once a person approves: `{}` matches ask_commands `{pattern}`",
+                    s.text
+                );
+                (
+                    Some(format!("ask_commands: {pattern}")),
+                    Some(s.text.clone()),
+                )
+            }
+            None => (None, None),
+        };
         PolicyDecision {
             allowed: true,
             rule: None,
-            offending: None,
+            offending,
             commands,
             message,
             nested: Vec::new(),
+            ask,
         }
     }
 
@@ -227,18 +253,29 @@ impl Policy {
                 return refuse("unresolved", shell, Vec::new(), msg);
             }
         }
-        let decision = self.check(text);
+        let mut decision = self.check(text);
         if !decision.allowed {
             return decision;
         }
-        match self.check_dir(cwd) {
-            Ok(()) => decision,
-            Err(refusal) => PolicyDecision {
+        if let Err(refusal) = self.check_dir(cwd) {
+            return PolicyDecision {
                 commands: decision.commands,
                 nested: decision.nested,
                 ..*refusal
-            },
+            };
         }
+        if decision.ask.is_none() {
+            if let Some(dir) = self.ask.dir(cwd) {
+                decision.message = format!(
+                    "allowed once a person approves: its directory {} lies inside ask_dirs {}",
+                    cwd.display(),
+                    dir.display()
+                );
+                decision.ask = Some(format!("ask_dirs: {}", dir.display()));
+                decision.offending = Some(cwd.display().to_string());
+            }
+        }
+        decision
     }
 
     /// Checks a working directory against the allowed roots, after resolving symlinks and `..`.

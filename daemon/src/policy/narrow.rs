@@ -86,6 +86,7 @@ fn meet(a: &Policy, a_none: bool, b: &Policy, b_none: bool) -> (Policy, bool) {
         allowed,
         dirs,
         refuse_unresolved: a.refuse_unresolved || b.refuse_unresolved,
+        ask: a.ask.union(&b.ask),
     };
     (policy, none)
 }
@@ -137,6 +138,7 @@ impl Effective {
             allowed: None,
             dirs: Vec::new(),
             refuse_unresolved: false,
+            ask: super::AskRules::default(),
         };
         let mut any = false;
         let write_confined = self.write_confined
@@ -156,6 +158,24 @@ impl Effective {
             client.refuse_unresolved = true;
             any |= !self.rules.refuse_unresolved;
         }
+        // A client can ask to be asked about more, never about less.
+        if let Some(v) = get("CUBA_EXEC_ASK_COMMANDS") {
+            client.ask.commands = super::pattern_list(&v);
+        }
+        if let Some(v) = get("CUBA_EXEC_ASK_SIDE_EFFECTS") {
+            client.ask.side_effects = name_list(&v)
+                .into_iter()
+                .map(|c| c.to_ascii_uppercase())
+                .collect();
+        }
+        if let Some(v) = get("CUBA_EXEC_ASK_DIRS") {
+            client.ask.dirs = dir_list(&v)
+                .into_iter()
+                .filter(|d| d.is_absolute())
+                .collect();
+        }
+        let asks_more = self.rules.ask.union(&client.ask) != self.rules.ask;
+        any |= asks_more;
         if let Some(v) = get("CUBA_EXEC_ALLOWED_DIRS") {
             let (abs, rel): (Vec<PathBuf>, Vec<PathBuf>) =
                 dir_list(&v).into_iter().partition(|d| d.is_absolute());

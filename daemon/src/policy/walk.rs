@@ -29,6 +29,8 @@ pub struct Seen {
     pub text: String,
     /// Why it is unresolved (set when `name` is `None`, and for `eval` / `source`).
     pub unresolved: Option<&'static str>,
+    /// Its arguments' values, each `None` where only run time knows it (for `ask` patterns).
+    pub args: Vec<Option<String>>,
 }
 
 impl Seen {
@@ -114,6 +116,7 @@ impl Walker {
             name: None,
             text: text.to_string(),
             unresolved: Some(why),
+            args: Vec::new(),
         });
     }
 
@@ -378,10 +381,15 @@ impl Walker {
             _ => None,
         };
         let me = self.seen.len();
+        let values = args[1..]
+            .iter()
+            .map(|a| a.value.clone().filter(|_| !a.pattern))
+            .collect();
         self.seen.push(Seen {
             name: Some(name.clone()),
             text,
             unresolved,
+            args: values,
         });
         let sourcing = matches!(name.as_str(), "source" | ".");
         for inner in inner(&name, &args[1..]) {

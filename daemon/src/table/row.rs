@@ -34,5 +34,6 @@ pub(super) fn row(id: u64, new: NewRecord) -> ProcessInfo {
         forks_refused: None,
         cpu_millicores: None,
         blocked: Vec::new(),
+        asks: Vec::new(),
     }
 }

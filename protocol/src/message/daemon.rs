@@ -20,6 +20,10 @@ pub struct PolicyDecision {
     /// stdin or in a process substitution, command substitutions, `eval` text.
     #[serde(default)]
     pub nested: Vec<String>,
+    /// Allowed, but only once a person approves: the rule that asks (`ask_commands: git push`,
+    /// `ask_dirs: /srv/prod`, `ask_side_effects: DELETES_FILES`).
+    #[serde(default)]
+    pub ask: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

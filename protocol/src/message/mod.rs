@@ -5,6 +5,7 @@
 //! variants go at the end, and any change to a type bumps [`crate::PROTOCOL_VERSION`]. One file
 //! per topic; this one has the frames and the two enums that name every request and response.
 
+mod ask;
 mod control;
 mod daemon;
 mod error;
@@ -16,6 +17,7 @@ mod terminal;
 mod token;
 mod wait;
 
+pub use ask::*;
 pub use control::*;
 pub use daemon::*;
 pub use error::*;
@@ -100,6 +102,23 @@ pub enum Request {
     /// the connection closes without a reply: the client reconnects and reads
     /// [`DaemonStatus::upgraded_at_ms`].
     Upgrade(UpgradeRequest),
+    /// A person approves a process's pending ask. Refused from inside any process tree the
+    /// daemon started (only a person approves). Answered by [`Response::Process`].
+    Approve(ApproveRequest),
+    /// A person denies a process's pending ask, with a reason the model is told. Refused from
+    /// inside any process tree the daemon started. Answered by [`Response::Process`].
+    Deny(DenyRequest),
+    /// Every pending ask and remembered approval. Answered by [`Response::Approvals`].
+    Approvals,
+    /// Forget remembered approvals. Refused from inside a process tree. Answered by
+    /// [`Response::Approvals`].
+    Forget(ForgetRequest),
+    /// From the askpass helper, inside a process's tree: ask the person for a password.
+    /// Answered by [`Response::Secret`] once answered, refused or timed out.
+    AskSecret(SecretAsk),
+    /// A person's answer to a password ask. Refused from inside a process tree. Answered by
+    /// [`Response::Ok`].
+    AnswerSecret(SecretAnswer),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -127,4 +146,8 @@ pub enum Response {
     Closing {
         reason: String,
     },
+    /// Pending asks and remembered approvals ([`Request::Approvals`], [`Request::Forget`]).
+    Approvals(Approvals),
+    /// The answer to a [`Request::AskSecret`].
+    Secret(Secret),
 }

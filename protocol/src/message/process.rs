@@ -47,11 +47,19 @@ pub enum ProcState {
     Killed,
     FailedToStart,
     Lost,
+    /// Held until a person answers: a command the policy says to ask about (not started), or a
+    /// running command with an exec held (see [`ProcessInfo::asks`]).
+    AwaitingApproval,
+    /// A person (or the `approval_timeout`) said no: the command never started.
+    Denied,
 }
 
 impl ProcState {
     pub fn is_finished(self) -> bool {
-        !matches!(self, ProcState::Running | ProcState::WaitingInput)
+        !matches!(
+            self,
+            ProcState::Running | ProcState::WaitingInput | ProcState::AwaitingApproval
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +72,8 @@ impl ProcState {
             ProcState::Killed => "killed",
             ProcState::FailedToStart => "failed_to_start",
             ProcState::Lost => "lost",
+            ProcState::AwaitingApproval => "awaiting_approval",
+            ProcState::Denied => "denied",
         }
     }
 }
@@ -152,6 +162,10 @@ pub struct ProcessInfo {
     /// with EACCES, or the process was killed): the first few, oldest first.
     #[serde(default)]
     pub blocked: Vec<ExecBlocked>,
+    /// Questions put to the person about it, unanswered: why it is `awaiting_approval`, or
+    /// waiting for a password.
+    #[serde(default)]
+    pub asks: Vec<super::Ask>,
 }
 
 impl ExecBlocked {

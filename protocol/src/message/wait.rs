@@ -52,6 +52,8 @@ pub enum WaitReason {
     /// The process is blocked reading the stdin pipe the daemon holds, and its output has gone
     /// quiet: it waits for an answer (`Stdin`) that nothing else will give.
     WaitingInput,
+    /// The process is held until a person answers an ask (see [`ProcessInfo::asks`]).
+    AwaitingApproval,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -276,7 +276,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",             // "CUBA"
-            "0000000f",             // protocol version 15, fixed u32 big-endian
+            "00000010",             // protocol version 16, fixed u32 big-endian
             "01",                   // ClientKind::Cli
             "07 6375626163746c",    // name "cubactl"
             "fb 1092",              // pid 4242
@@ -297,7 +297,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "0000000f",      // protocol version 15
+            "00000010",      // protocol version 16
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -308,7 +308,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 0000000f 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000010 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! joins them. This file also holds what several tools share: asking cubad (with the retry rule
 //! of `link.rs`) and building a process reply from output or from a screen.
 
+mod asks;
 mod list_hosts;
 mod list_processes;
 mod run;

@@ -3,13 +3,16 @@
 
 use cuba_protocol::client::Client;
 use cuba_protocol::{
-    ProcKind, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest, StreamFilter, WaitSpec,
+    ProcKind, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest, StreamFilter,
+    WaitRequest, WaitSpec,
 };
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
-use super::Reply;
+use super::asks::{held, Settled};
+use crate::approve::Tool;
 use crate::args::{RunArgs, Strict};
 use crate::error::{remote, Failure, Sent};
 use crate::fetch;
@@ -33,7 +36,7 @@ impl CubaExec {
         &self,
         Parameters(Strict(a)): Parameters<Strict<RunArgs>>,
         ctx: RequestContext<RoleServer>,
-    ) -> Reply {
+    ) -> Result<CallToolResponse, CallToolResult> {
         let mut a = a;
         let host = a.common.host.take();
         let host = host.as_deref();
@@ -81,6 +84,19 @@ impl CubaExec {
                 Guarded::Cancelled => return Err(cancel(&client, &info).await.into()),
             }
         };
+        // Held for the person's approval: asked through the client where it can.
+        let wait = WaitRequest {
+            id: info.id,
+            since: Some(0),
+            spec: req.wait.clone(),
+        };
+        let (w, note) = match self
+            .settle(&ctx, (&client, host), (Tool::Run, &wait), w)
+            .await?
+        {
+            Settled::Ask(q) => return Ok(CallToolResponse::InputRequired(q)),
+            Settled::Waited(w, note) => (*w, note),
+        };
         let mut process = w.process;
         // The notice is about this call (e.g. a session started again): keep it even if the
         // record no longer carries it.
@@ -97,7 +113,9 @@ impl CubaExec {
                 Some(w.output),
             )
             .await?;
-        Ok(reply.into_result())
+        let mut reply = reply;
+        held(&mut reply, &process, note);
+        Ok(reply.into_result().into())
     }
 }
 

@@ -4,10 +4,12 @@
 use cuba_protocol::client::Client;
 use cuba_protocol::{SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitSpec};
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
-use super::Reply;
+use super::asks::{held, Settled};
+use crate::approve::Tool;
 use crate::args::{StartArgs, Strict};
 use crate::error::Sent;
 use crate::hints;
@@ -28,7 +30,7 @@ impl CubaExec {
         &self,
         Parameters(Strict(a)): Parameters<Strict<StartArgs>>,
         ctx: RequestContext<RoleServer>,
-    ) -> Reply {
+    ) -> Result<CallToolResponse, CallToolResult> {
         let mut a = a;
         let host = a.common.host.take();
         let host = host.as_deref();
@@ -50,7 +52,31 @@ impl CubaExec {
                 }
             }
         };
-        let (client, (info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
+        let (client, (mut info, existing)) = self.act(&ctx, host, Sent::Command, start).await?;
+        // Held for the person's approval: asked through the client where it can, then shown as
+        // it stands.
+        let mut note = None;
+        if info.state == cuba_protocol::ProcState::AwaitingApproval {
+            let look = WaitRequest {
+                id: info.id,
+                since: Some(0),
+                spec: WaitSpec::exit(0, 0),
+            };
+            let now = client
+                .wait(look.clone())
+                .await
+                .map_err(crate::error::remote)?;
+            match self
+                .settle(&ctx, (&client, host), (Tool::Start, &look), now)
+                .await?
+            {
+                Settled::Ask(q) => return Ok(CallToolResponse::InputRequired(q)),
+                Settled::Waited(w, n) => {
+                    info = w.process.clone();
+                    note = n;
+                }
+            }
+        }
         let grace = cuba_protocol::start_grace_ms();
         if !existing && !info.state.is_finished() && grace > 0 {
             // A command that fails at once (its port taken, a bad flag, not found) is said to
@@ -68,7 +94,7 @@ impl CubaExec {
                     let reply = self
                         .process_reply((&client, host), &w.process, 0, max, both, out)
                         .await?;
-                    return Ok(reply.into_result());
+                    return Ok(reply.into_result().into());
                 }
             }
         }
@@ -79,6 +105,7 @@ impl CubaExec {
         } else if !info.state.is_finished() {
             reply.hint = Some(hints::started(&info));
         }
-        Ok(reply.into_result())
+        held(&mut reply, &info, note);
+        Ok(reply.into_result().into())
     }
 }

@@ -3,10 +3,13 @@
 
 use cuba_protocol::{WaitReason, WaitRequest, WaitSpec};
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
-use super::{no_screen, Reply};
+use super::asks::{held, Settled};
+use super::no_screen;
+use crate::approve::Tool;
 use crate::args::{ViewArg, WaitArgs};
 use crate::error::Failure;
 use crate::fetch;
@@ -32,7 +35,7 @@ impl CubaExec {
         &self,
         Parameters(a): Parameters<WaitArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Reply {
+    ) -> Result<CallToolResponse, CallToolResult> {
         let id = a.id;
         let screen = a.view == Some(ViewArg::Screen);
         let host = a.host.as_deref();
@@ -70,6 +73,14 @@ impl CubaExec {
                 return Err(Failure::new("CANCELLED", "the wait was cancelled").into())
             }
         };
+        // Held for the person's approval: asked through the client where it can.
+        let (w, note) = match self
+            .settle(&ctx, (&client, host), (Tool::Wait, &req), w)
+            .await?
+        {
+            Settled::Ask(q) => return Ok(CallToolResponse::InputRequired(q)),
+            Settled::Waited(w, note) => (*w, note),
+        };
         let mut reply = match screen {
             true => self.screen_reply(&client, host, &w.process).await?,
             false => {
@@ -84,10 +95,12 @@ impl CubaExec {
             WaitReason::Quiet => ("quiet", None),
             WaitReason::Timeout => ("timeout", None),
             WaitReason::WaitingInput => ("waiting_input", None),
+            WaitReason::AwaitingApproval => ("awaiting_approval", None),
         };
         reply.wait = Some(reason.to_string());
         // The matched line is output too: the model sees it through the same view.
         reply.matched = matched.map(|m| self.view_for(&client).render(m.as_bytes()));
-        Ok(reply.into_result())
+        held(&mut reply, &w.process, note);
+        Ok(reply.into_result().into())
     }
 }

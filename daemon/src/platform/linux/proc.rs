@@ -160,6 +160,12 @@ pub fn cwd(pid: u32) -> Option<PathBuf> {
     fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
+/// The name `pid` runs as (`comm`: its program's name, at most 15 bytes).
+pub fn name(pid: i32) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(text.trim_end_matches('\n').to_string()).filter(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -192,6 +192,14 @@ pub fn env_entry_after(pid: i32, prefix: &[u8]) -> Option<Vec<u8>> {
     })?
 }
 
+/// The name `pid` runs as (its program's name, as the kernel keeps it).
+pub fn name(pid: i32) -> Option<String> {
+    let info = bsdinfo(pid)?;
+    let bytes: Vec<u8> = info.pbi_comm.iter().map(|c| *c as u8).collect();
+    let name = CStr::from_bytes_until_nul(&bytes).ok()?.to_str().ok()?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 /// The working directory of `pid` now.
 pub fn cwd(pid: u32) -> Option<PathBuf> {
     let info: libc::proc_vnodepathinfo =

@@ -1,5 +1,7 @@
 //! proptest strategies for the message types: every `Request` and `Response` variant.
 
+mod asks;
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -92,6 +94,8 @@ fn proc_state() -> impl Strategy<Value = ProcState> {
         Just(ProcState::Killed),
         Just(ProcState::FailedToStart),
         Just(ProcState::Lost),
+        Just(ProcState::AwaitingApproval),
+        Just(ProcState::Denied),
     ]
 }
 
@@ -289,6 +293,7 @@ pub fn request() -> BoxedStrategy<Request> {
         proptest::option::of(text())
             .prop_map(|binary| Request::Upgrade(UpgradeRequest { binary }))
             .boxed(),
+        asks::request(),
     ]
     .boxed()
 }
@@ -334,12 +339,13 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(any::<u64>()),
         opt(any::<u32>()),
     );
-    (first, second, third, usage).prop_map(
+    (first, second, third, usage, vec(asks::ask(), 0..2)).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
             (cpu_ms, memory_bytes, memory_peak_bytes, pids_max, forks_refused, cpu_millicores),
+            asks,
         )| ProcessInfo {
             id,
             pid,
@@ -369,6 +375,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             forks_refused,
             cpu_millicores,
             blocked: Vec::new(),
+            asks,
         },
     )
 }
@@ -398,6 +405,7 @@ fn wait_reason() -> impl Strategy<Value = WaitReason> {
         Just(WaitReason::Quiet),
         Just(WaitReason::Timeout),
         Just(WaitReason::WaitingInput),
+        Just(WaitReason::AwaitingApproval),
     ]
 }
 
@@ -452,15 +460,17 @@ fn policy_decision() -> impl Strategy<Value = PolicyDecision> {
         vec(text(), 0..3),
         text(),
         vec(text(), 0..3),
+        opt(text()),
     )
         .prop_map(
-            |(allowed, rule, offending, commands, message, nested)| PolicyDecision {
+            |(allowed, rule, offending, commands, message, nested, ask)| PolicyDecision {
                 allowed,
                 rule,
                 offending,
                 commands,
                 message,
                 nested,
+                ask,
             },
         )
 }
@@ -496,6 +506,7 @@ pub fn response() -> BoxedStrategy<Response> {
         text()
             .prop_map(|reason| Response::Closing { reason })
             .boxed(),
+        asks::response(),
     ]
     .boxed()
 }

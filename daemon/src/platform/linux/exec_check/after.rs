@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::notif;
-use super::types::Exec;
+use super::types::{Exec, Refusal, Verdict};
 use super::Judge;
 
 /// When the process is looked at (ms after the answer): soon, then less often, for as long
@@ -162,9 +162,21 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
         path: target.path().display().to_string(),
         target: Some(target),
         shell_caller: std::cell::Cell::new(a.shell_caller),
+        argv: Some(notif::cmdline(pid)),
         ..Exec::default()
     };
-    if let Some(refusal) = a.judge.decide(&ran) {
+    let refusal = match a.judge.decide(&ran) {
+        Verdict::Allow => None,
+        Verdict::Refuse(r) => Some(r),
+        // It runs already: there is nothing left to hold, and nobody approved it.
+        Verdict::Ask(rule) => Some(Refusal {
+            program: ran.path.clone(),
+            message: format!("it matches {rule} and ran without an approval"),
+            rule: "ask",
+            errno: libc::EACCES,
+        }),
+    };
+    if let Some(refusal) = refusal {
         let argv = notif::cmdline(pid);
         if kill_if_running(pid, now) {
             a.judge.refused(refusal.report(pid, argv, true));

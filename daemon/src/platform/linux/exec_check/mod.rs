@@ -12,7 +12,7 @@ mod serve;
 mod types;
 
 pub use notif::target;
-pub use types::{unreadable, Exec, Refusal, Target};
+pub use types::{unreadable, AskStart, Exec, Refusal, Target, Verdict};
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -22,12 +22,21 @@ use cuba_protocol::ExecBlocked;
 
 use crate::platform::spawn::Spawn;
 
+/// The answer to an exec put to the person: go on, or refuse with the reason given.
+pub type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+
 /// What decides a tree's execs and hears of the refusals.
 pub trait Judge: Send + Sync + 'static {
-    fn decide(&self, exec: &Exec) -> Option<Refusal>;
+    fn decide(&self, exec: &Exec) -> Verdict;
     fn refused(&self, blocked: ExecBlocked);
     /// The tree's listener, once it has arrived (kept by its record for a hand-over).
     fn listening(&self, listener: Arc<OwnedFd>);
+    /// Whether the rules need the arguments of a program called `name` (an `ask` pattern
+    /// names it): they are read from the caller's memory only then.
+    fn wants_argv(&self, name: &str) -> bool;
+    /// Puts an exec the rules ask about (`rule`) to the person; `reply` is called once with
+    /// the answer when it is [`AskStart::Held`].
+    fn ask(&self, exec: &Exec, rule: String, reply: Reply) -> AskStart;
 }
 
 pub enum Source {

@@ -192,9 +192,10 @@ impl Notification {
         out
     }
 
-    /// What the exec would run, as the caller's kernel sees it. `None` when its path cannot be
-    /// read from the caller's memory.
-    pub fn exec(&self) -> Option<Exec> {
+    /// What the exec would run, as the caller's kernel sees it, with its arguments where
+    /// `wants` says the rules need them for a program of that name. `None` when its path
+    /// cannot be read from the caller's memory.
+    pub fn exec(&self, wants: &dyn Fn(&str) -> bool) -> Option<Exec> {
         let given = self.path()?;
         let dirfd = self.args[0] as i32;
         let pid = self.pid;
@@ -232,11 +233,16 @@ impl Notification {
             script = interpreter(&t);
             exec.interpreters.push(t);
         }
+        let named = |n: &str| wants(n);
+        let asked = named(base_name(&exec.path)) || exec.files().any(|t| named(&t.name));
+        if asked {
+            exec.argv = Some(self.argv());
+        }
         // Programs that run another without an exec: what their arguments name.
         let last = exec.files().last().map(|t| t.name.clone());
         if let Some(name) = last {
             if is_loader(&name) {
-                let argv = self.argv();
+                let argv = exec.argv.get_or_insert_with(|| self.argv()).clone();
                 if let Some(program) = loader_program(&argv) {
                     let at = match program.starts_with('/') {
                         true => PathBuf::from(program),
@@ -248,7 +254,8 @@ impl Notification {
                     }
                 }
             } else if MULTI_CALL.contains(&name.as_str()) {
-                exec.applet = applet(&name, &self.argv());
+                let argv = exec.argv.get_or_insert_with(|| self.argv());
+                exec.applet = applet(&name, argv);
             }
         }
         Some(exec)

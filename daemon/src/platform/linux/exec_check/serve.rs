@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use super::after::{After, Afters};
 use super::notif::{self, Notification};
-use super::types::Target;
+use super::types::{AskStart, Refusal, Target, Verdict};
 use super::{Judge, Source, Watch};
 
 /// Events taken per `epoll_wait`.
 const EVENTS: usize = 64;
+/// The token of the descriptor that says answers to held execs are in.
+const ANSWERS: u64 = u64::MAX;
 /// Receives that failed in a row on one listener before the thread pauses (a kernel that kept
 /// saying "readable" and failing would otherwise have it spin).
 const FAILURES: u32 = 64;
@@ -45,6 +47,10 @@ pub struct Shared {
     epoll: OwnedFd,
     added: Mutex<Vec<(u64, Entry)>>,
     next: AtomicU64,
+    /// Answers to held execs (by hold number), and the descriptor that wakes the thread for
+    /// them.
+    answers: Mutex<Vec<(u64, Result<(), String>)>>,
+    wake: OwnedFd,
 }
 
 impl Shared {
@@ -54,12 +60,49 @@ impl Shared {
         if ep < 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: a new descriptor nothing else owns.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        // SAFETY: eventfd takes a count and flags; the new descriptor is owned at once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: ANSWERS,
+        };
+        // SAFETY: registers the live eventfd with a valid event.
+        let r = unsafe {
+            libc::epoll_ctl(
+                epoll.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                wake.as_raw_fd(),
+                &mut ev,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
         Ok(Shared {
-            // SAFETY: a new descriptor nothing else owns.
-            epoll: unsafe { OwnedFd::from_raw_fd(ep) },
+            epoll,
             added: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
+            answers: Mutex::new(Vec::new()),
+            wake,
         })
+    }
+
+    /// The answer to held exec `hold` (from any thread): the checker answers the kernel.
+    fn post(&self, hold: u64, answer: Result<(), String>) {
+        self.answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((hold, answer));
+        let one = 1u64;
+        // SAFETY: an eventfd takes 8 bytes; a full counter has woken the thread already.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 
     /// Registers `w` (from any thread): its entry first, then its descriptor, so the thread
@@ -104,6 +147,34 @@ struct Loop {
     entries: HashMap<u64, Entry>,
     afters: Afters,
     pace: Pace,
+    /// Execs held until a person answers, by hold number.
+    held: HashMap<u64, Held>,
+    next_hold: u64,
+    /// Execs a person just denied, by caller: a shell that tries the same program again
+    /// through the next `PATH` entry (`/bin` is `/usr/bin` here) is not asked twice.
+    denied: HashMap<i32, Denied>,
+}
+
+/// A denial, for the caller's next try of the same file.
+struct Denied {
+    file: Option<(u64, u64)>,
+    reason: String,
+    at: Instant,
+}
+
+/// How long a denial answers a caller's tries of the same file.
+const DENIED_FOR: Duration = Duration::from_secs(5);
+/// Denials remembered at most (the oldest go first).
+const MAX_DENIED: usize = 1024;
+
+/// An exec held for a person's answer: what answering it later needs.
+struct Held {
+    listener: Arc<OwnedFd>,
+    id: u64,
+    pid: i32,
+    judge: Arc<dyn Judge>,
+    argv: Vec<String>,
+    after: After,
 }
 
 pub fn run(shared: Arc<Shared>) {
@@ -112,6 +183,9 @@ pub fn run(shared: Arc<Shared>) {
         entries: HashMap::new(),
         afters: Afters::default(),
         pace: Pace::new(),
+        held: HashMap::new(),
+        next_hold: 1,
+        denied: HashMap::new(),
     };
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
     loop {
@@ -134,7 +208,10 @@ pub fn run(shared: Arc<Shared>) {
             return;
         }
         for ev in &events[..n as usize] {
-            l.ready(ev.u64, ev.events);
+            match ev.u64 {
+                ANSWERS => l.answers(),
+                token => l.ready(token, ev.events),
+            }
         }
         l.afters.run_due();
     }
@@ -298,8 +375,8 @@ impl Loop {
                                 notif::sync_wake_up(listener.as_raw_fd(), want);
                                 *sync = want;
                             }
-                            let (fd, judge) = (listener.as_raw_fd(), judge.clone());
-                            self.handle(fd, &judge, n);
+                            let (listener, judge) = (listener.clone(), judge.clone());
+                            self.handle(&listener, &judge, n);
                         }
                         // Its caller died or was interrupted before the receive.
                         Err(e) => {
@@ -320,12 +397,14 @@ impl Loop {
     }
 
     /// Answers notification `n`.
-    fn handle(&mut self, fd: RawFd, judge: &Arc<dyn Judge>, n: Notification) {
+    fn handle(&mut self, listener: &Arc<OwnedFd>, judge: &Arc<dyn Judge>, n: Notification) {
+        let fd = listener.as_raw_fd();
         // What the caller runs now: what its previous exec ran, if that one is still being
         // checked, and what this exec must change.
         let before = notif::running_id(n.pid);
         self.afters.settle(n.pid, before);
-        let Some(exec) = n.exec() else {
+        let wants = |name: &str| judge.wants_argv(name);
+        let Some(exec) = n.exec(&wants) else {
             // Recorded first: the caller may end as soon as it has the answer.
             if notif::still_valid(fd, n.id) {
                 judge.refused(super::types::unreadable(n.pid, n.argv()));
@@ -333,26 +412,131 @@ impl Loop {
             }
             return;
         };
-        if let Some(refusal) = judge.decide(&exec) {
+        let refuse = |refusal: Refusal| {
             // Only the caller's own call is reported: what was read was its.
             if notif::still_valid(fd, n.id) {
                 let errno = refusal.errno;
                 judge.refused(refusal.report(exec.pid, n.argv(), false));
                 let _ = notif::answer(fd, n.id, Some(errno));
             }
-            return;
-        }
-        if notif::answer(fd, n.id, None).is_err() {
-            // The caller is gone: nothing ran.
-            return;
-        }
+        };
         let after = After {
             judge: judge.clone(),
             before,
             checked: exec.files().map(Target::id).collect(),
             shell_caller: exec.shell_caller.get(),
         };
+        match judge.decide(&exec) {
+            Verdict::Refuse(refusal) => return refuse(refusal),
+            Verdict::Allow => {}
+            Verdict::Ask(rule) => {
+                let file = exec.target.as_ref().map(Target::id);
+                let again = self
+                    .denied
+                    .get(&n.pid)
+                    .filter(|d| d.file == file && d.at.elapsed() < DENIED_FOR);
+                if let Some(d) = again {
+                    return refuse(Refusal {
+                        rule: "ask",
+                        program: exec.path.clone(),
+                        message: format!("its exec was not approved: {}", d.reason),
+                        errno: libc::EACCES,
+                    });
+                }
+                let hold = self.next_hold;
+                let shared = self.shared.clone();
+                let reply: super::Reply = Box::new(move |a| shared.post(hold, a));
+                match judge.ask(&exec, rule, reply) {
+                    AskStart::Allow => {}
+                    AskStart::Refuse(refusal) => return refuse(refusal),
+                    AskStart::Held => {
+                        self.next_hold += 1;
+                        let held = Held {
+                            listener: listener.clone(),
+                            id: n.id,
+                            pid: n.pid,
+                            judge: judge.clone(),
+                            argv: exec.argv.clone().unwrap_or_else(|| n.argv()),
+                            after: After {
+                                shell_caller: exec.shell_caller.get(),
+                                ..after
+                            },
+                        };
+                        self.held.insert(hold, held);
+                        return;
+                    }
+                }
+            }
+        }
+        if notif::answer(fd, n.id, None).is_err() {
+            // The caller is gone: nothing ran.
+            return;
+        }
+        let after = After {
+            shell_caller: exec.shell_caller.get(),
+            ..after
+        };
         self.afters.schedule(n.pid, after);
+    }
+
+    /// Answers the held execs a person has answered.
+    fn answers(&mut self) {
+        let mut count = 0u64;
+        // SAFETY: an eventfd reads into 8 bytes.
+        unsafe {
+            libc::read(
+                self.shared.wake.as_raw_fd(),
+                (&mut count as *mut u64).cast(),
+                8,
+            )
+        };
+        let answers = std::mem::take(
+            &mut *self
+                .shared
+                .answers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (hold, answer) in answers {
+            let Some(h) = self.held.remove(&hold) else {
+                continue;
+            };
+            let fd = h.listener.as_raw_fd();
+            match answer {
+                Ok(()) => {
+                    if notif::answer(fd, h.id, None).is_ok() {
+                        self.afters.schedule(h.pid, h.after);
+                    }
+                }
+                Err(reason) => {
+                    if self.denied.len() >= MAX_DENIED {
+                        let now = Instant::now();
+                        self.denied
+                            .retain(|_, d| now.duration_since(d.at) < DENIED_FOR);
+                    }
+                    if self.denied.len() < MAX_DENIED {
+                        let denial = Denied {
+                            file: h.after.checked.first().copied(),
+                            reason: reason.clone(),
+                            at: Instant::now(),
+                        };
+                        self.denied.insert(h.pid, denial);
+                    }
+                    if notif::still_valid(fd, h.id) {
+                        let program = h.argv.first().cloned().unwrap_or_default();
+                        h.judge.refused(cuba_protocol::ExecBlocked {
+                            program,
+                            argv: h.argv,
+                            rule: "ask".to_string(),
+                            message: format!("its exec was not approved: {reason}"),
+                            pid: h.pid as u32,
+                            killed: false,
+                        });
+                        let _ = notif::answer(fd, h.id, Some(libc::EACCES));
+                    }
+                }
+            }
+        }
     }
 }
 

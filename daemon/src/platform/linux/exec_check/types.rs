@@ -55,6 +55,28 @@ pub struct Exec {
     pub applet: Option<String>,
     /// Whether the caller is a shell, once the rules asked (an allowlist governs them).
     pub shell_caller: std::cell::Cell<Option<bool>>,
+    /// Its arguments (the first few, shortened), where the rules need them: an `ask` pattern
+    /// names the program.
+    pub argv: Option<Vec<String>>,
+}
+
+/// What the rules say of an exec.
+#[derive(Debug)]
+pub enum Verdict {
+    Allow,
+    Refuse(Refusal),
+    /// Only once a person approves: the rule that asks (`ask_commands: git push`).
+    Ask(String),
+}
+
+/// What became of an exec put to the person.
+#[derive(Debug)]
+pub enum AskStart {
+    /// Held: the answer comes later, through the reply given.
+    Held,
+    /// Goes on at once (approved already for this process, or a remembered approval).
+    Allow,
+    Refuse(Refusal),
 }
 
 impl Exec {

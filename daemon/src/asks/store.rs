@@ -1,0 +1,343 @@
+//! Remembered approvals: `approvals.toml` beside the settings file, a file the user reads and
+//! edits. Each entry is a rule that is not asked about again (`ask_commands: git push`), where
+//! (a directory and everything below it; none: anywhere), who approved it, through which
+//! channel and when. The daemon reads it again whenever it changed, so an edit holds at once.
+//!
+//! Like `config.toml`, it is the user's file: a command that can write anywhere in the user's
+//! home can change it, which is what the sandbox (`workspace-write`) stops.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use cuba_protocol::Remembered;
+use serde::{Deserialize, Serialize};
+
+/// The file's form.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    approval: Vec<Entry>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    rule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dir: Option<String>,
+    #[serde(default)]
+    by: String,
+    #[serde(default)]
+    channel: String,
+    /// UTC, `2026-12-05T10:00:00Z`.
+    #[serde(default)]
+    at: String,
+}
+
+const HEADER: &str = "\
+# Remembered approvals: cuba-exec does not ask about these rules again in their directory
+# (and below it; no dir: anywhere). Edit or delete entries freely; `cubactl approvals forget N`
+# does the same. Read again by the daemon whenever this file changes.
+";
+
+/// The file and what it said when last read.
+pub struct Store {
+    path: PathBuf,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    /// The file's modification time and length when read: read again when either changes.
+    seen: Option<(SystemTime, u64)>,
+    entries: Vec<Remembered>,
+    /// Why the file could not be used, once (it is logged, and asks go on being asked).
+    error: Option<String>,
+}
+
+impl Store {
+    pub fn new(path: PathBuf) -> Store {
+        Store {
+            path,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every remembered approval, the file read again if it changed.
+    pub fn all(&self) -> Vec<Remembered> {
+        let mut cache = self.lock();
+        self.refresh(&mut cache);
+        cache.entries.clone()
+    }
+
+    /// The remembered approval of `rule` whose directory holds `cwd`, if any.
+    pub fn find(&self, rule: &str, cwd: &Path) -> Option<Remembered> {
+        let mut cache = self.lock();
+        self.refresh(&mut cache);
+        let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        cache
+            .entries
+            .iter()
+            .find(|e| {
+                e.rule == rule
+                    && e.dir.as_ref().is_none_or(|d| {
+                        let d = std::fs::canonicalize(d).unwrap_or_else(|_| PathBuf::from(d));
+                        real.starts_with(d)
+                    })
+            })
+            .cloned()
+    }
+
+    /// Adds `r` (replacing one of the same rule and directory) and writes the file.
+    pub fn remember(&self, r: Remembered) -> Result<(), String> {
+        let mut cache = self.lock();
+        self.refresh(&mut cache);
+        cache
+            .entries
+            .retain(|e| (&e.rule, &e.dir) != (&r.rule, &r.dir));
+        cache.entries.push(r);
+        self.write(&mut cache)
+    }
+
+    /// Forgets the entries `which` names; how many went.
+    pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, String> {
+        use cuba_protocol::ForgetRequest;
+        let mut cache = self.lock();
+        self.refresh(&mut cache);
+        let before = cache.entries.len();
+        match which {
+            ForgetRequest::All => cache.entries.clear(),
+            ForgetRequest::Rule(rule) => {
+                let rule = rule.trim();
+                cache
+                    .entries
+                    .retain(|e| e.rule != rule && !e.rule.ends_with(&format!(": {rule}")));
+            }
+            ForgetRequest::Index(n) => {
+                let i = (*n as usize).checked_sub(1).filter(|i| *i < before);
+                let Some(i) = i else {
+                    return Err(format!(
+                        "there is no remembered approval {n} (there are {before}: `cubactl \
+                         approvals` lists them)"
+                    ));
+                };
+                cache.entries.remove(i);
+            }
+        }
+        let gone = before - cache.entries.len();
+        if gone > 0 {
+            self.write(&mut cache)?;
+        }
+        Ok(gone)
+    }
+
+    fn refresh(&self, cache: &mut Cache) {
+        let stamp = std::fs::metadata(&self.path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        if stamp == cache.seen && (stamp.is_some() || cache.seen.is_some()) {
+            return;
+        }
+        cache.seen = stamp;
+        if stamp.is_none() {
+            cache.entries.clear();
+            return;
+        }
+        let read = std::fs::read_to_string(&self.path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| toml::from_str::<File>(&t).map_err(|e| e.to_string()));
+        match read {
+            Ok(file) => {
+                cache.entries = file.approval.into_iter().map(remembered).collect();
+                cache.error = None;
+            }
+            Err(e) => {
+                // A file that does not read remembers nothing: asking again is the safe side.
+                if cache.error.as_deref() != Some(&e) {
+                    tracing::warn!(file = %self.path.display(), "approvals file unreadable: {e}");
+                }
+                cache.entries.clear();
+                cache.error = Some(e);
+            }
+        }
+    }
+
+    fn write(&self, cache: &mut Cache) -> Result<(), String> {
+        let file = File {
+            approval: cache.entries.iter().map(entry).collect(),
+        };
+        let body = toml::to_string(&file).map_err(|e| e.to_string())?;
+        let text = format!("{HEADER}\n{body}");
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        }
+        // Written whole, then renamed over: a reader never sees half a file.
+        let tmp = self.path.with_extension("toml.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+        cache.seen = std::fs::metadata(&self.path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        Ok(())
+    }
+}
+
+fn remembered(e: Entry) -> Remembered {
+    Remembered {
+        rule: e.rule.trim().to_string(),
+        dir: e.dir.filter(|d| !d.trim().is_empty()),
+        by: e.by,
+        channel: e.channel,
+        at_ms: parse_utc(&e.at).unwrap_or(0),
+    }
+}
+
+fn entry(r: &Remembered) -> Entry {
+    Entry {
+        rule: r.rule.clone(),
+        dir: r.dir.clone(),
+        by: r.by.clone(),
+        channel: r.channel.clone(),
+        at: format_utc(r.at_ms),
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `2026-12-05T10:00:00Z` of Unix milliseconds.
+pub fn format_utc(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    let (h, min, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}Z")
+}
+
+/// Unix milliseconds of `2026-12-05T10:00:00Z` (seconds optional).
+fn parse_utc(text: &str) -> Option<u64> {
+    let t = text.trim().strip_suffix('Z')?;
+    let (date, time) = t.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut c = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, min) = (c.next()??, c.next()??);
+    let s = c.next().flatten().unwrap_or(0);
+    let secs = days_from_civil(y, m, day) * 86_400 + h * 3600 + min * 60 + s;
+    u64::try_from(secs).ok().map(|s| s * 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn approval(rule: &str, dir: Option<&str>) -> Remembered {
+        Remembered {
+            rule: rule.into(),
+            dir: dir.map(String::from),
+            by: "me (uid 1000)".into(),
+            channel: "cubactl".into(),
+            at_ms: 1_796_000_000_000,
+        }
+    }
+
+    #[test]
+    fn times_read_back_as_written() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        for ms in [0, 951_782_400_000, 1_796_000_000_000] {
+            assert_eq!(parse_utc(&format_utc(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_utc("2026-12-05T10:00Z"),
+            parse_utc("2026-12-05T10:00:00Z")
+        );
+        assert_eq!(parse_utc("yesterday"), None);
+    }
+
+    #[test]
+    fn remembered_by_rule_and_directory_and_edited_by_hand() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(project.join("sub")).unwrap();
+        let store = Store::new(dir.path().join("cfg").join("approvals.toml"));
+        assert!(store.all().is_empty());
+        let p = project.display().to_string();
+        store
+            .remember(approval("ask_commands: git push", Some(&p)))
+            .unwrap();
+        store.remember(approval("ask_dirs: /srv", None)).unwrap();
+        assert!(store
+            .find("ask_commands: git push", &project.join("sub"))
+            .is_some());
+        assert!(store.find("ask_commands: git push", dir.path()).is_none());
+        assert!(store
+            .find("ask_dirs: /srv", Path::new("/anywhere"))
+            .is_some());
+        // The same rule and place again replaces it.
+        store
+            .remember(approval("ask_commands: git push", Some(&p)))
+            .unwrap();
+        assert_eq!(store.all().len(), 2);
+        // The person edits the file: the next look reads it again.
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.starts_with("# Remembered approvals"), "{text}");
+        let edited = text.replace("ask_dirs: /srv", "ask_commands: npm publish");
+        std::fs::write(store.path(), format!("{edited}\n")).unwrap();
+        assert!(store
+            .find("ask_commands: npm publish", Path::new("/x"))
+            .is_some());
+        assert_eq!(
+            store
+                .forget(&cuba_protocol::ForgetRequest::Index(2))
+                .unwrap(),
+            1
+        );
+        assert!(store
+            .forget(&cuba_protocol::ForgetRequest::Index(9))
+            .is_err());
+        assert_eq!(
+            store
+                .forget(&cuba_protocol::ForgetRequest::Rule("git push".into()))
+                .unwrap(),
+            1
+        );
+        assert!(store.all().is_empty());
+        // A file that does not parse remembers nothing.
+        std::fs::write(store.path(), "[[approval]]\nrule = 3\n").unwrap();
+        assert!(store.all().is_empty());
+    }
+}

@@ -1,0 +1,112 @@
+//! The person's part: `Approve`, `Deny` and `AnswerSecret` (refused from inside any process tree
+//! the daemon started: only a person answers), `Approvals` and `Forget` (the pending asks and
+//! the remembered approvals), and `AskSecret` (from the askpass helper in a process's tree: put
+//! the password question to the person and answer with what they give).
+
+use cuba_protocol::{
+    Approvals, ApproveRequest, AskKind, DenyRequest, ErrorKind, ForgetRequest, ProtocolError,
+    Response, Secret, SecretAnswer, SecretAsk,
+};
+
+use crate::asks::{Answer, Question};
+use crate::caller::Caller;
+use crate::daemon::Daemon;
+
+/// Longest password prompt kept (a program's prompt is a line).
+const MAX_PROMPT: usize = 512;
+
+pub fn approve(d: &Daemon, caller: &Caller, r: ApproveRequest) -> Result<Response, ProtocolError> {
+    caller.must_be_a_person("approve a command")?;
+    let always = r.always.then_some(r.dir);
+    d.asks().approve(r.id, r.ask, always, &caller.answerer())?;
+    Ok(Response::Process(d.table().get(r.id)?.info()))
+}
+
+pub fn deny(d: &Daemon, caller: &Caller, r: DenyRequest) -> Result<Response, ProtocolError> {
+    caller.must_be_a_person("deny a command")?;
+    let who = caller.answerer();
+    let reason = match r.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        Some(why) => format!("denied by {} through {}: {why}", who.by, who.channel),
+        None => format!("denied by {} through {}", who.by, who.channel),
+    };
+    d.asks().deny(r.id, r.ask, reason, &who)?;
+    Ok(Response::Process(d.table().get(r.id)?.info()))
+}
+
+pub fn approvals(d: &Daemon) -> Response {
+    let (remembered, file) = d.asks().remembered_all();
+    Response::Approvals(Approvals {
+        pending: d.asks().pending(),
+        remembered,
+        file,
+    })
+}
+
+pub fn forget(d: &Daemon, caller: &Caller, r: ForgetRequest) -> Result<Response, ProtocolError> {
+    caller.must_be_a_person("forget an approval")?;
+    d.asks().forget(&r)?;
+    Ok(approvals(d))
+}
+
+pub fn answer_secret(
+    d: &Daemon,
+    caller: &Caller,
+    r: SecretAnswer,
+) -> Result<Response, ProtocolError> {
+    caller.must_be_a_person("answer a password question")?;
+    let who = caller.answerer();
+    match r.secret {
+        Some(secret) => d.asks().give(r.id, r.ask, secret, &who)?,
+        None => {
+            let why = format!("{} through {} gave no password", who.by, who.channel);
+            d.asks().deny(r.id, r.ask, why, &who)?;
+        }
+    }
+    Ok(Response::Ok)
+}
+
+/// From the askpass helper: the process it runs in is found by where the connection comes
+/// from (the helper inherits its tree's marker); the person is asked, and the answer (or why
+/// there is none) goes back to the helper.
+pub async fn ask_secret(
+    d: &Daemon,
+    caller: &Caller,
+    r: SecretAsk,
+) -> Result<Response, ProtocolError> {
+    let Some(id) = caller.tree() else {
+        return Err(ProtocolError::new(
+            ErrorKind::BadRequest,
+            "a password is asked for only from inside a process cuba-exec started (the \
+             askpass helper it gives them)",
+        ));
+    };
+    let p = d.table().get(id)?;
+    let mut prompt: String = r.prompt.chars().take(MAX_PROMPT).collect();
+    prompt = prompt.trim().to_string();
+    // The helper's parent: the program asking (sudo, ssh, git).
+    let asker = caller
+        .peer
+        .pid
+        .and_then(crate::platform::proc::stat)
+        .and_then(|s| crate::platform::proc::name(s.ppid))
+        .unwrap_or_else(|| "a program".to_string());
+    let cwd = p.lock().info.cwd.clone();
+    let q = Question {
+        kind: AskKind::Password,
+        what: if prompt.is_empty() {
+            "Password:".into()
+        } else {
+            prompt
+        },
+        rule: asker,
+        pid: caller.peer.pid.unwrap_or(0).max(0) as u32,
+        cwd,
+    };
+    let rx = d.asks().ask(&p, q)?;
+    Ok(Response::Secret(match rx.await {
+        Ok(Answer::Secret(s)) => Secret::Given(s),
+        Ok(Answer::Denied(why)) => Secret::Refused(why),
+        Ok(Answer::Approved) => Secret::Refused("no password was given".into()),
+        Err(_) => Secret::Refused("the process ended".into()),
+    }))
+}
