@@ -88,6 +88,8 @@ class World:
             CUBA_EXEC_STATE_DIR=str(self.state),
             CUBA_EXEC_DAEMON=str(daemon),
             CUBA_EXEC_SHUTDOWN_TIMEOUT="500ms",
+            CUBA_EXEC_APPROVALS=str(self.dir / "approvals.toml"),
+            CUBA_EXEC_NOTIFY="off",
             CUBA_EXEC_LOG="warn",
         )
         self.env = env

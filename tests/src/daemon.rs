@@ -194,6 +194,12 @@ impl TestDaemon {
         cmd.env("CUBA_EXEC_SHUTDOWN_TIMEOUT", TEST_GRACE);
         // Nor must the user's config file: an empty one (a test may pass its own).
         cmd.env("CUBA_EXEC_CONFIG", "/dev/null");
+        // Remembered approvals of the test's own, and no desktop notifications.
+        cmd.env(
+            "CUBA_EXEC_APPROVALS",
+            self.dir.path().join("approvals.toml"),
+        );
+        cmd.env("CUBA_EXEC_NOTIFY", "off");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let ignored = self.ignored.clone();
         let limits = self.limits.clone();

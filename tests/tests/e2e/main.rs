@@ -1,6 +1,7 @@
 //! End-to-end tests across cubad, cuba-exec and cubactl, one binary (linked once): each
 //! module is one concern, its doc comment says which.
 
+mod asks;
 mod audit;
 mod autostart;
 mod cgroups;

@@ -152,6 +152,11 @@ impl TestDir {
             ("CUBA_EXEC_STATE_DIR".into(), s(self.state())),
             ("CUBA_EXEC_DAEMON".into(), s(cubad_bin())),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT".into(), GRACE.into()),
+            (
+                "CUBA_EXEC_APPROVALS".into(),
+                s(self.path().join("approvals.toml")),
+            ),
+            ("CUBA_EXEC_NOTIFY".into(), "off".into()),
         ]
     }
 
@@ -180,6 +185,8 @@ impl TestDir {
             }
         }
         cmd.env("CUBA_EXEC_SHUTDOWN_TIMEOUT", GRACE);
+        cmd.env("CUBA_EXEC_APPROVALS", self.path().join("approvals.toml"));
+        cmd.env("CUBA_EXEC_NOTIFY", "off");
         cmd.envs(env.iter().copied());
         self.daemon = Some(cmd.spawn().expect("cannot start cubad"));
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -158,7 +158,6 @@ struct Loop {
 /// A denial, for the caller's next try of the same file.
 struct Denied {
     file: Option<(u64, u64)>,
-    reason: String,
     at: Instant,
 }
 
@@ -435,13 +434,10 @@ impl Loop {
                     .denied
                     .get(&n.pid)
                     .filter(|d| d.file == file && d.at.elapsed() < DENIED_FOR);
-                if let Some(d) = again {
-                    return refuse(Refusal {
-                        rule: "ask",
-                        program: exec.path.clone(),
-                        message: format!("its exec was not approved: {}", d.reason),
-                        errno: libc::EACCES,
-                    });
+                // Refused as the denial was, and reported once: the retry is the same exec.
+                if again.is_some() {
+                    let _ = notif::answer(fd, n.id, Some(libc::EACCES));
+                    return;
                 }
                 let hold = self.next_hold;
                 let shared = self.shared.clone();
@@ -517,7 +513,6 @@ impl Loop {
                     if self.denied.len() < MAX_DENIED {
                         let denial = Denied {
                             file: h.after.checked.first().copied(),
-                            reason: reason.clone(),
                             at: Instant::now(),
                         };
                         self.denied.insert(h.pid, denial);
