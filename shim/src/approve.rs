@@ -232,6 +232,13 @@ pub async fn ask(
     let name = ctx
         .client_info()
         .map_or_else(|| "the MCP client".to_string(), |c| c.name);
+    // Another client's command: its question belongs to the user who started it there.
+    if !mine(info, &name) {
+        return Ok(Asked::NotAnswered(format!(
+            "{} started it: the question is not {name}'s to ask",
+            info.owner.name
+        )));
+    }
     match channel(ctx) {
         Channel::None => Ok(Asked::NotAnswered(format!(
             "{name} cannot ask its user (it offers no elicitation)"
@@ -333,6 +340,11 @@ async fn settled(client: &Client, id: u64, ask: u64) {
         }
     }
     std::future::pending().await
+}
+
+/// Whether `info` was started by the client called `name` (its questions are answered there).
+pub fn mine(info: &ProcessInfo, name: &str) -> bool {
+    info.owner.kind == cuba_protocol::ClientKind::Mcp && info.owner.name == name
 }
 
 #[cfg(test)]

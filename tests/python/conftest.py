@@ -22,6 +22,7 @@ from typing import AsyncIterator
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT
 from mcp_types import Implementation
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -95,14 +96,21 @@ class World:
         self.env = env
 
     @asynccontextmanager
-    async def client(self, name: str = "pytest-agent", **extra_env: str) -> AsyncIterator[Client]:
-        """A connected client of a new shim, named `name`; checks the negotiated version."""
+    async def client(
+        self,
+        name: str = "pytest-agent",
+        elicitation_callback: ElicitationFnT | None = None,
+        **extra_env: str,
+    ) -> AsyncIterator[Client]:
+        """A connected client of a new shim, named `name`; checks the negotiated version. With an
+        `elicitation_callback` it offers elicitation (form and url) and answers with it."""
         params = StdioServerParameters(command=str(self.shim), env=self.env | extra_env)
         client = Client(
             params,
             mode=self.mode,
             client_info=Implementation(name=name, version="0.0.1"),
             read_timeout_seconds=CALL_TIMEOUT,
+            elicitation_callback=elicitation_callback,
         )
         async with client:
             if self.mode == "legacy":

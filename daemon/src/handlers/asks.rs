@@ -3,34 +3,71 @@
 //! the remembered approvals), and `AskSecret` (from the askpass helper in a process's tree: put
 //! the password question to the person and answer with what they give).
 
+use std::time::Duration;
+
 use cuba_protocol::{
-    Approvals, ApproveRequest, AskKind, DenyRequest, ErrorKind, ForgetRequest, ProtocolError,
-    Response, Secret, SecretAnswer, SecretAsk,
+    Approvals, ApproveRequest, AskKind, DenyRequest, ErrorKind, ForgetRequest, ProcState,
+    ProcessInfo, ProtocolError, Response, Secret, SecretAnswer, SecretAsk,
 };
 
 use crate::asks::{Answer, Question};
 use crate::caller::Caller;
 use crate::daemon::Daemon;
+use crate::record::Proc;
 
 /// Longest password prompt kept (a program's prompt is a line).
 const MAX_PROMPT: usize = 512;
 
-pub fn approve(d: &Daemon, caller: &Caller, r: ApproveRequest) -> Result<Response, ProtocolError> {
+/// How long an answer's reply waits for the process to move on (a held command to start or
+/// end denied) so that it shows the outcome.
+const MOVE_ON: Duration = Duration::from_secs(5);
+
+pub async fn approve(
+    d: &Daemon,
+    caller: &Caller,
+    r: ApproveRequest,
+) -> Result<Response, ProtocolError> {
     caller.must_be_a_person("approve a command")?;
+    let p = d.table().get(r.id)?;
     let always = r.always.then_some(r.dir);
     d.asks().approve(r.id, r.ask, always, &caller.answerer())?;
-    Ok(Response::Process(d.table().get(r.id)?.info()))
+    Ok(Response::Process(moved_on(&p).await))
 }
 
-pub fn deny(d: &Daemon, caller: &Caller, r: DenyRequest) -> Result<Response, ProtocolError> {
+/// The process once an answer has taken effect: a command held before it started is launched
+/// (or ended) by its spawn's task, so its state changes a moment after the answer; the reply
+/// and a wait right after it must not see it still held.
+async fn moved_on(p: &Proc) -> ProcessInfo {
+    let mut changes = p.subscribe();
+    let settled = async {
+        loop {
+            changes.borrow_and_update();
+            {
+                let data = p.lock();
+                let asked = data.info.asks.iter().any(|a| a.kind != AskKind::Password);
+                if data.info.state != ProcState::AwaitingApproval || asked {
+                    return;
+                }
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(MOVE_ON, settled).await;
+    p.info()
+}
+
+pub async fn deny(d: &Daemon, caller: &Caller, r: DenyRequest) -> Result<Response, ProtocolError> {
     caller.must_be_a_person("deny a command")?;
     let who = caller.answerer();
     let reason = match r.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
         Some(why) => format!("denied by {} through {}: {why}", who.by, who.channel),
         None => format!("denied by {} through {}", who.by, who.channel),
     };
+    let p = d.table().get(r.id)?;
     d.asks().deny(r.id, r.ask, reason, &who)?;
-    Ok(Response::Process(d.table().get(r.id)?.info()))
+    Ok(Response::Process(moved_on(&p).await))
 }
 
 pub fn approvals(d: &Daemon) -> Response {

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use cuba_protocol::{ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult};
+use cuba_protocol::{
+    AskKind, ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult,
+};
 use tokio::time::{sleep_until, Instant};
 
 use super::matcher::Matcher;
@@ -37,7 +39,10 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
             (
                 data.finished(),
                 data.info.state == ProcState::WaitingInput,
-                data.info.state == ProcState::AwaitingApproval,
+                // Held with a question open: once answered, a command not yet started is
+                // waited for (its launch is a change).
+                data.info.state == ProcState::AwaitingApproval
+                    && data.info.asks.iter().any(|a| a.kind != AskKind::Password),
                 data.last_output,
             )
         };

@@ -76,7 +76,7 @@ impl CubaExec {
         let name = ctx
             .client_info()
             .map_or_else(|| "the MCP client".to_string(), |c| c.name);
-        if !mine(&info, &name) {
+        if !approve::mine(&info, &name) {
             return Err(Failure::bad_request(format!(
                 "process {id} was not started by {name}: its questions are answered there"
             ))
@@ -126,11 +126,6 @@ impl CubaExec {
         held(&mut reply, &w.process, note);
         Ok(reply.into_result().into())
     }
-}
-
-/// Whether `info` was started by the client called `name` (its questions are answered there).
-fn mine(info: &ProcessInfo, name: &str) -> bool {
-    info.owner.kind == cuba_protocol::ClientKind::Mcp && info.owner.name == name
 }
 
 /// A reply about a process still held for a person: the hint says so, with why the client did

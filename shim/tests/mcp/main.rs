@@ -3,6 +3,7 @@
 
 mod command_line;
 mod common;
+mod mcp_asks;
 mod mcp_background;
 mod mcp_binary;
 mod mcp_budgets;

@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use cuba_exec::CubaExec;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, ProgressNotificationParam, Request, ServerResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, Request, ServerResult,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::service::{
+    NotificationContext, PeerRequestOptions, RequestContext, RequestHandle, RunningService,
+};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -21,18 +24,48 @@ use super::{bounded, TestDir, STEP};
 /// A progress notification and when it arrived.
 pub type Progress = (Instant, ProgressNotificationParam);
 
-/// A client that introduces itself as `name` and forwards every progress notification.
+/// A client that introduces itself as `name` and forwards every progress notification; given
+/// an [`Elicit`], it also says it can ask its user (a form) and answers as that says.
 pub struct Recorder {
     name: String,
     progress: mpsc::UnboundedSender<Progress>,
+    elicit: Option<Elicit>,
+}
+
+/// How a client answers the forms put to its user, and where it sends each form's message.
+pub struct Elicit {
+    /// `Some(content)`: accept with it; `None`: decline.
+    pub answer: Option<Value>,
+    pub asked: mpsc::UnboundedSender<String>,
 }
 
 impl ClientHandler for Recorder {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(self.name.clone(), "0.0.1"),
-        )
+        let mut caps = ClientCapabilities::default();
+        if self.elicit.is_some() {
+            caps.elicitation =
+                Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        }
+        ClientConfig::new(caps, Implementation::new(self.name.clone(), "0.0.1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let Some(elicit) = &self.elicit else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let message = match request {
+            ElicitRequestParams::FormElicitationParams { message, .. } => message,
+            other => format!("{other:?}"),
+        };
+        let _ = elicit.asked.send(message);
+        Ok(match elicit.answer.clone() {
+            Some(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
     }
 
     async fn on_progress(
@@ -52,11 +85,12 @@ pub struct Mcp {
     pub progress: mpsc::UnboundedReceiver<Progress>,
 }
 
-fn recorder(name: &str) -> (Recorder, mpsc::UnboundedReceiver<Progress>) {
+fn recorder(name: &str, elicit: Option<Elicit>) -> (Recorder, mpsc::UnboundedReceiver<Progress>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let r = Recorder {
         name: name.to_string(),
         progress: tx,
+        elicit,
     };
     (r, rx)
 }
@@ -70,7 +104,7 @@ pub async fn in_process(socket: &Path, name: &str) -> Mcp {
             let _ = running.waiting().await;
         }
     });
-    let (handler, progress) = recorder(name);
+    let (handler, progress) = recorder(name, None);
     let service = bounded("MCP initialize", STEP, handler.serve(client_io))
         .await
         .expect("the in-process server did not complete the MCP handshake");
@@ -85,6 +119,21 @@ pub async fn binary(t: &mut TestDir, name: &str, set: &[(&str, &str)]) -> Mcp {
 
 /// Like [`binary`], with the variables `unset` removed from the shim's environment.
 pub async fn binary_env(t: &mut TestDir, name: &str, set: &[(&str, &str)], unset: &[&str]) -> Mcp {
+    binary_with(t, name, set, unset, None).await
+}
+
+/// Like [`binary`], as a client that asks its user through `elicit`.
+pub async fn binary_eliciting(t: &mut TestDir, name: &str, elicit: Elicit) -> Mcp {
+    binary_with(t, name, &[], &[], Some(elicit)).await
+}
+
+async fn binary_with(
+    t: &mut TestDir,
+    name: &str,
+    set: &[(&str, &str)],
+    unset: &[&str],
+    elicit: Option<Elicit>,
+) -> Mcp {
     let mut cmd = tokio::process::Command::new(super::shim_bin());
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("CUBA_EXEC_") {
@@ -101,7 +150,7 @@ pub async fn binary_env(t: &mut TestDir, name: &str, set: &[(&str, &str)], unset
     if let Some(pid) = transport.id() {
         t.kill_on_drop(pid as i32);
     }
-    let (handler, progress) = recorder(name);
+    let (handler, progress) = recorder(name, elicit);
     let service = bounded("MCP initialize", STEP, handler.serve(transport))
         .await
         .expect("cuba-exec did not complete the MCP handshake");
