@@ -39,6 +39,19 @@ pub fn awaiting(info: &ProcessInfo, note: Option<&str>) -> String {
     )
 }
 
+/// sudo ended for want of a terminal to ask its password on: `-A` asks the user through
+/// cubactl instead (the askpass helper every command gets).
+pub fn sudo(output: &str) -> Option<String> {
+    let wanted = output.contains("sudo: a terminal is required")
+        || output.contains("sudo: a password is required");
+    wanted.then(|| {
+        "sudo needs the user's password and has no terminal to ask it on: run it as `sudo -A \
+         …`, and the user is asked for it in their terminal (cubactl answer); never ask them \
+         for a password in the chat"
+            .to_string()
+    })
+}
+
 /// A program of process `info` waits for the user's password, asked through cubactl.
 pub fn password(info: &ProcessInfo, ask: &Ask) -> String {
     let id = info.id;
@@ -143,5 +156,18 @@ mod tests {
         let p = prompt(&long).expect("a prompt");
         assert_eq!(p.chars().count(), 201);
         assert!(p.starts_with('…'));
+    }
+
+    #[test]
+    fn sudo_without_a_terminal_is_pointed_at_dash_a() {
+        let said = "sudo: a terminal is required to read the password; either use the -S option \
+                    to read from standard input or configure an askpass helper\nsudo: a password \
+                    is required\n";
+        let hint = sudo(said).expect("a hint");
+        assert!(
+            hint.contains("sudo -A") && hint.contains("cubactl answer"),
+            "{hint}"
+        );
+        assert_eq!(sudo("sudo: 1 incorrect password attempt\n"), None);
     }
 }

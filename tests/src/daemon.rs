@@ -38,6 +38,8 @@ struct Limits {
     /// Started under a seccomp filter that refuses `seccomp(2)` itself, as a container whose
     /// profile forbids it: the daemon cannot check execs.
     no_seccomp: bool,
+    /// Run as this (uid, gid) rather than the test's own user (the test is root).
+    user: Option<(u32, u32)>,
 }
 
 impl Builder {
@@ -72,6 +74,13 @@ impl Builder {
         self
     }
 
+    /// Runs `cubad` as user `uid`/`gid` (the test must be root): only [`TestDaemon::cubactl`],
+    /// which runs as that user too, reaches it; [`TestDaemon::client`] is refused (another uid).
+    pub fn as_user(mut self, uid: u32, gid: u32) -> Builder {
+        self.limits.user = Some((uid, gid));
+        self
+    }
+
     /// `CUBA_EXEC_MAX_PROCS`.
     pub fn max_procs(self, n: usize) -> Builder {
         self.env("CUBA_EXEC_MAX_PROCS", &n.to_string())
@@ -91,6 +100,10 @@ impl Builder {
             .expect("cannot create a temp dir in /tmp");
         let socket = dir.path().join("s");
         let state = dir.path().join("state");
+        if let Some((uid, gid)) = self.limits.user {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .expect("cannot give the temp dir to the daemon's user");
+        }
         let mut limits = self.limits;
         let small = limits.small_state.map(|bytes| {
             let made = SmallState::make(&state, bytes);
@@ -201,6 +214,10 @@ impl TestDaemon {
         );
         cmd.env("CUBA_EXEC_NOTIFY", "off");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some((uid, gid)) = self.limits.user {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid);
+        }
         let ignored = self.ignored.clone();
         let limits = self.limits.clone();
         // SAFETY: signal(2) and setrlimit(2) are async-signal-safe; what they use was copied
@@ -257,6 +274,16 @@ impl TestDaemon {
     /// Panics on a refusal.
     async fn probe(&self) -> bool {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // Another user's daemon refuses this process: its own user asks.
+        if self.limits.user.is_some() {
+            let status = self
+                .cubactl(&["daemon", "status"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await;
+            return status.is_ok_and(|s| s.success());
+        }
         let Ok(mut s) = tokio::net::UnixStream::connect(&self.socket).await else {
             return false;
         };
@@ -307,6 +334,9 @@ impl TestDaemon {
             .env("NO_COLOR", "1")
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
+        if let Some((uid, gid)) = self.limits.user {
+            cmd.uid(uid).gid(gid);
+        }
         cmd
     }
 

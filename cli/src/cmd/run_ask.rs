@@ -15,7 +15,7 @@ use crate::style::Paint;
 use crate::term;
 
 /// What `info`'s pending question asks, and how to answer it elsewhere.
-fn question(info: &ProcessInfo, ask: &cuba_protocol::Ask) -> String {
+pub fn question(info: &ProcessInfo, ask: &cuba_protocol::Ask) -> String {
     let id = info.id;
     match ask.kind {
         AskKind::Password => format!(

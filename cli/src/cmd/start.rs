@@ -84,14 +84,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));
     }
     if let Some(ask) = info.asks.first() {
-        let id = info.id;
-        let line = format!(
-            "process {id} awaits a person's approval to run `{}` ({}): `{cubactl} approve {id}` \
-             or `{cubactl} deny {id}`",
-            ask.what,
-            ask.rule,
-            cubactl = ctx.cubactl()
-        );
+        let line = super::run_ask::question(&info, ask);
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &line));
         return Ok(ExitCode::SUCCESS);
     }

@@ -95,6 +95,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ),
             WaitReason::Exited => eprintln!("{}", describe::sentence(&result.process)),
             WaitReason::Quiet => eprintln!("process {} went quiet", id),
+            WaitReason::WaitingInput | WaitReason::AwaitingApproval
+                if !result.process.asks.is_empty() =>
+            {
+                for ask in &result.process.asks {
+                    eprintln!("{}", super::run_ask::question(&result.process, ask));
+                }
+            }
             WaitReason::WaitingInput => eprintln!(
                 "cubactl: process {id} is waiting for input (cubactl send {id} TEXT answers it)"
             ),

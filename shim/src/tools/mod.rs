@@ -167,6 +167,9 @@ impl CubaExec {
         reply.next = out.next;
         reply.whole = since == 0 && out.truncated == 0 && out.next >= info.total_bytes();
         reply.hint = hints::for_state(info, reply.next, || hints::prompt(&reply.output));
+        if info.state.is_finished() && reply.hint.is_none() {
+            reply.hint = hints::sudo(&reply.output);
+        }
         Ok(reply)
     }
 

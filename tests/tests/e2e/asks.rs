@@ -454,3 +454,138 @@ async fn a_password_refused_or_unanswered_reaches_the_program_as_none() {
         "{out}"
     );
 }
+
+/// A user made for one test, allowed `sudo /usr/bin/true` with its password (asked once, never
+/// cached); removed with its sudoers file when dropped.
+struct SudoUser {
+    name: String,
+    uid: u32,
+    gid: u32,
+    password: String,
+    sudoers: std::path::PathBuf,
+}
+
+impl SudoUser {
+    /// `None` (with why) where this machine cannot: not root, or no `sudo`/`useradd`.
+    fn make() -> Result<SudoUser, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("making a user for sudo needs root".into());
+        }
+        for tool in ["/usr/bin/sudo", "/usr/sbin/useradd", "/usr/sbin/chpasswd"] {
+            if !Path::new(tool).exists() {
+                return Err(format!("{tool} is not installed"));
+            }
+        }
+        let name = format!("cubasudo{}", std::process::id());
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.output().map_err(|e| e.to_string())?;
+            match out.status.success() {
+                true => Ok(out),
+                false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+            }
+        };
+        run(std::process::Command::new("/usr/sbin/useradd").args(["-M", "-s", "/bin/sh", &name]))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let sudoers = Path::new("/etc/sudoers.d").join(&name);
+        // Dropped (and so removed) from here on, whatever fails next.
+        let mut user = SudoUser {
+            name: name.clone(),
+            uid: 0,
+            gid: 0,
+            password: format!("pw-{nanos:x}-ok"),
+            sudoers: sudoers.clone(),
+        };
+        let mut chpasswd = std::process::Command::new("/usr/sbin/chpasswd")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        if let Some(mut input) = chpasswd.stdin.take() {
+            use std::io::Write;
+            writeln!(input, "{name}:{}", user.password).map_err(|e| e.to_string())?;
+        }
+        if !chpasswd.wait().is_ok_and(|s| s.success()) {
+            return Err("chpasswd failed".into());
+        }
+        let rules = format!(
+            "Defaults:{name} !lecture, timestamp_timeout=0, passwd_tries=1\n\
+             {name} ALL=(root) /usr/bin/true\n"
+        );
+        std::fs::write(&sudoers, rules).map_err(|e| e.to_string())?;
+        let ids = run(std::process::Command::new("id").args(["-u", &name]))?;
+        user.uid = String::from_utf8_lossy(&ids.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        let ids = run(std::process::Command::new("id").args(["-g", &name]))?;
+        user.gid = String::from_utf8_lossy(&ids.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        assert!(user.uid != 0 && user.gid != 0, "the new user's ids");
+        Ok(user)
+    }
+}
+
+impl Drop for SudoUser {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.sudoers);
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-u", &self.name])
+            .status();
+        let _ = std::process::Command::new("/usr/sbin/userdel")
+            .arg(&self.name)
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sudo_dash_a_takes_its_password_from_cubactl_answer() {
+    let user = match SudoUser::make() {
+        Ok(u) => u,
+        Err(why) => return machine::skip("sudo -A through cubactl answer", &why),
+    };
+    // sudo raises privileges: possible only where execs are not checked (a checked process
+    // may never gain any, see `privileges`).
+    let d = TestDaemon::builder()
+        .as_user(user.uid, user.gid)
+        .env("CUBA_EXEC_EXEC_CHECKS", "off")
+        .start()
+        .await;
+    let text = "sudo -A /usr/bin/true && echo sudo-ran; echo \"sudo $?\"";
+    for right in [true, false] {
+        let (ok, id, said) = cubactl(&d, &["start", text], None).await;
+        assert!(ok, "{said}");
+        let id = id.trim().to_string();
+        // Returns once sudo asks (a password question is a wait for input).
+        let (_, _, said) = cubactl(&d, &["wait", &id, "--timeout", "15s"], None).await;
+        let prompt = format!("[sudo] password for {}:", user.name);
+        assert!(
+            said.contains("sudo asks for a password") && said.contains(&format!("answer {id}")),
+            "{said}"
+        );
+        let (ok, listed, _) = cubactl(&d, &["approvals", "--json"], None).await;
+        assert!(ok && listed.contains(&prompt), "{listed}");
+        let given = match right {
+            true => format!("{}\n", user.password),
+            false => "wrong\n".to_string(),
+        };
+        let (ok, _, said) = cubactl(&d, &["answer", &id], Some(&given)).await;
+        assert!(ok, "{said}");
+        let (_, _, said) = cubactl(&d, &["wait", &id, "--timeout", "15s"], None).await;
+        assert!(said.contains("exited"), "{said}");
+        let (_, out, _) = cubactl(&d, &["logs", &id], None).await;
+        match right {
+            true => assert!(out.contains("sudo-ran") && out.contains("sudo 0"), "{out}"),
+            false => assert!(!out.contains("sudo-ran") && out.contains("sudo 1"), "{out}"),
+        }
+    }
+    for file in ["audit.jsonl", "journal.jsonl", "cubad.log"] {
+        let text = std::fs::read_to_string(d.state_dir().join(file)).unwrap_or_default();
+        assert!(!text.contains(&user.password), "{file} has the password");
+    }
+    assert!(!d.log().contains(&user.password));
+    drop(d);
+}
