@@ -63,9 +63,56 @@ pub struct ProcessJson<'a> {
     pub notice: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<&'a str>,
+    /// Execs the daemon refused in its tree (exec checks), the first few.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedJson<'a>>,
+    /// Questions put to a person about it, unanswered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<AskJson<'a>>,
     /// What cubactl measured on this machine (`ps`, `info`): running processes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<&'a Usage>,
+}
+
+/// An exec refused in a process's tree.
+#[derive(Serialize)]
+pub struct BlockedJson<'a> {
+    pub program: &'a str,
+    pub argv: &'a [String],
+    pub rule: &'a str,
+    pub message: &'a str,
+    pub pid: u32,
+    /// Killed after its exec rather than refused at it.
+    pub killed: bool,
+}
+
+/// A question put to a person: `kind` `command` (held before it started), `exec` (held at an
+/// exec) or `password` (asked by a program through the askpass helper).
+#[derive(Serialize)]
+pub struct AskJson<'a> {
+    pub id: u64,
+    pub kind: &'static str,
+    pub what: &'a str,
+    pub rule: &'a str,
+    pub pid: u32,
+    pub cwd: &'a str,
+    pub asked_at_ms: u64,
+    pub deadline_ms: u64,
+}
+
+impl<'a> AskJson<'a> {
+    pub fn of(a: &'a cuba_protocol::Ask) -> AskJson<'a> {
+        AskJson {
+            id: a.id,
+            kind: a.kind.as_str(),
+            what: &a.what,
+            rule: &a.rule,
+            pid: a.pid,
+            cwd: &a.cwd,
+            asked_at_ms: a.asked_at_ms,
+            deadline_ms: a.deadline_ms,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -132,6 +179,19 @@ impl<'a> ProcessJson<'a> {
             forks_refused: p.forks_refused,
             notice: p.notice.as_deref(),
             spool: p.spool.as_deref(),
+            blocked: p
+                .blocked
+                .iter()
+                .map(|b| BlockedJson {
+                    program: &b.program,
+                    argv: &b.argv,
+                    rule: &b.rule,
+                    message: &b.message,
+                    pid: b.pid,
+                    killed: b.killed,
+                })
+                .collect(),
+            asks: p.asks.iter().map(AskJson::of).collect(),
             usage: None,
         }
     }
@@ -150,4 +210,40 @@ impl<'a> ProcessJson<'a> {
 /// `processes` as JSON rows.
 pub fn all(processes: &[ProcessInfo]) -> Vec<ProcessJson<'_>> {
     processes.iter().map(ProcessJson::of).collect()
+}
+
+/// `cubactl approvals --json`: the questions waiting for an answer and the remembered approvals.
+#[derive(Serialize)]
+pub struct ApprovalsJson<'a> {
+    pub pending: Vec<PendingJson<'a>>,
+    pub remembered: &'a [cuba_protocol::Remembered],
+    pub file: &'a str,
+}
+
+/// A process's question, with the process's id, owner and command.
+#[derive(Serialize)]
+pub struct PendingJson<'a> {
+    pub id: u64,
+    pub owner: &'a str,
+    pub command: &'a str,
+    pub ask: AskJson<'a>,
+}
+
+impl<'a> ApprovalsJson<'a> {
+    pub fn of(a: &'a cuba_protocol::Approvals) -> ApprovalsJson<'a> {
+        ApprovalsJson {
+            pending: a
+                .pending
+                .iter()
+                .map(|p| PendingJson {
+                    id: p.id,
+                    owner: &p.owner,
+                    command: &p.command,
+                    ask: AskJson::of(&p.ask),
+                })
+                .collect(),
+            remembered: &a.remembered,
+            file: &a.file,
+        }
+    }
 }

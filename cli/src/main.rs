@@ -53,6 +53,10 @@ Examples:
   cubactl --host build ps           the processes of host `build`, through its bridge (ssh)
   cubactl hosts                     every configured host: reachable, version, OS, shell
   cubactl ps --all-hosts            one table across this machine and every host
+  cubactl approvals                 what waits for your answer (ask_commands …)
+  cubactl approve 5 --always        let process 5 run, and its rule here from now on
+  cubactl deny 5 --reason 'not on Friday'   refuse it; the agent is told why
+  cubactl answer 6                  type the password sudo -A asks for in process 6
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
 (cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own

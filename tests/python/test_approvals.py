@@ -335,6 +335,7 @@ async def test_a_password_is_never_asked_through_the_client(world: World) -> Non
 
         [pending] = approvals(world)["pending"]
         assert pending["id"] == pid_id and pending["ask"]["what"] == "Password:", pending
+        assert pending["ask"]["kind"] == "password", pending
 
         # The person types it (here: on cubactl's stdin, not a terminal).
         cubactl(world, "answer", str(pid_id), stdin="pw\n")

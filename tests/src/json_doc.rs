@@ -31,9 +31,11 @@ pub fn names(cli: bool) -> BTreeSet<String> {
 }
 
 /// The documented states.
-pub const STATES: [&str; 8] = [
+pub const STATES: [&str; 10] = [
     "running",
     "waiting_input",
+    "awaiting_approval",
+    "denied",
     "exited",
     "signaled",
     "timed_out",

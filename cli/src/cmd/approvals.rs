@@ -49,6 +49,7 @@ pub struct DenyArgs {
     /// The process awaiting approval (or a password): its id or name.
     #[arg(value_name = "ID|NAME")]
     target: Target,
+    /// Which of its questions, when it has more than one (`cubactl approvals` numbers them).
     #[arg(long, value_name = "N")]
     ask: Option<u64>,
     /// Why: the model is told.
@@ -94,6 +95,7 @@ pub struct AnswerArgs {
     /// The process a program of which asks for a password: its id or name.
     #[arg(value_name = "ID|NAME")]
     target: Target,
+    /// Which of its questions, when it has more than one (`cubactl approvals` numbers them).
     #[arg(long, value_name = "N")]
     ask: Option<u64>,
     /// Give no password: the program is told there is none.
@@ -171,7 +173,8 @@ pub async fn approvals(ctx: &Ctx, a: ApprovalsArgs) -> Result<ExitCode> {
         }
     };
     if a.json {
-        outln!("{}", serde_json::to_string(&list)?)?;
+        let json = crate::json::ApprovalsJson::of(&list);
+        outln!("{}", serde_json::to_string(&json)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     print(ctx, &list)?;

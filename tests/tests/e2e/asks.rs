@@ -138,6 +138,12 @@ async fn a_command_asked_about_waits_until_a_person_approves_it_once() {
     );
     let (ps_ok, ps, _) = cubactl(&d, &["ps"], None).await;
     assert!(ps_ok && ps.contains("awaiting_approval"), "{ps}");
+    // As docs/json.md gives it.
+    let (ok, json, _) = cubactl(&d, &["info", &p.id.to_string(), "--json"], None).await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(ok && json["state"] == "awaiting_approval", "{json}");
+    assert_eq!(json["asks"][0]["kind"], "command", "{json}");
+    cuba_tests::json_doc::assert_documented(&json, &cuba_tests::json_doc::names(true), "info");
     let (ok, _, said) = cubactl(&d, &["approve", &p.id.to_string()], None).await;
     assert!(ok, "{said}");
     let done = wait_exit(&c, p.id).await;
