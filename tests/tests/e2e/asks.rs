@@ -79,6 +79,13 @@ async fn ended(c: &Client, id: u64) -> ProcessInfo {
     p
 }
 
+/// Spawns `touch <dir>/marker` (asked about under [`asking`]): the marker's path and the row.
+async fn touch_marker(d: &TestDaemon, c: &Client) -> (std::path::PathBuf, ProcessInfo) {
+    let marker = d.dir().join("marker");
+    let text = format!("touch {}", marker.display());
+    (marker, c.spawn(spawn_req(&text)).step().await.unwrap())
+}
+
 /// Runs `cubactl ARGS` against `d` and returns (success, stdout, stderr).
 async fn cubactl(d: &TestDaemon, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     use tokio::io::AsyncWriteExt;
@@ -244,12 +251,7 @@ async fn a_denial_ends_the_command_with_its_reason_and_nothing_ran() {
 async fn nobody_answering_within_the_timeout_is_a_denial() {
     let d = asking(&[("CUBA_EXEC_APPROVAL_TIMEOUT", "300ms")]).await;
     let c = d.client().await;
-    let marker = d.dir().join("marker");
-    let p = c
-        .spawn(spawn_req(&format!("touch {}", marker.display())))
-        .step()
-        .await
-        .unwrap();
+    let (marker, p) = touch_marker(&d, &c).await;
     assert_eq!(p.state, ProcState::AwaitingApproval);
     let done = ended(&c, p.id).await;
     assert_eq!(done.state, ProcState::Denied);
@@ -263,12 +265,7 @@ async fn nobody_answering_within_the_timeout_is_a_denial() {
 async fn an_approval_from_inside_a_command_tree_is_refused() {
     let d = asking(&[]).await;
     let c = d.client().await;
-    let marker = d.dir().join("marker");
-    let p = c
-        .spawn(spawn_req(&format!("touch {}", marker.display())))
-        .step()
-        .await
-        .unwrap();
+    let (marker, p) = touch_marker(&d, &c).await;
     // An agent trying to approve its own command through the daemon it runs under.
     let bin = cuba_tests::bin("cubactl");
     let socket = d.socket().display().to_string();
