@@ -98,14 +98,16 @@ impl Store {
             .cloned()
     }
 
-    /// Adds `r` (replacing one of the same rule and directory) and writes the file.
+    /// Adds `r` (replacing one of the same rule and directory, in its place: the numbers
+    /// `cubactl approvals` shows stay) and writes the file.
     pub fn remember(&self, r: Remembered) -> Result<(), String> {
         let mut cache = self.lock();
         self.refresh(&mut cache);
-        cache
-            .entries
-            .retain(|e| (&e.rule, &e.dir) != (&r.rule, &r.dir));
-        cache.entries.push(r);
+        let same = |e: &Remembered| (&e.rule, &e.dir) == (&r.rule, &r.dir);
+        match cache.entries.iter().position(same) {
+            Some(i) => cache.entries[i] = r,
+            None => cache.entries.push(r),
+        }
         self.write(&mut cache)
     }
 
