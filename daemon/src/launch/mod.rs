@@ -5,7 +5,9 @@
 //! handles and the child goes to its supervisor, and the stdin writer starts.
 
 mod adopt;
+mod askpass;
 mod cgroup;
+mod checking;
 #[cfg(target_os = "linux")]
 mod exec_check;
 mod group;
@@ -36,6 +38,8 @@ use crate::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
 use crate::table::Table;
 use crate::tree::TreeRoot;
 pub use adopt::Adopted;
+pub use askpass::askpass_env;
+pub use checking::ExecChecking;
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
 pub use program::write_script;
@@ -67,99 +71,6 @@ pub struct Launcher {
     /// The askpass helper's variables, set for every command under its caller's own: a
     /// program that asks for a password asks the person, never the model.
     askpass: Arc<Vec<(OsString, OsString)>>,
-}
-
-/// The variables that point programs asking for a password at the askpass helper
-/// `cuba-askpass` beside the daemon's program, which asks the person through the daemon on
-/// `socket`. None where the helper is not installed.
-pub fn askpass_env(exe: &std::path::Path, socket: &std::path::Path) -> Vec<(OsString, OsString)> {
-    let Some(helper) = exe
-        .parent()
-        .map(|d| d.join("cuba-askpass"))
-        .filter(|h| h.is_file())
-    else {
-        return Vec::new();
-    };
-    let h = helper.into_os_string();
-    vec![
-        ("SUDO_ASKPASS".into(), h.clone()),
-        ("SSH_ASKPASS".into(), h.clone()),
-        // Even on a terminal: the password goes to the person, not to whoever reads the screen.
-        ("SSH_ASKPASS_REQUIRE".into(), "force".into()),
-        ("GIT_ASKPASS".into(), h),
-        (
-            "CUBA_EXEC_ASKPASS_SOCKET".into(),
-            std::path::absolute(socket)
-                .unwrap_or_else(|_| socket.to_path_buf())
-                .into_os_string(),
-        ),
-    ]
-}
-
-/// The exec checks' state for every launch.
-pub enum ExecChecking {
-    #[cfg(target_os = "linux")]
-    Active(Arc<exec_check::ExecService>, String),
-    /// Not here, and why; `required` (`exec_checks = "on"`): no command starts.
-    Unavailable {
-        why: String,
-        required: bool,
-    },
-    Off,
-}
-
-impl ExecChecking {
-    /// Starts the checks as `setting` says.
-    pub fn start(
-        setting: crate::config::ExecChecks,
-        policy: &crate::policy::Policy,
-    ) -> ExecChecking {
-        use crate::config::ExecChecks;
-        if setting == ExecChecks::Off {
-            return ExecChecking::Off;
-        }
-        let required = setting == ExecChecks::On;
-        #[cfg(target_os = "linux")]
-        {
-            let how = crate::platform::exec_check::probe().and_then(|how| {
-                match exec_check::ExecService::start() {
-                    Ok(s) => Ok((s, how)),
-                    Err(e) => Err(format!("cannot start the exec checks' thread: {e}")),
-                }
-            });
-            match how {
-                Ok((service, how)) => {
-                    // The blocked names' files, found once now rather than at the first exec.
-                    crate::exec_rules::ExecRules::preload(policy);
-                    ExecChecking::Active(Arc::new(service), how)
-                }
-                Err(why) => ExecChecking::Unavailable { why, required },
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = policy;
-            let why = "this OS has no seccomp user notification".to_string();
-            ExecChecking::Unavailable { why, required }
-        }
-    }
-
-    /// One line for `DaemonStatus.exec_checks`.
-    pub fn describe(&self) -> String {
-        match self {
-            #[cfg(target_os = "linux")]
-            ExecChecking::Active(_, how) => format!("on ({how})"),
-            ExecChecking::Unavailable {
-                why,
-                required: false,
-            } => format!("unavailable ({why})"),
-            ExecChecking::Unavailable {
-                why,
-                required: true,
-            } => format!("unavailable ({why}); exec_checks = \"on\", so no command starts"),
-            ExecChecking::Off => "off (exec_checks = \"off\")".to_string(),
-        }
-    }
 }
 
 /// The daemon's ends of a started child: for its supervisor, its stdin writer and its record.

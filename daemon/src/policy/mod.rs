@@ -8,6 +8,7 @@ mod consts;
 mod narrow;
 mod parsed;
 mod script;
+mod seen;
 mod walk;
 mod words;
 mod wrappers;

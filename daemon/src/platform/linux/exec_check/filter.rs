@@ -4,7 +4,7 @@
 //! the listener to the daemon over a socket made for it, and closes its own copy.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use libc::{c_uint, sock_filter, sock_fprog};
 
@@ -179,6 +179,38 @@ fn send_fd(side: &mut ChildSide, fd: RawFd) -> io::Result<()> {
                 return Err(e);
             }
         }
+    }
+}
+
+/// The listener sent over the spawn's socketpair ([`send_fd`]), if it has come.
+pub(super) fn recv_fd(sock: RawFd) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cmsg = [0u64; 4];
+    // SAFETY: the message points at live buffers; the descriptor read is checked to be one
+    // SCM_RIGHTS entry before it is owned.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if n == 0 || c.is_null() {
+            return Ok(None);
+        }
+        if (*c).cmsg_level != libc::SOL_SOCKET || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return Ok(None);
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
     }
 }
 

@@ -8,6 +8,7 @@
 mod after;
 mod filter;
 mod notif;
+mod pace;
 mod serve;
 mod types;
 

@@ -1,0 +1,68 @@
+//! Whether every exec in a tree is checked (Linux, seccomp user notification), and how the
+//! daemon's status says so.
+
+/// The exec checks' state for every launch.
+pub enum ExecChecking {
+    #[cfg(target_os = "linux")]
+    Active(std::sync::Arc<super::exec_check::ExecService>, String),
+    /// Not here, and why; `required` (`exec_checks = "on"`): no command starts.
+    Unavailable {
+        why: String,
+        required: bool,
+    },
+    Off,
+}
+
+impl ExecChecking {
+    /// Starts the checks as `setting` says.
+    pub fn start(
+        setting: crate::config::ExecChecks,
+        policy: &crate::policy::Policy,
+    ) -> ExecChecking {
+        use crate::config::ExecChecks;
+        if setting == ExecChecks::Off {
+            return ExecChecking::Off;
+        }
+        let required = setting == ExecChecks::On;
+        #[cfg(target_os = "linux")]
+        {
+            let how = crate::platform::exec_check::probe().and_then(|how| {
+                match super::exec_check::ExecService::start() {
+                    Ok(s) => Ok((s, how)),
+                    Err(e) => Err(format!("cannot start the exec checks' thread: {e}")),
+                }
+            });
+            match how {
+                Ok((service, how)) => {
+                    // The blocked names' files, found once now rather than at the first exec.
+                    crate::exec_rules::ExecRules::preload(policy);
+                    ExecChecking::Active(std::sync::Arc::new(service), how)
+                }
+                Err(why) => ExecChecking::Unavailable { why, required },
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = policy;
+            let why = "this OS has no seccomp user notification".to_string();
+            ExecChecking::Unavailable { why, required }
+        }
+    }
+
+    /// One line for `DaemonStatus.exec_checks`.
+    pub fn describe(&self) -> String {
+        match self {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(_, how) => format!("on ({how})"),
+            ExecChecking::Unavailable {
+                why,
+                required: false,
+            } => format!("unavailable ({why})"),
+            ExecChecking::Unavailable {
+                why,
+                required: true,
+            } => format!("unavailable ({why}); exec_checks = \"on\", so no command starts"),
+            ExecChecking::Off => "off (exec_checks = \"off\")".to_string(),
+        }
+    }
+}
