@@ -77,6 +77,16 @@ pub fn running(id: u64, next: u64, tty: bool) -> String {
 /// What to call for process `info`, waiting for input after `prompt`.
 pub fn waiting(info: &ProcessInfo, prompt: Option<String>) -> String {
     let id = info.id;
+    // A program that asks for a secret itself rather than through the askpass helper: the user
+    // types it, never the model.
+    if prompt.as_deref().is_some_and(asks_a_secret) {
+        return format!(
+            "waiting for a password after {:?}: never send one yourself; the user types it with \
+             `cubactl attach {id}` in their terminal (sudo -A, ssh and git ask them through \
+             cubactl by themselves). wait(id={id}) returns once they have",
+            prompt.unwrap_or_default()
+        );
+    }
     let after = prompt.map_or(String::new(), |p| format!(" after {p:?}"));
     if info.tty.is_some() {
         // On a terminal, Enter is a key and end of input is C-d, as for a person.
@@ -97,6 +107,21 @@ pub fn waiting(info: &ProcessInfo, prompt: Option<String>) -> String {
              send_input(id={id}, eof=true) closes stdin; send_signal(id={id}) stops it"
         )
     }
+}
+
+/// Whether a prompt asks for a secret: a password, a passphrase, a PIN or a token.
+fn asks_a_secret(prompt: &str) -> bool {
+    let p = prompt.to_lowercase();
+    [
+        "password",
+        "passphrase",
+        "passcode",
+        "pin:",
+        "pin for",
+        "token:",
+    ]
+    .iter()
+    .any(|w| p.contains(w))
 }
 
 /// A process `start` just started in the background.
@@ -169,5 +194,19 @@ mod tests {
             "{hint}"
         );
         assert_eq!(sudo("sudo: 1 incorrect password attempt\n"), None);
+    }
+
+    #[test]
+    fn a_password_prompt_is_left_to_the_user() {
+        for p in [
+            "Password: ",
+            "Enter passphrase for key '/k': ",
+            "[sudo] password for me: ",
+        ] {
+            assert!(asks_a_secret(p), "{p}");
+        }
+        for p in ["Name? ", "Proceed (y/n)? ", "Spinning up..."] {
+            assert!(!asks_a_secret(p), "{p}");
+        }
     }
 }

@@ -189,3 +189,25 @@ async fn another_clients_question_and_a_password_are_not_put_to_this_user() {
     assert!(done.output().contains("askpass 0"), "{}", done.text());
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_asks_for_a_password_itself_is_left_to_the_user() {
+    let mut t = TestDir::with_daemon().await;
+    let c = binary(&mut t, "plain", &[]).await;
+    let r = c
+        .call(
+            "run",
+            json!({ "command": "printf 'Password: '; read -r p; echo \"got ${#p}\"" }),
+        )
+        .await;
+    assert_eq!(r.state(), "waiting_input", "{}", r.text());
+    let id = r.id();
+    assert!(
+        r.text().contains(&format!("cubactl attach {id}"))
+            && r.text().contains("never send one yourself"),
+        "{}",
+        r.text()
+    );
+    c.call("send_signal", json!({ "id": id })).await;
+    c.close().await;
+}
