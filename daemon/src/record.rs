@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cuba_protocol::{ProcState, ProcessInfo, Signal, TtySize};
+use cuba_protocol::{ProcState, ProcessInfo, Signal, StartFailure, TtySize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::cpu_rate::CpuRate;
@@ -321,6 +321,7 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     pub signal: Option<Signal>,
     pub error: Option<String>,
+    pub failure: Option<StartFailure>,
 }
 
 impl Outcome {
@@ -344,6 +345,7 @@ impl Outcome {
             exit_code,
             signal,
             error: stop.and_then(StopCause::error),
+            failure: None,
         }
     }
 
@@ -369,16 +371,18 @@ impl Outcome {
             exit_code,
             signal,
             error: error.or_else(|| stop.and_then(StopCause::error)),
+            failure: None,
         }
     }
 
     /// It never ran: the OS's reason (bad cwd, missing shell, limits that could not be set).
-    pub fn failed_to_start(reason: String) -> Outcome {
+    pub fn failed_to_start(reason: String, failure: StartFailure) -> Outcome {
         Outcome {
             state: ProcState::FailedToStart,
             exit_code: None,
             signal: None,
             error: Some(reason),
+            failure: Some(failure),
         }
     }
 
@@ -389,6 +393,7 @@ impl Outcome {
             exit_code: None,
             signal: None,
             error: Some(why),
+            failure: None,
         }
     }
 
@@ -399,6 +404,7 @@ impl Outcome {
             exit_code: None,
             signal: None,
             error: Some(why),
+            failure: None,
         }
     }
 
@@ -409,6 +415,7 @@ impl Outcome {
             exit_code: None,
             signal: None,
             error: Some(why),
+            failure: None,
         }
     }
 
@@ -418,6 +425,7 @@ impl Outcome {
         info.state = self.state;
         info.exit_code = self.exit_code;
         info.signal = self.signal;
+        info.failure = self.failure;
         if self.error.is_some() {
             info.error = self.error;
         }
@@ -484,7 +492,7 @@ mod tests {
         Outcome::of_exit(None, Exit::Code(0)).apply(&mut info, 42);
         assert_eq!(info.error.as_deref(), Some("earlier"));
         assert_eq!(info.ended_at_ms, Some(42));
-        Outcome::failed_to_start("no shell".into()).apply(&mut info, 43);
+        Outcome::failed_to_start("no shell".into(), StartFailure::NotFound).apply(&mut info, 43);
         assert_eq!(info.error.as_deref(), Some("no shell"));
         assert_eq!(info.state, ProcState::FailedToStart);
     }

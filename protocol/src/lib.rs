@@ -8,6 +8,7 @@
 //! - [`safe_fs`]: opening files in the daemon's directories without following links.
 //! - [`quiet`]: a Unix stream watched for reading only (no wake-up per frame read).
 //! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
+//! - [`os_text`]: paths and environments on the wire, the same bytes from every OS.
 
 #![warn(clippy::unwrap_used)]
 
@@ -16,6 +17,7 @@ pub mod handshake;
 pub mod hosts;
 pub mod keys;
 pub mod message;
+pub mod os_text;
 pub mod paths;
 pub mod procargs;
 pub mod quiet;
@@ -29,7 +31,7 @@ pub use message::*;
 pub use time::{now_ms, start_grace_ms};
 
 /// Bumped on any change to the wire format or the message types.
-pub const PROTOCOL_VERSION: u32 = 16;
+pub const PROTOCOL_VERSION: u32 = 17;
 
 /// The version of this build of the cuba-exec binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -6,7 +6,7 @@
 
 use cuba_protocol::client::ClientError;
 use cuba_protocol::wire::{WireError, MAX_FRAME};
-use cuba_protocol::{ProcState, ProcessInfo};
+use cuba_protocol::{ProcState, ProcessInfo, StartFailure};
 
 use crate::link::LinkError;
 
@@ -191,12 +191,10 @@ pub fn failure(info: &ProcessInfo) -> Option<Failure> {
         )),
         ProcState::FailedToStart => {
             let why = info.error.clone().unwrap_or_default();
-            let code = if why.contains("os error 2") {
-                "ENOENT"
-            } else if why.contains("os error 13") {
-                "EACCES"
-            } else {
-                "FAILED"
+            let code = match info.failure {
+                Some(StartFailure::NotFound) => "ENOENT",
+                Some(StartFailure::PermissionDenied) => "EACCES",
+                _ => "FAILED",
             };
             Some(Failure::new(
                 code,

@@ -31,7 +31,7 @@ pub use save::{check_binary, hand_over, Inherited};
 
 /// The hand-over format this program writes and reads. A program that reads another
 /// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {

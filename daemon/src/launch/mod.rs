@@ -24,6 +24,7 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cuba_protocol::StartFailure;
 use tokio::sync::mpsc;
 
 use crate::asks::Asks;
@@ -202,20 +203,22 @@ impl Launcher {
                 );
                 self.table.started(caller.who(), p, 0);
                 p.lock().set_drained();
-                self.table
-                    .finish(p, Outcome::failed_to_start(reason.clone()));
+                self.table.finish(
+                    p,
+                    Outcome::failed_to_start(reason.clone(), StartFailure::Other),
+                );
                 return Err(reason);
             }
             _ => None,
         };
         let started = match self.start(plan, exec) {
             Ok(started) => started,
-            Err(reason) => {
+            Err(Failed { why, kind }) => {
                 self.table.started(caller.who(), p, 0);
                 p.lock().set_drained();
                 self.table
-                    .finish(p, Outcome::failed_to_start(reason.clone()));
-                return Err(reason);
+                    .finish(p, Outcome::failed_to_start(why.clone(), kind));
+                return Err(why);
             }
         };
         let Started {
@@ -281,11 +284,11 @@ impl Launcher {
 
     /// Runs the layers around the spawn. On an error, what the layers did is undone and no
     /// child is left running.
-    fn start(&self, plan: LaunchPlan, exec: Option<Box<dyn Layer>>) -> Result<Started, String> {
+    fn start(&self, plan: LaunchPlan, exec: Option<Box<dyn Layer>>) -> Result<Started, Failed> {
         match std::fs::metadata(&plan.cwd) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(format!("cwd {}: not a directory", plan.cwd.display())),
-            Err(e) => return Err(format!("cwd {}: {e}", plan.cwd.display())),
+            Ok(_) => return Err(format!("cwd {}: not a directory", plan.cwd.display()).into()),
+            Err(e) => return Err(Failed::os(format!("cwd {}: {e}", plan.cwd.display()), &e)),
         }
         let LaunchPlan {
             id,
@@ -362,7 +365,7 @@ impl Launcher {
         layers: &mut [Box<dyn Layer>],
         terminal: Option<terminal::Terminal>,
         (shell, sandboxed): (&str, bool),
-    ) -> Result<(Connected, i32, u64), String> {
+    ) -> Result<(Connected, i32, u64), Failed> {
         for layer in layers.iter_mut() {
             layer.before(&mut cmd)?;
         }
@@ -374,9 +377,12 @@ impl Launcher {
             None => Some(pipes::before(&mut cmd)?),
         };
         let spawned = self.reaper.spawn(cmd);
-        let (pid, exit, start_time) = spawned.map_err(|e| match sandboxed {
-            true => format!("cannot run {shell} in the sandbox: {e}"),
-            false => format!("cannot run {shell}: {e}"),
+        let (pid, exit, start_time) = spawned.map_err(|e| {
+            let why = match sandboxed {
+                true => format!("cannot run {shell} in the sandbox: {e}"),
+                false => format!("cannot run {shell}: {e}"),
+            };
+            Failed::os(why, &e)
         })?;
         let connected = layers
             .iter_mut()
@@ -391,8 +397,33 @@ impl Launcher {
             Err(e) => {
                 // It must not run without what the layers give it; the reaper collects it.
                 crate::platform::signal::kill_child(pid);
-                Err(e)
+                Err(e.into())
             }
+        }
+    }
+}
+
+/// Why a start failed: the words, and their kind for clients.
+struct Failed {
+    why: String,
+    kind: StartFailure,
+}
+
+impl Failed {
+    /// A failure of the OS, with its kind.
+    fn os(why: String, e: &std::io::Error) -> Failed {
+        Failed {
+            why,
+            kind: StartFailure::of(e),
+        }
+    }
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed {
+            why,
+            kind: StartFailure::Other,
         }
     }
 }

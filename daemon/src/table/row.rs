@@ -34,6 +34,7 @@ pub(super) fn row(id: u64, new: NewRecord) -> ProcessInfo {
         forks_refused: None,
         cpu_millicores: None,
         blocked: Vec::new(),
+        failure: None,
         asks: Vec::new(),
     }
 }

@@ -16,7 +16,8 @@ pub struct StdinRequest {
     pub token: Option<RequestToken>,
 }
 
-/// Signals a client may send. A real signal number exists only inside the daemon.
+/// Signals: the ones a client may send, and the ones that only report how a process ended. A
+/// real signal number exists only inside the daemon.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Signal {
     Term,
@@ -28,8 +29,20 @@ pub enum Signal {
     Usr2,
     Stop,
     Cont,
-    /// Any other signal, by number (reported when a process died of, say, SIGSEGV).
+    /// A signal with no name here, by its number on the daemon's OS (a real-time signal).
     Other(i32),
+    // Signals that end a process but cannot be requested: reported by name, so a client on
+    // another OS reads the same signal.
+    Ill,
+    Trap,
+    Abrt,
+    Bus,
+    Fpe,
+    Segv,
+    Pipe,
+    Alrm,
+    Xcpu,
+    Xfsz,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

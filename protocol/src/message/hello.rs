@@ -4,7 +4,8 @@ use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
-/// An environment as `(name, value)` pairs. `OsString` so non-UTF-8 values survive the trip.
+/// An environment as `(name, value)` pairs. `OsString` so non-UTF-8 values survive the trip;
+/// on the wire as byte strings ([`crate::os_text`]), the same from every OS.
 pub type Env = Vec<(OsString, OsString)>;
 
 /// What kind of program is on the other end of a connection.
@@ -26,8 +27,10 @@ pub struct ClientInfo {
     pub name: String,
     pub pid: u32,
     /// The client's working directory: the default `cwd` of what it spawns.
+    #[serde(with = "crate::os_text")]
     pub cwd: OsString,
     /// The client's environment: the base environment of what it spawns.
+    #[serde(with = "crate::os_text::env")]
     pub env: Env,
 }
 
@@ -49,5 +52,6 @@ pub struct Welcome {
     pub daemon_pid: u32,
     /// For a remote client ([`Hello::remote`]): the environment what it starts begins with, so
     /// the client can hide its secret values from output as it does its own. Empty otherwise.
+    #[serde(with = "crate::os_text::env")]
     pub env: Env,
 }

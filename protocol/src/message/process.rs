@@ -166,6 +166,32 @@ pub struct ProcessInfo {
     /// waiting for a password.
     #[serde(default)]
     pub asks: Vec<super::Ask>,
+    /// Why it could not start, as a kind a client can act on without reading `error`'s words
+    /// (which differ between systems).
+    #[serde(default)]
+    pub failure: Option<StartFailure>,
+}
+
+/// What stopped a process from starting.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFailure {
+    /// Its working directory, shell or program does not exist.
+    NotFound,
+    /// It exists and may not be used (or run).
+    PermissionDenied,
+    /// Anything else: `error` says what.
+    Other,
+}
+
+impl StartFailure {
+    /// The kind of an OS error.
+    pub fn of(e: &std::io::Error) -> StartFailure {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => StartFailure::NotFound,
+            std::io::ErrorKind::PermissionDenied => StartFailure::PermissionDenied,
+            _ => StartFailure::Other,
+        }
+    }
 }
 
 impl ExecBlocked {

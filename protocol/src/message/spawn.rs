@@ -12,8 +12,10 @@ pub struct SpawnRequest {
     /// Shell text, run as `shell -c command`.
     pub command: String,
     /// Working directory; relative paths are taken from the client's cwd. Default: client's cwd.
+    #[serde(with = "crate::os_text::opt")]
     pub cwd: Option<OsString>,
     /// Overlaid on the client's environment.
+    #[serde(with = "crate::os_text::env")]
     pub env: Env,
     /// Shell to run the command with. Default `/bin/sh`.
     pub shell: Option<String>,

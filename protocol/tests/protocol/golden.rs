@@ -29,8 +29,8 @@ fn assert_bytes(bytes: &[u8], parts: &[&str]) {
 // The encoding is bincode 2 "standard" with big-endian varints: an integer below 251 is one
 // byte; 0xfb / 0xfc / 0xfd prefix a big-endian u16 / u32 / u64. Signed integers are zigzagged.
 // Enum variants are their index (varint) then their fields; `Option` is 00 (None) or 01 + value;
-// strings and sequences are a varint length then the contents; an `OsString` is the enum
-// `Unix(bytes)`, so 00 + length + bytes.
+// strings and sequences are a varint length then the contents; an `OsString` is a byte string
+// (`os_text`: the OS's bytes on Unix, WTF-8 on Windows), so length + bytes.
 // ---------------------------------------------------------------------------------------------
 
 fn spawn_frame() -> RequestFrame {
@@ -117,8 +117,8 @@ fn golden_spawn_request() {
             "01",                                  // id 1
             "00",                                  // Request::Spawn
             "07 6563686f206869",                   // command "echo hi"
-            "01 00 04 2f746d70",                   // cwd Some(Unix("/tmp"))
-            "01 00 01 41 00 01 62",                // env: 1 pair, ("A", "b")
+            "01 04 2f746d70",                      // cwd Some("/tmp")
+            "01 01 41 01 62",                      // env: 1 pair, ("A", "b")
             "00",                                  // shell None
             "01 02 ff00",                          // stdin Some([ff, 00])
             "01",                                  // close_stdin true
@@ -275,14 +275,14 @@ fn golden_handshake_hello() {
     assert_bytes(
         &frame,
         &[
-            "43554241",             // "CUBA"
-            "00000010",             // protocol version 16, fixed u32 big-endian
-            "01",                   // ClientKind::Cli
-            "07 6375626163746c",    // name "cubactl"
-            "fb 1092",              // pid 4242
-            "00 02 2f77",           // cwd "/w"
-            "01 00 01 4b 00 01 76", // env [("K", "v")]
-            "01",                   // remote: true
+            "43554241",          // "CUBA"
+            "00000011",          // protocol version 17, fixed u32 big-endian
+            "01",                // ClientKind::Cli
+            "07 6375626163746c", // name "cubactl"
+            "fb 1092",           // pid 4242
+            "02 2f77",           // cwd "/w"
+            "01 01 4b 01 76",    // env [("K", "v")]
+            "01",                // remote: true
         ],
     );
     assert!(
@@ -297,7 +297,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000010",      // protocol version 16
+            "00000011",      // protocol version 17
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -308,7 +308,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000010 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000011 00000063", "01", "6e6f"]);
 }
 
 #[test]

@@ -467,6 +467,7 @@ mod tests {
             forks_refused: None,
             cpu_millicores: None,
             blocked: Vec::new(),
+            failure: None,
             asks: Vec::new(),
         }
     }

@@ -108,7 +108,7 @@ async fn exit_codes_and_deadly_signals_are_reported() {
     let info = wait_exit(&c, p.id).await.process;
     assert_eq!(
         (info.state, info.exit_code, info.signal),
-        (ProcState::Signaled, None, Some(Signal::Other(11)))
+        (ProcState::Signaled, None, Some(Signal::Segv))
     );
 }
 

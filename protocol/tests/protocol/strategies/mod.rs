@@ -81,6 +81,8 @@ fn signal() -> impl Strategy<Value = Signal> {
         Just(Signal::Stop),
         Just(Signal::Cont),
         any::<i32>().prop_map(Signal::Other),
+        Just(Signal::Segv),
+        Just(Signal::Xfsz),
     ]
 }
 
@@ -375,6 +377,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             forks_refused,
             cpu_millicores,
             blocked: Vec::new(),
+            failure: Some(StartFailure::NotFound),
             asks,
         },
     )
