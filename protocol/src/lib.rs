@@ -20,11 +20,15 @@ pub mod message;
 pub mod os_text;
 pub mod paths;
 pub mod procargs;
+#[cfg(unix)]
 pub mod quiet;
+#[cfg(unix)]
 pub mod safe_dir;
 pub mod safe_fs;
 pub mod signal;
 mod time;
+#[cfg(windows)]
+pub mod win;
 pub mod wire;
 
 pub use message::*;

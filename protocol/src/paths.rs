@@ -3,6 +3,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
+#[cfg(unix)]
 fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
@@ -17,6 +18,7 @@ fn non_empty(var: &str) -> Option<PathBuf> {
 /// `$CUBA_EXEC_SOCKET`, else `$XDG_RUNTIME_DIR/cuba-exec/cubad.sock`, else
 /// `<temp>/cuba-exec-$UID/cubad.sock`, where `<temp>` is `/tmp` on Linux and the per-user
 /// `$TMPDIR` on macOS (`/tmp` when it is unset).
+#[cfg(unix)]
 pub fn socket_path() -> PathBuf {
     if let Some(p) = non_empty("CUBA_EXEC_SOCKET") {
         return p;
@@ -27,10 +29,26 @@ pub fn socket_path() -> PathBuf {
     }
 }
 
+/// `$CUBA_EXEC_SOCKET`, else the user's pipe, `\\.\pipe\cuba-exec-<SID>`
+/// ([`crate::win::pipe_name`]); the user's name stands in for the SID if Windows will not say it.
+#[cfg(windows)]
+pub fn socket_path() -> PathBuf {
+    if let Some(p) = non_empty("CUBA_EXEC_SOCKET") {
+        return p;
+    }
+    let user = crate::win::user_sid()
+        .ok()
+        .or_else(|| env::var("USERNAME").ok())
+        .unwrap_or_else(|| "user".into());
+    crate::win::pipe_name(&user)
+}
+
 /// Whether sockets without `XDG_RUNTIME_DIR` go under `$TMPDIR`: macOS gives each user a private
 /// one (and has no XDG runtime dir); elsewhere `$TMPDIR` may be shared or long, `/tmp` is known.
+#[cfg(unix)]
 const USE_TMPDIR: bool = cfg!(target_os = "macos");
 
+#[cfg(unix)]
 fn fallback_socket(tmpdir: Option<PathBuf>, use_tmpdir: bool, uid: u32) -> PathBuf {
     let base = tmpdir
         .filter(|_| use_tmpdir)
@@ -47,7 +65,8 @@ pub fn lock_path(socket: &Path) -> PathBuf {
 
 /// `$CUBA_EXEC_STATE_DIR`, else `$XDG_STATE_HOME/cuba-exec`, else the system's per-user
 /// state place plus `cuba-exec` (Linux: `~/.local/state`, macOS: `~/Library/Application
-/// Support`), else `/tmp/cuba-exec-$UID/state`.
+/// Support`, Windows: `%LOCALAPPDATA%`), else `/tmp/cuba-exec-$UID/state` (Windows: the
+/// temporary directory's `cuba-exec\state`).
 pub fn state_dir() -> PathBuf {
     if let Some(p) = non_empty("CUBA_EXEC_STATE_DIR") {
         return p;
@@ -57,15 +76,21 @@ pub fn state_dir() -> PathBuf {
     }
     match directories::BaseDirs::new().and_then(|d| system_state_base(&d)) {
         Some(dir) => dir.join("cuba-exec"),
+        #[cfg(unix)]
         None => PathBuf::from(format!("/tmp/cuba-exec-{}", uid())).join("state"),
+        #[cfg(windows)]
+        None => env::temp_dir().join("cuba-exec").join("state"),
     }
 }
 
 /// macOS has no state directory of its own (`directories` gives none there): state goes where
-/// applications keep their data.
+/// applications keep their data. Windows neither: state is the machine's own, not roamed, so
+/// `%LOCALAPPDATA%`.
 fn system_state_base(d: &directories::BaseDirs) -> Option<PathBuf> {
     if cfg!(target_os = "macos") {
         Some(d.data_dir().to_path_buf())
+    } else if cfg!(windows) {
+        Some(d.data_local_dir().to_path_buf())
     } else {
         d.state_dir().map(Path::to_path_buf)
     }
@@ -84,19 +109,23 @@ pub fn daemon_binary() -> PathBuf {
     }
     if let Ok(exe) = env::current_exe() {
         if let Some(dir) = exe.parent() {
-            let sibling = dir.join("cubad");
+            let sibling = dir.join(DAEMON);
             if sibling.is_file() {
                 return sibling;
             }
         }
     }
-    PathBuf::from("cubad")
+    PathBuf::from(DAEMON)
 }
+
+const DAEMON: &str = if cfg!(windows) { "cubad.exe" } else { "cubad" };
 
 /// The longest Unix socket path, in bytes: it must fit `sun_path` with its NUL, 104 bytes on
 /// macOS (and the BSDs), 108 on Linux.
+#[cfg(unix)]
 pub const MAX_SOCKET_PATH: usize = sun_path_len() - 1;
 
+#[cfg(unix)]
 const fn sun_path_len() -> usize {
     // SAFETY: `sockaddr_un` is integers and a byte array: all zero bits is a valid value. Only
     // the array's length is read, so the system's own header decides.
@@ -106,10 +135,19 @@ const fn sun_path_len() -> usize {
 
 /// The settings file shared by the daemon and its clients: `$CUBA_EXEC_CONFIG` (then it must
 /// exist: `true`), else `$XDG_CONFIG_HOME/cuba-exec/config.toml` or
-/// `~/.config/cuba-exec/config.toml` (may be absent). `lookup` reads a variable.
+/// `~/.config/cuba-exec/config.toml` (may be absent); on Windows
+/// `%APPDATA%\cuba-exec\config.toml`, where Windows programs keep a user's settings.
+/// `lookup` reads a variable.
 pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
     if let Some(p) = lookup("CUBA_EXEC_CONFIG").filter(|p| !p.is_empty()) {
         return Some((PathBuf::from(p), true));
+    }
+    if cfg!(windows) {
+        let base = lookup("APPDATA").filter(|p| !p.is_empty())?;
+        return Some((
+            PathBuf::from(base).join("cuba-exec").join("config.toml"),
+            false,
+        ));
     }
     let base = lookup("XDG_CONFIG_HOME")
         .filter(|p| p.starts_with('/'))
@@ -118,7 +156,7 @@ pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf,
     Some((base.join("cuba-exec").join("config.toml"), false))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

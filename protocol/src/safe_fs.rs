@@ -10,10 +10,17 @@
 //! elsewhere is refused as a symbolic link is. A file that must be new is created with
 //! `O_EXCL`. Subdirectories are made with `mkdir` and checked with `lstat`. The errors name the
 //! path and say the fix.
+//!
+//! On Windows the last component is opened as itself (`FILE_FLAG_OPEN_REPARSE_POINT`), so a
+//! symbolic link or junction is refused instead of followed; who owns the file is left to the
+//! directory's ACL (the user's own `%LOCALAPPDATA%`), which Windows checks at the open.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
+#[cfg(unix)]
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+#[cfg(windows)]
+use std::os::windows::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// `path` is a symbolic link: the error that says so, and what to do.
@@ -42,6 +49,7 @@ fn is_link(path: &Path) -> bool {
 }
 
 /// This process's effective uid.
+#[cfg(unix)]
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
@@ -50,26 +58,50 @@ pub(crate) fn euid() -> u32 {
 /// Opens `path` with `options` without following a link, and checks that it is a regular file
 /// of this user's with no other name. `options` says read, write, append, create as usual.
 pub fn open(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
-    let file = match options
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
+    let file = match no_follow(options).open(path) {
         Ok(f) => f,
         // ELOOP on Linux and macOS, EMLINK on FreeBSD: ask the path itself.
         Err(_) if is_link(path) => return Err(link_error(path)),
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
+    if meta.file_type().is_symlink() {
+        return Err(link_error(path));
+    }
     if !meta.file_type().is_file() {
         return Err(foreign_error(path, "not a regular file"));
     }
+    owned(path, &meta)?;
+    Ok(file)
+}
+
+#[cfg(unix)]
+fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+}
+
+#[cfg(windows)]
+fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
+    const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+    options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+}
+
+/// A file of this user's with one name.
+#[cfg(unix)]
+fn owned(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
     if meta.uid() != euid() {
         return Err(foreign_error(path, &format!("owned by uid {}", meta.uid())));
     }
     if meta.nlink() > 1 {
         return Err(foreign_error(path, "a hard link to another file"));
     }
-    Ok(file)
+    Ok(())
+}
+
+/// The directory's ACL decides who may open it (see the module's text).
+#[cfg(windows)]
+fn owned(_: &Path, _: &fs::Metadata) -> io::Result<()> {
+    Ok(())
 }
 
 /// Opens `path` for reading (see [`open`]).
@@ -93,14 +125,11 @@ pub fn read_to_string(path: &Path) -> io::Result<String> {
 /// there (one a crash left behind) is removed first; a link is refused, never followed.
 pub fn create_new(path: &Path) -> io::Result<File> {
     let create = || {
-        open(
-            path,
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600),
-        )
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create_new(true);
+        #[cfg(unix)]
+        options.mode(0o600);
+        open(path, &mut options)
     };
     match create() {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -124,10 +153,20 @@ pub fn write_new(path: &Path, contents: &[u8]) -> io::Result<()> {
     io::Write::write_all(&mut create_new(path)?, contents)
 }
 
+/// A directory builder for the owner only: mode 0700 on Unix; on Windows a new directory takes
+/// its parent's ACL, the user's own under `%LOCALAPPDATA%`.
+pub fn owner_only_dir() -> fs::DirBuilder {
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    builder.mode(0o700);
+    builder
+}
+
 /// Makes the subdirectory `dir` (mode 0700) if missing, and checks that it is a directory of
 /// this user's and not a link to one. Its parent must exist (it is one of ours, checked).
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
+    match owner_only_dir().create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
@@ -139,13 +178,14 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() {
         return Err(foreign_error(dir, "not a directory"));
     }
+    #[cfg(unix)]
     if meta.uid() != euid() {
         return Err(foreign_error(dir, &format!("owned by uid {}", meta.uid())));
     }
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! The environment-dependent functions are tested in one test function: this binary has no other
 //! test that could read the environment while it is changed.
 
+#![cfg(unix)]
 #![allow(clippy::unwrap_used)]
 
 use std::env;

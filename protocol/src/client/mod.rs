@@ -11,6 +11,7 @@ mod greet;
 mod reader;
 mod start;
 mod stream;
+mod transport;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,7 +23,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
@@ -51,7 +51,7 @@ struct Health {
     /// Bytes of requests written since the handshake.
     written: AtomicU64,
     /// A bridge's stdin pipe, for the bytes it never read ([`Client::lost`]).
-    unread: Option<std::os::fd::OwnedFd>,
+    unread: Option<reader::Pipe>,
 }
 
 impl Default for Health {
@@ -74,7 +74,7 @@ pub(crate) struct Peer {
     pub(crate) stall: Option<Duration>,
     /// The pipe the requests are written to (a bridge's stdin): what is still in it when the
     /// bridge closes was never read by it.
-    pub(crate) pipe: Option<std::os::fd::OwnedFd>,
+    pub(crate) pipe: Option<reader::Pipe>,
 }
 
 /// A connection to the daemon. Cheap to clone; requests from clones share the connection.
@@ -108,13 +108,12 @@ pub fn this_client(kind: ClientKind, name: impl Into<String>) -> ClientInfo {
 impl Client {
     /// Connects to a running daemon and completes the handshake.
     pub async fn connect(socket: &Path, client: ClientInfo) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(socket)
+        let stream = transport::connect(socket)
             .await
             .map_err(|source| ClientError::Connect {
                 path: socket.to_path_buf(),
                 source,
             })?;
-        let stream = crate::quiet::QuietStream::from_tokio(stream).map_err(ClientError::Io)?;
         let hello = Hello {
             client,
             remote: false,

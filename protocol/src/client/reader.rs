@@ -192,15 +192,28 @@ pub(super) async fn read<S>(
     lock(&routes).clear();
 }
 
+/// A bridge's stdin, kept to count what it never read.
+#[cfg(unix)]
+pub(crate) type Pipe = std::os::fd::OwnedFd;
+#[cfg(windows)]
+pub(crate) type Pipe = std::os::windows::io::OwnedHandle;
+
 /// Bytes written to `pipe` that its reader has not read (`FIONREAD`; Linux counts them on the
 /// write end too; where a system does not, this is `Some(0)` and nothing is taken as unsent).
-pub(super) fn unread(pipe: &std::os::fd::OwnedFd) -> Option<u64> {
+#[cfg(unix)]
+pub(super) fn unread(pipe: &Pipe) -> Option<u64> {
     use std::os::fd::AsRawFd;
     let mut n: libc::c_int = 0;
     // SAFETY: FIONREAD writes one int through the pointer, which points at `n`; the
     // descriptor is ours for as long as `pipe` lives.
     let rc = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut n) };
     (rc == 0).then_some(n as u64)
+}
+
+/// Windows cannot count a pipe's unread bytes from its write end: unknown.
+#[cfg(windows)]
+pub(super) fn unread(_: &Pipe) -> Option<u64> {
+    None
 }
 
 /// Routes `reply`; false when it is the daemon's notice that it closes the connection.

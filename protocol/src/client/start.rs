@@ -2,11 +2,9 @@
 //! waited for until its socket accepts connections.
 
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-use tokio::net::UnixStream;
 
 use super::ClientError;
 use crate::paths;
@@ -34,9 +32,8 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     };
     let state = paths::state_dir();
     // Owner-only: the state holds every process's output.
-    std::fs::DirBuilder::new()
+    crate::safe_fs::owner_only_dir()
         .recursive(true)
-        .mode(0o700)
         .create(&state)
         .map_err(|e| fail(format!("cannot create state dir {}: {e}", state.display())))?;
     // The log is opened in it before the daemon checks it: not in a directory a link names.
@@ -50,21 +47,14 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
     // Where this start's lines begin: its error is what it writes after that.
     let from = log.metadata().map_or(0, |m| m.len());
-    let mut child = std::process::Command::new(&exe)
-        .arg("--daemonize")
-        .arg("--socket")
+    let mut cmd = Command::new(&exe);
+    cmd.arg("--socket")
         .arg(socket)
         .stdin(std::process::Stdio::null())
         .stdout(log)
-        .stderr(log2)
-        .spawn()
-        .map_err(|e| fail(e.to_string()))?;
-    // `--daemonize` forks; the parent exits once the daemon serves (0) or failed to start (1).
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .map_err(|e| fail(e.to_string()))?
-        .map_err(|e| fail(e.to_string()))?;
-    if !status.success() {
+        .stderr(log2);
+    let child = detached(cmd).map_err(|e| fail(e.to_string()))?;
+    if let Some(status) = started(child).await.map_err(|e| fail(e.to_string()))? {
         return Err(fail(match said_since(&log_path, from) {
             Some(why) => why,
             None => format!("it exited with {status}; see {}", log_path.display()),
@@ -73,7 +63,7 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(1);
     loop {
-        match UnixStream::connect(socket).await {
+        match super::transport::connect(socket).await {
             Ok(_) => return Ok(()),
             Err(e) if daemon_absent(&e) && Instant::now() < deadline => {
                 // Start-up is a few milliseconds; back off so a slow machine is not hammered.
@@ -89,6 +79,53 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
             }
         }
     }
+}
+
+/// Starts the daemon in the background: `--daemonize`, so it forks into a session of its own
+/// and its parent exits once it serves (0) or failed to start (1).
+#[cfg(unix)]
+fn detached(mut cmd: Command) -> io::Result<Child> {
+    cmd.arg("--daemonize").spawn()
+}
+
+/// Starts the daemon with no console, in a process group of its own (a Ctrl-C in the
+/// starter's console is not its), and out of the starter's job where the job allows it: a
+/// terminal or editor that kills its job on close must not take the daemon with it. A job
+/// that forbids breaking away keeps it (documented: then it ends with that job).
+#[cfg(windows)]
+fn detached(mut cmd: Command) -> io::Result<Child> {
+    use std::os::windows::process::CommandExt;
+    const DETACHED_PROCESS: u32 = 0x0000_0008;
+    const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+    const CREATE_BREAKAWAY_FROM_JOB: u32 = 0x0100_0000;
+    const ERROR_ACCESS_DENIED: i32 = 5;
+    let flags = DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP;
+    match cmd
+        .creation_flags(flags | CREATE_BREAKAWAY_FROM_JOB)
+        .spawn()
+    {
+        Err(e) if e.raw_os_error() == Some(ERROR_ACCESS_DENIED) => {
+            cmd.creation_flags(flags).spawn()
+        }
+        other => other,
+    }
+}
+
+/// Waits for the starting program: Unix's `--daemonize` parent exits with the start's
+/// result; its exit status when that is a failure.
+#[cfg(unix)]
+async fn started(mut child: Child) -> io::Result<Option<std::process::ExitStatus>> {
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .map_err(io::Error::other)??;
+    Ok((!status.success()).then_some(status))
+}
+
+/// Windows has no fork: the started program is the daemon. Its exit status if it has already
+/// ended (a failed start); the connection loop that follows waits for it to serve.
+#[cfg(windows)]
+async fn started(mut child: Child) -> io::Result<Option<std::process::ExitStatus>> {
+    child.try_wait()
 }
 
 /// Bytes of a failed start's log lines quoted in its error.

@@ -50,6 +50,7 @@ pub fn remote_hello(mut client: ClientInfo, spec: &HostSpec) -> Hello {
 }
 
 /// This machine's name (`gethostname`).
+#[cfg(unix)]
 pub fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
@@ -57,6 +58,12 @@ pub fn hostname() -> Option<String> {
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     let end = buf.iter().position(|&b| b == 0)?;
     (rc == 0 && end > 0).then(|| String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// This machine's name (`%COMPUTERNAME%`).
+#[cfg(windows)]
+pub fn hostname() -> Option<String> {
+    std::env::var("COMPUTERNAME").ok().filter(|n| !n.is_empty())
 }
 
 /// The bridge process, for as long as its connection lives: dropping this (with the last
@@ -117,15 +124,19 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| failed(spec, "no bridge command".into()))?;
-    let mut child = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own process group: a Ctrl-C meant for a command run through it (`cubactl run`)
-        // must not end the link.
-        .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    // Its own process group: a Ctrl-C meant for a command run through it (`cubactl run`)
+    // must not end the link.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(windows)]
+    cmd.creation_flags(0x0000_0200); // CREATE_NEW_PROCESS_GROUP
+    let mut child = cmd
         .spawn()
         .map_err(|e| failed(spec, spawn_error(spec, program, &e)))?;
     // Its own group leader: its pid names the group.
@@ -155,7 +166,11 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
         let _ = exit_tx.send(status.ok());
     });
     let keep = Arc::new(Process { _kill: kill });
+    #[cfg(unix)]
     let pipe = std::os::fd::AsFd::as_fd(&stdin).try_clone_to_owned().ok();
+    // Windows cannot count what is left in a pipe from its write end.
+    #[cfg(windows)]
+    let pipe = None;
     let stream = tokio::io::join(stdout, stdin);
     let limit = handshake_limit();
     let peer = crate::client::Peer {
@@ -183,6 +198,7 @@ pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientErro
 }
 
 /// SIGKILL to process group `pgid` (the bridge's), if it still has one.
+#[cfg(unix)]
 fn kill_group(pgid: Option<u32>) {
     if let Some(pgid) = pgid.and_then(|p| libc::pid_t::try_from(p).ok()) {
         // SAFETY: a signal to a group this client made (the bridge leads it); a group that
@@ -190,6 +206,11 @@ fn kill_group(pgid: Option<u32>) {
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
     }
 }
+
+/// Windows has no process groups to kill: the bridge itself is killed (`kill_on_drop`); what
+/// it started is left to its own ending when its pipes close.
+#[cfg(windows)]
+fn kill_group(_: Option<u32>) {}
 
 /// How long a bridge may take to answer the handshake: `CUBA_EXEC_BRIDGE_TIMEOUT` (seconds,
 /// or `500ms`), else [`BRIDGE_HANDSHAKE`] (an ssh handshake, perhaps a daemon start there).

@@ -3,7 +3,6 @@
 mod asks;
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 
 use cuba_protocol::*;
 use proptest::collection::vec;
@@ -19,9 +18,9 @@ pub fn bytes() -> impl Strategy<Value = Vec<u8>> {
     vec(any::<u8>(), 0..48)
 }
 
-/// Any bytes as an `OsString`, valid UTF-8 or not.
+/// Any bytes as an `OsString`, valid UTF-8 or not (on Windows, what of them Windows can hold).
 pub fn os_string() -> impl Strategy<Value = OsString> {
-    bytes().prop_map(OsString::from_vec)
+    bytes().prop_map(os_text::from_bytes)
 }
 
 pub fn env() -> impl Strategy<Value = Env> {
