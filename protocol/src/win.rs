@@ -5,10 +5,15 @@ use std::io;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::path::PathBuf;
 
+use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
 use windows_sys::Win32::Foundation::{LocalFree, HANDLE};
-use windows_sys::Win32::Security::Authorization::ConvertSidToStringSidW;
-use windows_sys::Win32::Security::{GetTokenInformation, TokenUser, TOKEN_QUERY, TOKEN_USER};
-use windows_sys::Win32::System::Pipes::GetNamedPipeServerProcessId;
+use windows_sys::Win32::Security::Authorization::{
+    ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
+};
+use windows_sys::Win32::Security::{
+    GetTokenInformation, TokenUser, SECURITY_ATTRIBUTES, TOKEN_QUERY, TOKEN_USER,
+};
+use windows_sys::Win32::System::Pipes::{GetNamedPipeClientProcessId, GetNamedPipeServerProcessId};
 use windows_sys::Win32::System::Threading::{
     GetCurrentProcess, OpenProcess, OpenProcessToken, PROCESS_QUERY_LIMITED_INFORMATION,
 };
@@ -104,6 +109,81 @@ pub fn check_server(pipe: &impl AsRawHandle) -> io::Result<()> {
     Ok(())
 }
 
+/// The pipe's security descriptor, in SDDL: a protected DACL (nothing inherited) that allows
+/// everything to `sid` and nothing to anyone else; the owner is the creator.
+pub fn pipe_sddl(sid: &str) -> String {
+    format!("D:P(A;;GA;;;{sid})")
+}
+
+/// One instance of the daemon's pipe, open to this user only, refusing clients from other
+/// machines. `first`: it must be the name's first instance, so a second daemon of the same
+/// user fails here (`ERROR_ACCESS_DENIED`). Wine 8 does not enforce that flag, so the daemon
+/// holds a lock file as well, as it does on Unix.
+pub fn pipe_server(name: &std::path::Path, first: bool) -> io::Result<NamedPipeServer> {
+    let sddl: Vec<u16> = pipe_sddl(&user_sid()?)
+        .encode_utf16()
+        .chain(Some(0))
+        .collect();
+    let mut descriptor: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated UTF-16 string; `descriptor` receives a LocalAlloc'd descriptor,
+    // freed below.
+    let ok = unsafe {
+        ConvertStringSecurityDescriptorToSecurityDescriptorW(
+            sddl.as_ptr(),
+            SDDL_REVISION_1,
+            &mut descriptor,
+            std::ptr::null_mut(),
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut attributes = SECURITY_ATTRIBUTES {
+        nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+        lpSecurityDescriptor: descriptor,
+        bInheritHandle: 0,
+    };
+    // SAFETY: the attributes and the descriptor they point to live until the call returns;
+    // the pipe keeps its own copy.
+    let server = unsafe {
+        ServerOptions::new()
+            .first_pipe_instance(first)
+            .reject_remote_clients(true)
+            .create_with_security_attributes_raw(
+                name,
+                (&mut attributes as *mut SECURITY_ATTRIBUTES).cast(),
+            )
+    };
+    // SAFETY: allocated by the conversion above, not used after this.
+    unsafe { LocalFree(descriptor) };
+    server
+}
+
+/// The pid of the client end of a connected pipe.
+pub fn pipe_client_pid(pipe: &impl AsRawHandle) -> io::Result<u32> {
+    let mut pid = 0u32;
+    // SAFETY: the handle is a pipe for as long as `pipe` lives; `pid` receives the value.
+    if unsafe { GetNamedPipeClientProcessId(pipe.as_raw_handle(), &mut pid) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// Refuses a client that is not this user's process (the descriptor already keeps others
+/// out; this is the daemon's own check, as the peer-uid check is on Unix). Its pid when it is.
+pub fn check_client(pipe: &impl AsRawHandle) -> io::Result<u32> {
+    let pid = pipe_client_pid(pipe)?;
+    let theirs = sid_of_pid(pid)?;
+    let ours = user_sid()?;
+    if theirs != ours {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("pipe client pid {pid} runs as {theirs}, not as this user ({ours})"),
+        ));
+    }
+    Ok(pid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +196,24 @@ mod tests {
             pipe_name(&sid).to_string_lossy(),
             format!(r"\\.\pipe\cuba-exec-{sid}")
         );
-        assert_eq!(sid_of_pid(std::process::id()).ok(), Some(sid));
+        assert_eq!(sid_of_pid(std::process::id()).ok(), Some(sid.clone()));
+        assert_eq!(pipe_sddl(&sid), format!("D:P(A;;GA;;;{sid})"));
+    }
+
+    #[tokio::test]
+    async fn a_user_only_pipe_carries_bytes_and_both_ends_check_the_user() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let name = pipe_name(&format!("test-{}", std::process::id()));
+        let server = pipe_server(&name, true).expect("first instance");
+        let mut client = crate::client::transport::connect(&name)
+            .await
+            .expect("connect");
+        server.connect().await.expect("accept");
+        assert_eq!(check_client(&server).ok(), Some(std::process::id()));
+        let mut server = server;
+        client.write_all(b"ping").await.expect("write");
+        let mut got = [0u8; 4];
+        server.read_exact(&mut got).await.expect("read");
+        assert_eq!(&got, b"ping");
     }
 }

@@ -3,15 +3,25 @@
 //! and write to a blocking thread, two thread switches on each request's path. Anything else
 //! (a terminal, a file, a socket) keeps tokio's stdio.
 
+#[cfg(unix)]
 use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite};
+#[cfg(unix)]
 use tokio::net::unix::pipe;
 
 pub type Input = Box<dyn AsyncRead + Unpin + Send>;
 pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
+/// This process's stdin and stdout. Windows: tokio's (anonymous pipes there cannot be read
+/// asynchronously).
+#[cfg(not(unix))]
+pub fn stdio() -> (Input, Output) {
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
 /// This process's stdin and stdout. Must be called inside a Tokio runtime.
+#[cfg(unix)]
 pub fn stdio() -> (Input, Output) {
     let input: Input = match own(std::io::stdin().as_fd()).and_then(pipe::Receiver::from_owned_fd) {
         Ok(r) => Box::new(r),
@@ -26,6 +36,7 @@ pub fn stdio() -> (Input, Output) {
 }
 
 /// A descriptor of our own for `fd` (the standard one stays open, for whatever else uses it).
+#[cfg(unix)]
 fn own(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
     fd.try_clone_to_owned()
 }

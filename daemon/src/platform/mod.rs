@@ -22,8 +22,9 @@
 //! - [`memory`]: giving freed heap memory back to the kernel.
 //!
 //! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of the last
-//! two for any other OS. `seatbelt` is macOS's pure profile text, compiled for tests everywhere
-//! so it is checked on any machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
+//! two for any other OS. `seatbelt` is macOS's pure profile text and `win_shell` Windows'
+//! command lines and environment, compiled for tests everywhere so they are checked on any
+//! machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
 //! `cuba_protocol::procargs`).
 
 #[cfg(target_os = "linux")]
@@ -46,6 +47,8 @@ pub use macos::{
 };
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
+#[cfg(any(test, windows))]
+pub mod win_shell;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod fallback;

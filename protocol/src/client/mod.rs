@@ -11,7 +11,7 @@ mod greet;
 mod reader;
 mod start;
 mod stream;
-mod transport;
+pub(crate) mod transport;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
