@@ -9,41 +9,73 @@
 //! table / record → leaves (output, terminal, tree, reaper, journal, audit, config, policy,
 //! platform). ARCHITECTURE.md draws it.
 
+//!
+//! On Windows only the parts that are not tied to POSIX build so far (settings, policy, the
+//! Windows platform pieces): the server and supervision there are still to come.
+
 #![warn(clippy::unwrap_used)]
 
+#[cfg(unix)]
 mod admission;
+#[cfg(unix)]
 mod asks;
+#[cfg(unix)]
 mod audit;
+#[cfg(unix)]
 mod blocking;
+#[cfg(unix)]
 mod caller;
 pub mod config;
+#[cfg(unix)]
 mod conn;
 pub mod cpu_rate;
+#[cfg(unix)]
 mod daemon;
 #[cfg(target_os = "linux")]
 mod exec_rules;
+#[cfg(unix)]
 mod fd;
+#[cfg(unix)]
 mod handlers;
+#[cfg(unix)]
 pub mod handover;
 pub mod health;
+#[cfg(unix)]
 mod journal;
+#[cfg(unix)]
 mod launch;
+#[cfg(unix)]
 pub mod output;
 pub mod platform;
 pub mod policy;
+#[cfg(unix)]
 pub mod private_dir;
+#[cfg(unix)]
 mod reaper;
+#[cfg(unix)]
 mod record;
+#[cfg(unix)]
 mod restore;
+#[cfg(unix)]
 pub mod server;
+#[cfg(unix)]
 mod session;
+// Used by the Unix request path only so far.
+#[cfg_attr(not(unix), allow(dead_code))]
 mod side_effects;
+#[cfg(unix)]
 mod state_dir;
+#[cfg(unix)]
 mod supervise;
+#[cfg(unix)]
 mod table;
+#[cfg(unix)]
 mod terminal;
+#[cfg(unix)]
 mod tokens;
+#[cfg(unix)]
 pub mod tree;
 
 pub use config::Config;
+#[cfg(unix)]
 pub use server::run;

@@ -50,6 +50,9 @@ mod seatbelt;
 #[cfg(any(test, windows))]
 pub mod win_shell;
 
+#[cfg(windows)]
+pub mod windows;
+
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod fallback;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
