@@ -21,6 +21,7 @@ mod passthrough;
 mod platform;
 mod print;
 mod proctable;
+mod signals;
 mod spawn_args;
 mod style;
 mod table;

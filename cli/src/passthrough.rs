@@ -11,9 +11,9 @@ use cuba_protocol::client::Client;
 use cuba_protocol::{
     FollowRequest, ProcessInfo, Request, Response, ScreenView, Signal, StreamFilter, TtySize,
 };
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::forward::{self, DetachKey, Stopped};
+use crate::signals::{self, Kind, Listener};
 use crate::term;
 
 /// How passing through ended.
@@ -51,10 +51,10 @@ pub struct Remote<'a> {
 /// The signals handled while attached, listened for from the start: a SIGTERM that arrives
 /// while the screen is being painted must detach, not kill cubactl with the terminal raw.
 struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    winch: tokio::signal::unix::Signal,
+    int: Listener,
+    term: Listener,
+    hup: Listener,
+    winch: Listener,
 }
 
 impl<'a> Remote<'a> {
@@ -64,10 +64,10 @@ impl<'a> Remote<'a> {
             id,
             mid_line: false,
             signals: Signals {
-                int: signal(SignalKind::interrupt())?,
-                term: signal(SignalKind::terminate())?,
-                hup: signal(SignalKind::hangup())?,
-                winch: signal(SignalKind::window_change())?,
+                int: signals::listen(Kind::Interrupt)?,
+                term: signals::listen(Kind::Terminate)?,
+                hup: signals::listen(Kind::Hangup)?,
+                winch: signals::listen(Kind::WindowChange)?,
             },
         })
     }

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cuba_protocol::client::Client;
 use cuba_protocol::{FollowRequest, ProcessInfo, Request, StreamFilter};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -17,6 +16,7 @@ use crate::exit;
 use crate::forward::{self, DetachKey, Stopped};
 use crate::passthrough::{OnSignal, Outcome, Remote};
 use crate::print::{self, Mode, Sink};
+use crate::signals::{self, Kind};
 use crate::style::Paint;
 use crate::target::Target;
 use crate::term::{self, LineMode, RawMode};
@@ -50,7 +50,7 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut int = signals::listen(Kind::Interrupt)?;
     let client = ctx.connect().await?;
     let id = args.process.resolve(&client).await?;
     let info = client.info(id).await?;
@@ -62,7 +62,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("cubactl: cannot attach: {}", describe::sentence(&info));
         return Ok(exit::failed());
     }
-    if info.tty.is_some() && term::interactive() {
+    if info.tty.is_some() && term::passthrough() {
         return on_terminal(ctx, &client, &info).await;
     }
     let tty = std::io::stdin().is_terminal();
@@ -70,7 +70,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     // when this function returns, however it returns.
     let _mode = if tty {
         let mode = LineMode::enter(!args.no_echo).context("cannot set up the terminal")?;
-        let note = format!("[attached to process {id}; Enter sends a line, Ctrl-] detaches]");
+        let note = format!(
+            "[attached to process {id}; Enter sends a line, {}]",
+            term::DETACH_HINT
+        );
         eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &note));
         Some(mode)
     } else {

@@ -10,7 +10,6 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -235,8 +234,7 @@ fn local_time(ms: u64) -> String {
     let secs = (ms / 1000) as libc::time_t;
     // SAFETY: an all-zero `tm` is a valid value for localtime_r to overwrite.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: localtime_r with valid pointers to locals; it is the thread-safe variant.
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+    if !to_local(secs, &mut tm) {
         return ms.to_string();
     }
     format!(
@@ -249,16 +247,29 @@ fn local_time(ms: u64) -> String {
     )
 }
 
-/// The file being followed: its descriptor, inode, watch, and any unfinished last line.
+/// Fills `tm` with `secs` in local time; false when the C library cannot.
+#[cfg(unix)]
+fn to_local(secs: libc::time_t, tm: &mut libc::tm) -> bool {
+    // SAFETY: localtime_r with valid pointers to locals; it is the thread-safe variant.
+    !unsafe { libc::localtime_r(&secs, tm) }.is_null()
+}
+
+#[cfg(windows)]
+fn to_local(secs: libc::time_t, tm: &mut libc::tm) -> bool {
+    // SAFETY: localtime_s with valid pointers to locals; it is the thread-safe variant.
+    unsafe { libc::localtime_s(tm, &secs) == 0 }
+}
+
+/// The file being followed: its descriptor, identity, watch, and any unfinished last line.
 struct Followed {
     file: File,
-    ino: u64,
+    ino: FileId,
     watch: Option<FileWatch>,
     partial: Vec<u8>,
 }
 
 fn watch_file(watcher: &Watcher, path: &Path, file: File) -> Result<Followed> {
-    let ino = file.metadata()?.ino();
+    let ino = file_id(&file)?;
     // The file may be renamed away between open and here: the directory watch and the
     // inode check below still catch up.
     let watch = watcher.add_file(path);
@@ -286,8 +297,8 @@ fn follow(path: &Path, file: Option<File>, printer: &Printer) -> Result<()> {
             }
         }
         // A new live file (rotation, or the first line ever): switch to it.
-        match std::fs::metadata(path) {
-            Ok(m) if current.as_ref().is_none_or(|c| c.ino != m.ino()) => {
+        match id_at(path) {
+            Ok(id) if current.as_ref().is_none_or(|c| c.ino != id) => {
                 if let Ok(f) = safe_fs::open_read(path) {
                     if let Some(old) = current.take() {
                         if let Some(w) = old.watch {
@@ -324,6 +335,48 @@ fn drain(c: &mut Followed, buf: &mut [u8], printer: &Printer) -> Result<bool> {
     }
 }
 
+/// What tells the file at a path from the one it replaced (a rotation renames the live file
+/// and starts a new one): the inode on Unix; on Windows the volume and file index.
+#[cfg(unix)]
+type FileId = u64;
+#[cfg(windows)]
+type FileId = (u32, u64);
+
+#[cfg(unix)]
+fn file_id(file: &File) -> std::io::Result<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(file.metadata()?.ino())
+}
+
+/// The identity of the file at `path` now.
+#[cfg(unix)]
+fn id_at(path: &Path) -> std::io::Result<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(path)?.ino())
+}
+
+#[cfg(windows)]
+fn file_id(file: &File) -> std::io::Result<FileId> {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    };
+    // SAFETY: plain integers; an all-zero value is valid for the call to overwrite.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle is open for as long as `file` lives; one struct is written.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
+    Ok((info.dwVolumeSerialNumber, index))
+}
+
+/// The identity of the file at `path` now: Windows tells it only through an open handle.
+#[cfg(windows)]
+fn id_at(path: &Path) -> std::io::Result<FileId> {
+    file_id(&File::open(path)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +389,24 @@ mod tests {
         let mut none = VecDeque::new();
         keep_last(&mut none, "a\nb\n", 0);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_rotated_files_successor_is_another_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, b"a\n").expect("write");
+        let held = safe_fs::open_read(&path).expect("open");
+        let id = file_id(&held).expect("id of the open file");
+        assert_eq!(id_at(&path).expect("id at the path"), id);
+        std::fs::rename(&path, rotated(&path)).expect("rotate");
+        std::fs::write(&path, b"b\n").expect("write the successor");
+        assert_ne!(id_at(&path).expect("id of the successor"), id);
+    }
+
+    #[test]
+    fn times_read_as_local_time() {
+        let t = local_time(1_700_000_000_000);
+        assert_eq!(t.len(), "MM-DD HH:MM:SS".len(), "{t}");
     }
 }

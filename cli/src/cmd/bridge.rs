@@ -9,8 +9,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cuba_protocol::client::{daemon_absent, start_daemon};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::unix::pipe;
-use tokio::net::UnixStream;
 
 use crate::ctx::Ctx;
 
@@ -29,15 +27,14 @@ pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
-    let stream = match UnixStream::connect(&ctx.socket).await {
+    let (from_daemon, mut to_daemon) = match connect(&ctx.socket).await {
         Err(e) if daemon_absent(&e) => {
             start_daemon(&ctx.socket).await?;
-            UnixStream::connect(&ctx.socket).await
+            connect(&ctx.socket).await
         }
         other => other,
     }
     .with_context(|| format!("cannot reach cubad at {}", ctx.socket.display()))?;
-    let (from_daemon, mut to_daemon) = stream.into_split();
     let (stdin, mut stdout) = stdio();
     let mut stdin = BufReader::with_capacity(BUFFER, stdin);
     let mut from_daemon = BufReader::with_capacity(BUFFER, from_daemon);
@@ -58,8 +55,8 @@ pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
         r = &mut downstream => r,
         r = &mut upstream => match r {
             // The client's input ended: pass on what the daemon still sends, then go.
-            Ok(()) => downstream.await,
-            Err(e) => Err(e),
+            Ok(()) if HALF_CLOSE => downstream.await,
+            other => other,
         },
     };
     let code = match result {
@@ -79,14 +76,52 @@ pub async fn run(ctx: &Ctx, _args: Args) -> Result<ExitCode> {
 /// Bytes moved per read: a process's output comes in frames of up to 256 KiB.
 const BUFFER: usize = 256 * 1024;
 
+/// Whether the daemon can be told that the client's input ended while its replies still flow:
+/// a socket half-closes. A Windows pipe cannot, so there the bridge ends with the client's
+/// input, and replies the daemon had not yet sent are not passed on.
+const HALF_CLOSE: bool = cfg!(unix);
+
+/// The daemon's socket, split into its reading and writing halves.
+#[cfg(unix)]
+async fn connect(
+    socket: &std::path::Path,
+) -> std::io::Result<(impl AsyncRead + Unpin, impl AsyncWrite + Unpin)> {
+    Ok(tokio::net::UnixStream::connect(socket).await?.into_split())
+}
+
+/// The daemon's pipe, waiting while every instance is busy (the server makes the next one as
+/// soon as it accepts), and refused when its server is not this user's process.
+#[cfg(windows)]
+async fn connect(
+    socket: &std::path::Path,
+) -> std::io::Result<(impl AsyncRead + Unpin, impl AsyncWrite + Unpin)> {
+    use std::time::{Duration, Instant};
+    use tokio::net::windows::named_pipe::ClientOptions;
+    const ERROR_PIPE_BUSY: i32 = 231;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pipe = loop {
+        match ClientOptions::new().open(socket) {
+            Ok(pipe) => break pipe,
+            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    cuba_protocol::win::check_server(&pipe)?;
+    Ok(tokio::io::split(pipe))
+}
+
 /// Stdin and stdout as the event loop reads and writes them. Pipes (what ssh, `docker exec -i`
 /// and `kubectl exec -i` give) are used directly, non-blocking; tokio's own stdio hands every
 /// write to a thread of its blocking pool, which caps throughput. Anything else (a file, a
 /// socket) goes through tokio's stdio.
+#[cfg(unix)]
 fn stdio() -> (
     Box<dyn AsyncRead + Unpin + Send>,
     Box<dyn AsyncWrite + Unpin + Send>,
 ) {
+    use tokio::net::unix::pipe;
     let input: Box<dyn AsyncRead + Unpin + Send> = match fd_file(0).map(pipe::Receiver::from_file) {
         Some(Ok(r)) => Box::new(r),
         _ => Box::new(tokio::io::stdin()),
@@ -98,7 +133,17 @@ fn stdio() -> (
     (input, output)
 }
 
+/// Windows: tokio's stdio, whatever stdin and stdout are.
+#[cfg(windows)]
+fn stdio() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
 /// A new descriptor for `fd` (so the standard one stays as it is), as a `File`.
+#[cfg(unix)]
 fn fd_file(fd: i32) -> Option<std::fs::File> {
     use std::os::fd::{AsFd, BorrowedFd};
     // SAFETY: 0 and 1 are open for the whole life of the process (a closed one fails the dup).

@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::Result;
 use cuba_protocol::client::Client;
 use cuba_protocol::{ListRequest, ProcessInfo, Request, Response};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::ctx::Ctx;
 use crate::proctable;
+use crate::signals::{self, Kind};
 use crate::style::Paint;
 use crate::usage::{self, Sample};
 
@@ -99,7 +99,7 @@ async fn watch(
     req: ListRequest,
     instance: Option<&str>,
 ) -> Result<ExitCode> {
-    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut interrupt = signals::listen(Kind::Interrupt)?;
     let mut frames = client.subscribe(Request::WatchTable(req)).await?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut tick = tokio::time::interval(REFRESH);

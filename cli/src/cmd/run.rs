@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cuba_protocol::client::{Client, ClientError, Subscription};
 use cuba_protocol::{FollowRequest, ProcState, Request, Response, Signal, StreamFilter};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::ctx::Ctx;
@@ -17,6 +16,7 @@ use crate::exit;
 use crate::forward::{self, DetachKey};
 use crate::passthrough::{OnSignal, Outcome, Remote};
 use crate::print::{Mode, Sink};
+use crate::signals::{self, Kind};
 use crate::spawn_args::SpawnArgs;
 use crate::style::Paint;
 use crate::term::{self, RawMode};
@@ -46,11 +46,11 @@ pub struct Args {
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     // Handlers first: a Ctrl-C from the first moment on is forwarded, not fatal to us.
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term_sig = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut int = signals::listen(Kind::Interrupt)?;
+    let mut term_sig = signals::listen(Kind::Terminate)?;
+    let mut hup = signals::listen(Kind::Hangup)?;
     let client = ctx.connect().await?;
-    if args.spawn.tty && !args.no_stdin && term::interactive() {
+    if args.spawn.tty && !args.no_stdin && term::passthrough() {
         return on_terminal(ctx, &client, &args).await;
     }
     let forward_stdin = !args.no_stdin

@@ -35,10 +35,7 @@ mod tests {
 
     #[tokio::test]
     async fn exit_is_seen_and_a_living_process_times_out() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn sleep");
+        let mut child = long_sleeper().spawn().expect("spawn sleep");
         let pid = child.id() as i32;
         let waited = wait_exit(pid, Duration::from_millis(100)).await;
         assert!(!waited.expect("wait"), "sleep 30 counted as exited");
@@ -47,5 +44,19 @@ mod tests {
         let waited = wait_exit(pid, Duration::from_secs(10)).await;
         assert!(waited.expect("wait"), "no exit seen");
         child.wait().expect("reap");
+    }
+
+    /// A process that runs for 30 s.
+    fn long_sleeper() -> std::process::Command {
+        if cfg!(windows) {
+            let mut c = std::process::Command::new("ping");
+            c.args(["-n", "30", "127.0.0.1"])
+                .stdout(std::process::Stdio::null());
+            c
+        } else {
+            let mut c = std::process::Command::new("sleep");
+            c.arg("30");
+            c
+        }
     }
 }

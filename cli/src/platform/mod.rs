@@ -1,6 +1,6 @@
 //! What cubactl asks of the operating system beyond POSIX, one module per concern. Each module
 //! is the interface callers use, with the logic every system shares; `os` is this system's
-//! implementation (`linux/`, `macos/`), which provides the same few items for each concern
+//! implementation (`linux/`, `macos/`, `windows/`), which provides the same few items for each concern
 //! (listed in the concern's module docs). Another system is a directory of its own plus its two
 //! `cfg` lines below: no caller changes.
 //!
@@ -22,13 +22,18 @@ use linux as os;
 mod macos;
 #[cfg(target_os = "macos")]
 use macos as os;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as os;
 
 /// What the system says about one process at one moment. (Here rather than in `procs`: the
 /// implementations fill it in, and they depend on nothing above them.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
     pub ppid: i32,
-    /// Exited, not yet reaped: counts as gone.
+    /// Exited, not yet reaped (Windows: exited, its process object still open): counts as
+    /// gone.
     pub zombie: bool,
     /// User + system CPU time, in nanoseconds.
     pub cpu_ns: u64,

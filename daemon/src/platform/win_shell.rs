@@ -74,6 +74,55 @@ pub fn args(kind: Kind, text: &str) -> Args {
     }
 }
 
+/// The whole command line of `program` with `args`, as `CreateProcessW` takes it (where std's
+/// `Command` cannot be used: a process on a pseudo console). The program and quoted arguments
+/// follow the MSVC runtime's rules (what `CommandLineToArgvW` and std read back): quotes around
+/// what has a space or tab or is empty, `\"` for a quote, backslashes doubled only before one.
+pub fn command_line(program: &str, args: &Args) -> String {
+    let mut line = String::new();
+    quote_into(&mut line, program, true);
+    match args {
+        Args::Raw(raw) => {
+            line.push(' ');
+            line.push_str(raw);
+        }
+        Args::Quoted(list) => {
+            for arg in list {
+                line.push(' ');
+                quote_into(&mut line, arg, false);
+            }
+        }
+    }
+    line
+}
+
+/// Appends `arg` quoted by the MSVC rules. A program name is always quoted (it cannot hold a
+/// quote), so a path with spaces is never split.
+fn quote_into(line: &mut String, arg: &str, program: bool) {
+    let quote = program || arg.is_empty() || arg.contains([' ', '\t', '"']);
+    if !quote {
+        line.push_str(arg);
+        return;
+    }
+    line.push('"');
+    let mut backslashes = 0;
+    for c in arg.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '"' => {
+                // 2n + 1 backslashes before a quote: n literal ones and the quote itself.
+                line.extend(std::iter::repeat_n('\\', backslashes + 1));
+                backslashes = 0;
+            }
+            _ => backslashes = 0,
+        }
+        line.push(c);
+    }
+    // Before the closing quote, backslashes are doubled so it stays a quote.
+    line.extend(std::iter::repeat_n('\\', backslashes));
+    line.push('"');
+}
+
 /// The shell used when none is asked for: PowerShell 7, else Windows PowerShell, else cmd,
 /// among the programs `exists` finds.
 pub fn default_shell(exists: impl Fn(&str) -> bool) -> &'static str {
@@ -159,6 +208,41 @@ mod tests {
         assert_eq!(
             args(Kind::Posix, "ls 'a b'"),
             Args::Quoted(vec!["-c".into(), "ls 'a b'".into()])
+        );
+    }
+
+    #[test]
+    fn command_lines_quote_as_the_msvc_runtime_reads_them() {
+        let line = |args: &[&str]| {
+            command_line(
+                r"C:\Program Files\Git\bin\bash.exe",
+                &Args::Quoted(args.iter().map(|a| a.to_string()).collect()),
+            )
+        };
+        assert_eq!(
+            line(&["-c", "echo hi"]),
+            r#""C:\Program Files\Git\bin\bash.exe" -c "echo hi""#
+        );
+        assert_eq!(line(&[""]), r#""C:\Program Files\Git\bin\bash.exe" """#);
+        assert_eq!(
+            line(&[r#"a"b"#]),
+            r#""C:\Program Files\Git\bin\bash.exe" "a\"b""#
+        );
+        assert_eq!(
+            line(&[r"a\b"]),
+            r#""C:\Program Files\Git\bin\bash.exe" a\b"#
+        );
+        assert_eq!(
+            line(&[r"a b\"]),
+            r#""C:\Program Files\Git\bin\bash.exe" "a b\\""#
+        );
+        assert_eq!(
+            line(&[r#"a\"b c"#]),
+            r#""C:\Program Files\Git\bin\bash.exe" "a\\\"b c""#
+        );
+        assert_eq!(
+            command_line("cmd.exe", &args(Kind::Cmd, "echo \"x\"")),
+            r#""cmd.exe" /d /s /c "echo "x"""#
         );
     }
 

@@ -181,8 +181,9 @@ async fn wait_closed(ctx: &Ctx, client: &Client) -> Result<()> {
 async fn wait_gone(pid: i32) -> Result<()> {
     if !platform::exit::wait_exit(pid, EXIT_LIMIT).await? {
         bail!(
-            "cubad (pid {pid}) is still running after {}s; see its log, or `kill -9 {pid}`",
-            EXIT_LIMIT.as_secs()
+            "cubad (pid {pid}) is still running after {}s; see its log, or `{} {pid}`",
+            EXIT_LIMIT.as_secs(),
+            daemon_proc::FORCE_KILL
         );
     }
     Ok(())

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -161,19 +160,34 @@ pub struct Dirs {
     pub codex_home: PathBuf,
     /// `$COPILOT_HOME`, else `~/.copilot`.
     pub copilot_home: PathBuf,
+    /// `%APPDATA%` (Windows), where Electron apps keep their data.
+    #[cfg(windows)]
+    appdata: Option<PathBuf>,
     path: Option<OsString>,
 }
 
 impl Dirs {
     pub fn from_env() -> Result<Dirs> {
-        let home = match std::env::var_os("HOME") {
-            Some(h) if !h.is_empty() => PathBuf::from(h),
-            _ => bail!("HOME is not set: cannot tell where the clients keep their configuration"),
-        };
         let var = |name| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
+        };
+        // The home the clients use: on Windows USERPROFILE (what Node's `os.homedir()` and
+        // Rust's `home_dir()` read there), HOME only without it.
+        let home = match cfg!(windows) {
+            true => var("USERPROFILE").or_else(|| var("HOME")),
+            false => var("HOME"),
+        };
+        let home = match home {
+            Some(h) => h,
+            None if cfg!(windows) => bail!(
+                "neither USERPROFILE nor HOME is set: cannot tell where the clients keep their \
+                 configuration"
+            ),
+            None => {
+                bail!("HOME is not set: cannot tell where the clients keep their configuration")
+            }
         };
         // The XDG spec says to ignore a relative XDG_CONFIG_HOME.
         let config = var("XDG_CONFIG_HOME")
@@ -186,6 +200,8 @@ impl Dirs {
             config,
             codex_home,
             copilot_home,
+            #[cfg(windows)]
+            appdata: var("APPDATA"),
             path: std::env::var_os("PATH"),
         })
     }
@@ -200,7 +216,9 @@ impl Dirs {
     }
 
     /// The first executable file `name` in PATH.
+    #[cfg(unix)]
     fn on_path(&self, name: &str) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
         let path = self.path.as_ref()?;
         std::env::split_paths(path)
             .map(|dir| dir.join(name))
@@ -210,8 +228,29 @@ impl Dirs {
             })
     }
 
+    /// The first program `name` in PATH, found as Windows finds programs: `name` with one of
+    /// the extensions in PATHEXT (`claude.cmd`, `codex.exe`).
+    #[cfg(windows)]
+    fn on_path(&self, name: &str) -> Option<PathBuf> {
+        let path = self.path.as_ref()?;
+        let exts = std::env::var("PATHEXT")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| ".COM;.EXE;.BAT;.CMD".into());
+        std::env::split_paths(path).find_map(|dir| {
+            exts.split(';')
+                .filter(|e| !e.is_empty())
+                .map(|ext| dir.join(format!("{name}{ext}")))
+                .find(|p| p.is_file())
+        })
+    }
+
     /// Where Electron apps (Claude Desktop, VS Code) keep their data: their `appData` dir.
     fn app_data(&self) -> PathBuf {
+        #[cfg(windows)]
+        if let Some(dir) = &self.appdata {
+            return dir.clone();
+        }
         if cfg!(target_os = "macos") {
             self.home.join("Library/Application Support")
         } else {

@@ -1,15 +1,14 @@
 //! One configuration file on disk: read it, back it up, replace it atomically with its
-//! permissions kept.
+//! permissions kept. (On Windows a file's access is its ACL, which a new file inherits from
+//! its directory, a user's own profile: there are no mode bits to keep or set.)
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-/// A new file may hold `--env` values (tokens): only its owner reads it.
-const NEW_FILE_MODE: u32 = 0o600;
+use self::mode::{mode_of, set_mode, with_mode, NEW_FILE_MODE};
 
 /// The file to write for `path`: the target of a symlink (dotfile managers link these files,
 /// and renaming over the link would turn it into a plain file).
@@ -43,12 +42,7 @@ pub fn backup(path: &Path, original: &str) -> Result<PathBuf> {
             n => format!("{base}.{n}"),
         });
         // create_new: an earlier backup is never overwritten.
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&bak)
-        {
+        match with_mode(OpenOptions::new().write(true).create_new(true), mode).open(&bak) {
             Ok(mut f) => {
                 f.write_all(original.as_bytes())
                     .and_then(|()| f.sync_all())
@@ -105,19 +99,65 @@ pub fn replace(path: &Path, contents: &str, original: Option<&str>) -> Result<()
 }
 
 fn write_new(path: &Path, contents: &str, mode: u32) -> Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
+    let mut f = with_mode(OpenOptions::new().write(true).create_new(true), mode)
         .open(path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     f.write_all(contents.as_bytes())
-        .and_then(|()| f.set_permissions(fs::Permissions::from_mode(mode)))
+        .and_then(|()| set_mode(&f, mode))
         .and_then(|()| f.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn mode_of(path: &Path) -> Result<u32> {
-    let meta = fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
-    Ok(meta.permissions().mode() & 0o7777)
+/// A file's mode bits: read from the file replaced, given to the one that replaces it.
+#[cfg(unix)]
+mod mode {
+    use std::fs::{self, File, OpenOptions};
+    use std::io;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::path::Path;
+
+    use anyhow::{Context, Result};
+
+    /// A new file may hold `--env` values (tokens): only its owner reads it.
+    pub const NEW_FILE_MODE: u32 = 0o600;
+
+    /// `options` create the file with `mode` (never readable by others in between).
+    pub fn with_mode(options: &mut OpenOptions, mode: u32) -> &mut OpenOptions {
+        options.mode(mode)
+    }
+
+    /// `mode` exactly, whatever the umask took away at the creation.
+    pub fn set_mode(f: &File, mode: u32) -> io::Result<()> {
+        f.set_permissions(fs::Permissions::from_mode(mode))
+    }
+
+    pub fn mode_of(path: &Path) -> Result<u32> {
+        let meta = fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+        Ok(meta.permissions().mode() & 0o7777)
+    }
+}
+
+/// Windows: no mode bits; access comes from the directory's ACL (see the module's doc).
+#[cfg(windows)]
+mod mode {
+    use std::fs::{self, File, OpenOptions};
+    use std::io;
+    use std::path::Path;
+
+    use anyhow::{Context, Result};
+
+    pub const NEW_FILE_MODE: u32 = 0;
+
+    pub fn with_mode(options: &mut OpenOptions, _mode: u32) -> &mut OpenOptions {
+        options
+    }
+
+    pub fn set_mode(_f: &File, _mode: u32) -> io::Result<()> {
+        Ok(())
+    }
+
+    pub fn mode_of(path: &Path) -> Result<u32> {
+        fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+        Ok(NEW_FILE_MODE)
+    }
 }

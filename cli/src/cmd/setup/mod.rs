@@ -163,7 +163,7 @@ fn cuba_exec(bin_dir: Option<&Path>) -> Result<String> {
             .map(Path::to_path_buf)
             .ok_or_else(|| anyhow!("cannot tell where this cubactl is; pass --bin-dir DIR"))?,
     };
-    let exe = dir.join("cuba-exec");
+    let exe = plain(dir).join(format!("cuba-exec{}", std::env::consts::EXE_SUFFIX));
     if !exe.is_file() {
         bail!(
             "{} does not exist: the MCP server must be there (build it with `cargo build \
@@ -177,6 +177,21 @@ fn cuba_exec(bin_dir: Option<&Path>) -> Result<String> {
             Path::new(&p).display()
         )
     })
+}
+
+/// Windows: `path` without the `\\?\` that `canonicalize` puts before a drive letter, as people
+/// and clients' configs write paths.
+#[cfg(windows)]
+fn plain(path: PathBuf) -> PathBuf {
+    match path.to_str().and_then(|s| s.strip_prefix(r"\\?\")) {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => path,
+    }
+}
+
+#[cfg(unix)]
+fn plain(path: PathBuf) -> PathBuf {
+    path
 }
 
 /// One line per client, then its details and notes; errors to stderr. True if any failed.

@@ -1,33 +1,21 @@
-//! The terminal: its width and size, whether we own it, and the input modes `attach` sets
-//! while attached (line mode for a process on pipes, raw mode for one on a terminal).
+//! The Unix terminal: its size from `TIOCGWINSZ`, the foreground process group, and termios
+//! modes.
 
-use std::io::{self, IsTerminal};
+use std::io;
 use std::os::fd::BorrowedFd;
 
 use cuba_protocol::TtySize;
 use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
 
-/// The byte Ctrl-] sends: `attach`'s detach key.
-pub const DETACH_KEY: u8 = 0x1d;
+use super::DETACH_KEY;
 
-/// Columns to fit output into: `$COLUMNS` when set, else the terminal's width, else no limit
-/// (a pipe or a file gets whole lines).
-pub fn width() -> Option<usize> {
-    if let Some(cols) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|c| *c > 0)
-    {
-        return Some(cols);
-    }
-    if !io::stdout().is_terminal() {
-        return None;
-    }
-    winsize(libc::STDOUT_FILENO).map(|s| usize::from(s.cols))
+/// Raw mode is set up here: a process's terminal can take this one over.
+pub const RAW_MODE: bool = true;
+
+pub fn stdout_size() -> Option<TtySize> {
+    winsize(libc::STDOUT_FILENO)
 }
 
-/// The size of the terminal on stdout (else on stdin), when there is one and it knows its
-/// size. Unlike [`width`], `$COLUMNS` does not count: a remote terminal must match the real one.
 pub fn size() -> Option<TtySize> {
     [libc::STDOUT_FILENO, libc::STDIN_FILENO]
         .into_iter()
@@ -50,20 +38,8 @@ fn winsize(fd: libc::c_int) -> Option<TtySize> {
     })
 }
 
-/// True when stdout is a terminal and stdin one we may read (see
-/// [`stdin_is_foreground_terminal`]): keys can be passed through and a screen painted
-/// (`attach` and `run --tty` on a process's terminal).
-pub fn interactive() -> bool {
-    io::stdout().is_terminal() && stdin_is_foreground_terminal()
-}
-
-/// True when stdin is a terminal and this process is in its foreground group, so reading it
-/// will not stop us with SIGTTIN (`cubactl run … &`).
-pub fn stdin_is_foreground_terminal() -> bool {
-    let stdin = io::stdin();
-    if !stdin.is_terminal() {
-        return false;
-    }
+/// This process is in the foreground group of the terminal on stdin (a terminal).
+pub fn in_foreground() -> bool {
     // SAFETY: tcgetpgrp and getpgrp only read process state.
     let (fg, me) = unsafe { (libc::tcgetpgrp(libc::STDIN_FILENO), libc::getpgrp()) };
     // -1: a terminal that is not our controlling terminal, which cannot stop us either.
@@ -81,7 +57,7 @@ pub struct LineMode {
 }
 
 impl LineMode {
-    pub fn enter(echo: bool) -> nix::Result<LineMode> {
+    pub fn enter(echo: bool) -> io::Result<LineMode> {
         let fd = stdin_fd();
         let saved = termios::tcgetattr(fd)?;
         let mut mode = saved.clone();
@@ -111,7 +87,7 @@ pub struct RawMode {
 }
 
 impl RawMode {
-    pub fn enter() -> nix::Result<RawMode> {
+    pub fn enter() -> io::Result<RawMode> {
         let fd = stdin_fd();
         let saved = termios::tcgetattr(fd)?;
         let mut mode = saved.clone();
@@ -132,32 +108,3 @@ fn stdin_fd() -> BorrowedFd<'static> {
     // SAFETY: fd 0 stays open for the life of the process.
     unsafe { BorrowedFd::borrow_raw(libc::STDIN_FILENO) }
 }
-
-/// Reads stdin on a thread of its own (a blocked read cannot be cancelled; a plain thread does
-/// not keep the process alive at exit) and hands the chunks to async code. `None` marks EOF.
-pub fn stdin_chunks() -> Chunks {
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
-    std::thread::spawn(move || {
-        use std::io::Read;
-        let mut lock = io::stdin().lock();
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match lock.read(&mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Ok(0) | Err(_) => {
-                    let _ = tx.blocking_send(None);
-                    return;
-                }
-                Ok(n) => {
-                    if tx.blocking_send(Some(buf[..n].to_vec())).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// Stdin chunks as [`stdin_chunks`] hands them out; `None` marks EOF.
-pub type Chunks = tokio::sync::mpsc::Receiver<Option<Vec<u8>>>;
