@@ -108,10 +108,7 @@ impl Job {
         let mut child = cmd
             .creation_flags(flags | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP)
             .spawn()?;
-        // SAFETY: both handles are valid: the job's, and the child's for as long as `child`.
-        let assigned = unsafe { AssignProcessToJobObject(self.raw(), child.as_raw_handle()) };
-        if assigned == 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = self.assign(&child) {
             let _ = child.kill();
             let _ = child.wait();
             return Err(e);
@@ -122,6 +119,15 @@ impl Job {
             return Err(e);
         }
         Ok(child)
+    }
+
+    /// Puts a process (created suspended) in the job.
+    pub fn assign(&self, process: &impl AsRawHandle) -> io::Result<()> {
+        // SAFETY: both handles are valid for the call.
+        if unsafe { AssignProcessToJobObject(self.raw(), process.as_raw_handle()) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Ends every process of the tree with `code`.
@@ -210,4 +216,4 @@ fn resume(pid: u32) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -1,4 +1,5 @@
 //! Windows: what the daemon asks of the system there. So far [`job`] (a command's tree as a Job
-//! Object); the server, supervision and ConPTY terminals come next.
+//! Object) and [`conpty`] (a command's terminal); the server and supervision come next.
 
+pub mod conpty;
 pub mod job;

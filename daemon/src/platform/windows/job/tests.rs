@@ -12,7 +12,8 @@ use windows_sys::Win32::System::Threading::{
 
 use super::*;
 
-const HELPER: &str = "platform::windows::job::tests::helper";
+/// The test that, run with `CUBA_JOB_HELPER`, is a helper process.
+pub(crate) const HELPER: &str = "platform::windows::job::tests::helper";
 
 /// This test binary as helper `role`.
 fn helper_cmd(role: &str) -> Command {
@@ -34,6 +35,17 @@ fn helper() {
     match role.as_str() {
         "sleep" => std::thread::sleep(Duration::from_secs(60)),
         "exit259" => std::process::exit(259),
+        // Its console's size, again after each line it reads.
+        "size" => {
+            let mut line = String::new();
+            loop {
+                println!("size {}", console_size());
+                line.clear();
+                if std::io::stdin().read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+            }
+        }
         // Starts a grandchild, says its pid (or that it could not), then waits.
         "tree" => {
             match helper_cmd("sleep").stdout(Stdio::null()).spawn() {
@@ -45,6 +57,21 @@ fn helper() {
         other => panic!("unknown helper role {other}"),
     }
     std::process::exit(0);
+}
+
+/// `COLSxROWS` of this process's console window.
+fn console_size() -> String {
+    use windows_sys::Win32::System::Console::{
+        GetConsoleScreenBufferInfo, GetStdHandle, CONSOLE_SCREEN_BUFFER_INFO, STD_OUTPUT_HANDLE,
+    };
+    // SAFETY: a plain-data struct the call fills in; the standard handle is this process's.
+    let mut info: CONSOLE_SCREEN_BUFFER_INFO = unsafe { std::mem::zeroed() };
+    let ok = unsafe { GetConsoleScreenBufferInfo(GetStdHandle(STD_OUTPUT_HANDLE), &mut info) };
+    if ok == 0 {
+        return "unknown".into();
+    }
+    let w = info.srWindow;
+    format!("{}x{}", w.Right - w.Left + 1, w.Bottom - w.Top + 1)
 }
 
 /// The first line the helper prints after the test harness's own lines.
