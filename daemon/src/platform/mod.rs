@@ -22,8 +22,8 @@
 //! - [`memory`]: giving freed heap memory back to the kernel.
 //!
 //! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of the last
-//! two for any other OS. `seatbelt` is macOS's pure profile text and `win_shell` Windows'
-//! command lines and environment, compiled for tests everywhere so they are checked on any
+//! two for any other OS. `seatbelt` is macOS's pure profile text and `win_shell` / `win_signal`
+//! Windows' command lines, environment and signal actions, compiled for tests everywhere so they are checked on any
 //! machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
 //! `cuba_protocol::procargs`).
 
@@ -49,6 +49,8 @@ pub use macos::{
 mod seatbelt;
 #[cfg(any(test, windows))]
 pub mod win_shell;
+#[cfg(any(test, windows))]
+pub mod win_signal;
 
 #[cfg(windows)]
 pub mod windows;
