@@ -3,12 +3,14 @@
 //! put a socket in its place.
 
 use std::fs;
+#[cfg(unix)]
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// Makes `dir` (and missing parents) mode 0700 whatever the umask, or checks the one there: a
 /// directory owned by this user and closed to group and others. `what` names it in the error,
 /// `setting` says how to point elsewhere; the error says the fix.
+#[cfg(unix)]
 pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
     let shown = dir.display();
     if !dir.exists() {
@@ -51,7 +53,36 @@ pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(test)]
+/// Windows: makes `dir` with a protected access list of this user's (and the system's and
+/// administrators'), or checks the one there: owned by this user, open to nobody else, and not
+/// a link or junction. The error says what is wrong and how to point elsewhere.
+#[cfg(windows)]
+pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
+    let shown = dir.display();
+    if !dir.exists() {
+        cuba_protocol::win::make_private_dir(dir)
+            .map_err(|e| format!("cannot create the {what} {shown}: {e}"))?;
+    }
+    let meta =
+        fs::symlink_metadata(dir).map_err(|e| format!("cannot read the {what} {shown}: {e}"))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "the {what} {shown} is a link: refusing to follow it; remove it, or {setting}"
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(format!("the {what} {shown} is not a directory; {setting}"));
+    }
+    match cuba_protocol::win::private_dir_problem(dir) {
+        Ok(None) => Ok(()),
+        Ok(Some(problem)) => Err(format!(
+            "the {what} {shown} is {problem}: give it to this user alone (`icacls`), or {setting}"
+        )),
+        Err(e) => Err(format!("cannot read who may use the {what} {shown}: {e}")),
+    }
+}
+
+#[cfg(all(test, unix))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;

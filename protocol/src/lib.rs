@@ -24,6 +24,9 @@ pub mod procargs;
 pub mod quiet;
 #[cfg(unix)]
 pub mod safe_dir;
+#[cfg(windows)]
+#[path = "safe_dir_windows.rs"]
+pub mod safe_dir;
 pub mod safe_fs;
 pub mod signal;
 mod time;

@@ -8,6 +8,7 @@
 
 use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
+mod at;
 mod inline;
 mod memory;
 mod runs;

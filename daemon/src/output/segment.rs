@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use cuba_protocol::Stream;
 
@@ -33,7 +32,7 @@ pub struct Segment {
 
 fn read_tag(tags: &File, index: u64) -> io::Result<Run> {
     let mut tag = [0u8; TAG_LEN as usize];
-    tags.read_exact_at(&mut tag, index * TAG_LEN)?;
+    super::at::read_exact_at(tags, &mut tag, index * TAG_LEN)?;
     let mut cursor = [0u8; 8];
     cursor.copy_from_slice(&tag[..8]);
     Ok(Run {

@@ -13,7 +13,6 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -430,7 +429,7 @@ impl Spool {
         }
         self.with_files(seg, |data_file, tags| {
             let mut data = vec![0u8; (end - start) as usize];
-            data_file.read_exact_at(&mut data, start - seg.start)?;
+            super::at::read_exact_at(data_file, &mut data, start - seg.start)?;
             let runs = read_runs(seg, tags, start, end)?;
             Ok(Some((start, end, split_runs(runs, &data, start, filter))))
         })
@@ -484,6 +483,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn a_segment_planted_as_a_link_is_refused_at_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Spool::create(dir.path().join("4"), 8000);
