@@ -2,4 +2,5 @@
 //! Object) and [`conpty`] (a command's terminal); the server and supervision come next.
 
 pub mod conpty;
+pub mod input;
 pub mod job;
