@@ -258,6 +258,30 @@ fn private_sddl(sid: &str) -> String {
     format!("D:P(A;OICI;FA;;;{sid})(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)")
 }
 
+/// Opens the daemon's pipe `name`, waiting up to 5 s while every instance is busy (the server
+/// makes the next one as soon as it accepts), and refuses a server that is not this user's.
+pub async fn open_pipe(
+    name: &std::path::Path,
+) -> io::Result<tokio::net::windows::named_pipe::NamedPipeClient> {
+    use std::time::{Duration, Instant};
+    use tokio::net::windows::named_pipe::ClientOptions;
+    const ERROR_PIPE_BUSY: i32 = 231;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pipe = loop {
+        match ClientOptions::new().open(name) {
+            Ok(pipe) => break pipe,
+            // Windows offers no wait for a free instance that a task can await; the instance
+            // comes within microseconds of the previous accept.
+            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    check_server(&pipe)?;
+    Ok(pipe)
+}
+
 /// The pid of the server end of a connected pipe.
 pub fn pipe_server_pid(pipe: &impl AsRawHandle) -> io::Result<u32> {
     let mut pid = 0u32;

@@ -89,27 +89,14 @@ async fn connect(
     Ok(tokio::net::UnixStream::connect(socket).await?.into_split())
 }
 
-/// The daemon's pipe, waiting while every instance is busy (the server makes the next one as
-/// soon as it accepts), and refused when its server is not this user's process.
+/// The daemon's pipe ([`cuba_protocol::win::open_pipe`]).
 #[cfg(windows)]
 async fn connect(
     socket: &std::path::Path,
 ) -> std::io::Result<(impl AsyncRead + Unpin, impl AsyncWrite + Unpin)> {
-    use std::time::{Duration, Instant};
-    use tokio::net::windows::named_pipe::ClientOptions;
-    const ERROR_PIPE_BUSY: i32 = 231;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let pipe = loop {
-        match ClientOptions::new().open(socket) {
-            Ok(pipe) => break pipe,
-            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    };
-    cuba_protocol::win::check_server(&pipe)?;
-    Ok(tokio::io::split(pipe))
+    Ok(tokio::io::split(
+        cuba_protocol::win::open_pipe(socket).await?,
+    ))
 }
 
 /// Stdin and stdout as the event loop reads and writes them. Pipes (what ssh, `docker exec -i`

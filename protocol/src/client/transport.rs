@@ -11,27 +11,10 @@ pub async fn connect(socket: &Path) -> io::Result<crate::quiet::QuietStream> {
     crate::quiet::QuietStream::from_tokio(stream)
 }
 
-/// Opens the daemon's pipe, waiting while every instance is busy (the server makes the next
-/// one as soon as it accepts), and refuses a server that is not this user's.
+/// Opens the daemon's pipe ([`crate::win::open_pipe`]).
 #[cfg(windows)]
 pub async fn connect(
     socket: &Path,
 ) -> io::Result<tokio::net::windows::named_pipe::NamedPipeClient> {
-    use std::time::{Duration, Instant};
-    use tokio::net::windows::named_pipe::ClientOptions;
-    const ERROR_PIPE_BUSY: i32 = 231;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let pipe = loop {
-        match ClientOptions::new().open(socket) {
-            Ok(pipe) => break pipe,
-            // Windows offers no wait for a free instance that a task can await; the instance
-            // comes within microseconds of the previous accept.
-            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    };
-    crate::win::check_server(&pipe)?;
-    Ok(pipe)
+    crate::win::open_pipe(socket).await
 }
