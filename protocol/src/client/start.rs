@@ -54,18 +54,26 @@ pub async fn start_daemon(socket: &Path) -> Result<(), ClientError> {
         .stdout(log)
         .stderr(log2);
     let child = detached(cmd).map_err(|e| fail(e.to_string()))?;
-    if let Some(status) = started(child).await.map_err(|e| fail(e.to_string()))? {
-        return Err(fail(match said_since(&log_path, from) {
+    let failed = |status: std::process::ExitStatus| {
+        fail(match said_since(&log_path, from) {
             Some(why) => why,
             None => format!("it exited with {status}; see {}", log_path.display()),
-        }));
-    }
+        })
+    };
+    let mut daemon = started(child)
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(failed)?;
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(1);
     loop {
         match super::transport::connect(socket).await {
             Ok(_) => return Ok(()),
             Err(e) if daemon_absent(&e) && Instant::now() < deadline => {
+                // A daemon that ended before it served failed to start: say why at once.
+                if let Some(Ok(Some(status))) = daemon.as_mut().map(Child::try_wait) {
+                    return Err(failed(status));
+                }
                 // Start-up is a few milliseconds; back off so a slow machine is not hammered.
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
@@ -111,21 +119,28 @@ fn detached(mut cmd: Command) -> io::Result<Child> {
     }
 }
 
+/// What a start left to watch: the daemon process itself while it starts (`None` when it
+/// forked away), or the exit status of a start that failed.
+type Starting = Result<Option<Child>, std::process::ExitStatus>;
+
 /// Waits for the starting program: Unix's `--daemonize` parent exits with the start's
-/// result; its exit status when that is a failure.
+/// result, and the daemon it forked is not a child to watch.
 #[cfg(unix)]
-async fn started(mut child: Child) -> io::Result<Option<std::process::ExitStatus>> {
+async fn started(mut child: Child) -> io::Result<Starting> {
     let status = tokio::task::spawn_blocking(move || child.wait())
         .await
         .map_err(io::Error::other)??;
-    Ok((!status.success()).then_some(status))
+    Ok(if status.success() {
+        Ok(None)
+    } else {
+        Err(status)
+    })
 }
 
-/// Windows has no fork: the started program is the daemon. Its exit status if it has already
-/// ended (a failed start); the connection loop that follows waits for it to serve.
+/// Windows has no fork: the started program is the daemon, watched until it serves.
 #[cfg(windows)]
-async fn started(mut child: Child) -> io::Result<Option<std::process::ExitStatus>> {
-    child.try_wait()
+async fn started(child: Child) -> io::Result<Starting> {
+    Ok(Ok(Some(child)))
 }
 
 /// Bytes of a failed start's log lines quoted in its error.
