@@ -359,7 +359,8 @@ impl Journal {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;

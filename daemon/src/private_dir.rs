@@ -82,7 +82,8 @@ pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;

@@ -156,7 +156,8 @@ pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf,
     Some((base.join("cuba-exec").join("config.toml"), false))
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
 
