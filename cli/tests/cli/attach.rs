@@ -112,7 +112,7 @@ fn attach_to_a_terminal_passes_keys_through_and_detaches() {
     env.ok(&["send", &ids, "x = 6 * 7", "--key", "Enter"]);
 
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 100, 30);
-    let before = pty.modes();
+    let before = pty.initial.clone();
     // The screen is painted first: what was typed before is on it, the prompt last.
     pty.screen.wait_for(">>> x = 6 * 7");
     // Raw mode: keys reach python as typed, Ctrl-C included.
@@ -158,7 +158,7 @@ fn attach_ends_with_the_process_on_a_terminal() {
     let env = Env::new();
     let id = env.start(&["--tty", "--", "read -r line; echo \"got $line\"; exit 4"]);
     let mut pty = OnPty::spawn(&env, &["attach", &id.to_string()], 80, 24);
-    let before = pty.modes();
+    let before = pty.initial.clone();
     // The cursor is placed once the screen is painted: the process's terminal is ours then.
     pty.screen.wait_for("\x1b[H\x1b[J");
     pty.typed(b"hello\r");
@@ -179,7 +179,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
 
     // SIGTERM to cubactl: it detaches, the process runs on.
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
-    let before = pty.modes();
+    let before = pty.initial.clone();
     pty.screen.wait_for("\x1b[H\x1b[Jready");
     let pid = nix::unistd::Pid::from_raw(pty.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
@@ -191,7 +191,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
 
     // The daemon dies under an attached terminal: an error, and the modes come back all the same.
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
-    let before = pty.modes();
+    let before = pty.initial.clone();
     pty.screen.wait_for("\x1b[H\x1b[Jready");
     let lock = cuba_protocol::paths::lock_path(&env.socket);
     let daemon: i32 = std::fs::read_to_string(lock)

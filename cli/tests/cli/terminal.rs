@@ -160,7 +160,7 @@ fn run_tty_without_a_terminal_streams_and_exits_with_the_code() {
 fn run_tty_on_a_terminal_takes_it_over() {
     let env = Env::new();
     let mut pty = OnPty::spawn(&env, &["run", "--tty", "--", "python3 -q"], 77, 22);
-    let before = pty.modes();
+    let before = pty.initial.clone();
     pty.screen.wait_for(">>> ");
     // Typed keys go through raw: line editing is python's own (Ctrl-A: start of line).
     pty.typed(b"(7)\x01print\r");
@@ -189,7 +189,7 @@ fn run_tty_detaches_with_ctrl_bracket() {
         80,
         24,
     );
-    let before = pty.modes();
+    let before = pty.initial.clone();
     pty.screen.wait_for("started");
     pty.typed(b"\x1d");
     let status = wait_child(&mut pty.child);

@@ -253,6 +253,9 @@ pub struct OnPty {
     pub keyboard: std::fs::File,
     /// The terminal's own side, to look at its modes.
     pub tty: std::fs::File,
+    /// Its modes before cubactl started: what it must leave (read after the start, cubactl
+    /// may already have changed them).
+    pub initial: nix::sys::termios::Termios,
 }
 
 impl OnPty {
@@ -265,6 +268,7 @@ impl OnPty {
         };
         let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
         let slave = std::fs::File::from(pty.slave);
+        let initial = nix::sys::termios::tcgetattr(&slave).expect("tcgetattr");
         let child = env
             .std_cmd()
             .args(args)
@@ -280,6 +284,7 @@ impl OnPty {
             screen,
             keyboard,
             tty: slave,
+            initial,
         }
     }
 
