@@ -128,11 +128,14 @@ async fn a_process_is_in_its_cgroup_before_it_runs() {
     // forked before the line the test waits for.
     let p = spawn(&c, "(sleep 31 &) ; sleep 32 & echo main=$$; wait").await;
     let main = number_after(&wait_match(&c, p.id, r"^main=\d+$").await, "main");
+    // Each is marked once its exec is done (a process in the middle of one has no
+    // environment yet).
+    let three = wait_for(|| cg.d.marked(p.id).len() >= 3, STEP).await;
     let marked = cg.d.marked(p.id);
+    assert!(three, "{marked:?}");
     let dir = cg.dir(p.pid);
     let inside = procs(&dir);
     assert!(inside.contains(&main), "shell {main} not in {inside:?}");
-    assert!(marked.len() >= 3, "{marked:?}");
     for pid in &marked {
         assert!(inside.contains(pid), "{pid} not in its cgroup: {inside:?}");
     }

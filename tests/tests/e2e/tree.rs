@@ -49,10 +49,16 @@ async fn stopping_a_process_ends_its_whole_tree() {
         assert!(pid_alive(*pid), "{pid} is not running before the stop");
     }
     // The escapee left the group and the grandchild left its parent: both are still found.
-    let marked = d.marked(p.id);
-    for pid in &pids {
-        assert!(marked.contains(pid), "{pid} lacks the marker: {marked:?}");
-    }
+    // (Each once its exec is done: a process in the middle of one has no environment yet.)
+    let all_marked = || {
+        let marked = d.marked(p.id);
+        pids.iter().all(|pid| marked.contains(pid))
+    };
+    assert!(
+        wait_for(all_marked, GONE).await,
+        "unmarked: {pids:?} against {:?}",
+        d.marked(p.id)
+    );
     let info = bounded(
         "stop",
         STEP,
