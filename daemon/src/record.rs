@@ -378,40 +378,30 @@ impl Outcome {
     /// It never ran: the OS's reason (bad cwd, missing shell, limits that could not be set).
     pub fn failed_to_start(reason: String, failure: StartFailure) -> Outcome {
         Outcome {
-            state: ProcState::FailedToStart,
-            exit_code: None,
-            signal: None,
-            error: Some(reason),
             failure: Some(failure),
+            ..Outcome::explained(ProcState::FailedToStart, reason)
         }
     }
 
     /// A person (or the `approval_timeout`) said no: it never started.
     pub fn denied(why: String) -> Outcome {
-        Outcome {
-            state: ProcState::Denied,
-            exit_code: None,
-            signal: None,
-            error: Some(why),
-            failure: None,
-        }
+        Outcome::explained(ProcState::Denied, why)
     }
 
     /// Stopped on request before it started (it awaited approval).
     pub fn stopped_unstarted(why: String) -> Outcome {
-        Outcome {
-            state: ProcState::Killed,
-            exit_code: None,
-            signal: None,
-            error: Some(why),
-            failure: None,
-        }
+        Outcome::explained(ProcState::Killed, why)
     }
 
     /// It was running under a daemon that is gone.
     pub fn lost(why: String) -> Outcome {
+        Outcome::explained(ProcState::Lost, why)
+    }
+
+    /// An end in `state` with no exit status, for the reason `why`.
+    fn explained(state: ProcState, why: String) -> Outcome {
         Outcome {
-            state: ProcState::Lost,
+            state,
             exit_code: None,
             signal: None,
             error: Some(why),

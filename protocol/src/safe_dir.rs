@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::safe_fs::{euid, foreign_error, link_error};
 
@@ -88,12 +88,7 @@ impl Dir {
     /// below the state directory made (mode 0700) when `create`. What lies above the state
     /// directory is the system's (`/tmp`, perhaps itself a link) and is followed as usual.
     pub fn open(path: &Path, ours: usize, create: bool) -> io::Result<Dir> {
-        let parts: Vec<Component> = path.components().collect();
-        let split = parts
-            .len()
-            .checked_sub(ours + 1)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let base: PathBuf = parts[..split].iter().collect();
+        let (base, names) = crate::safe_fs::split_ours(path, ours)?;
         let base = if base.as_os_str().is_empty() {
             PathBuf::from(".")
         } else {
@@ -102,10 +97,7 @@ impl Dir {
         let top = File::open(&base)?;
         let mut fd = OwnedFd::from(top);
         let mut shown = base;
-        for (i, part) in parts[split..].iter().enumerate() {
-            let Component::Normal(name) = part else {
-                return Err(io::Error::from(io::ErrorKind::InvalidInput));
-            };
+        for (i, name) in names.into_iter().enumerate() {
             shown.push(name);
             let name = c_name(name)?;
             if create && i > 0 {

@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::safe_fs::{self, foreign_error, link_error};
 
@@ -45,16 +45,8 @@ impl Dir {
     /// Opens `path`, whose last `ours + 1` components are the daemon's: each is checked not to
     /// be a link, and the `ours` below the state directory made when `create`.
     pub fn open(path: &Path, ours: usize, create: bool) -> io::Result<Dir> {
-        let parts: Vec<Component> = path.components().collect();
-        let split = parts
-            .len()
-            .checked_sub(ours + 1)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let mut shown: PathBuf = parts[..split].iter().collect();
-        for (i, part) in parts[split..].iter().enumerate() {
-            let Component::Normal(name) = part else {
-                return Err(io::Error::from(io::ErrorKind::InvalidInput));
-            };
+        let (mut shown, names) = safe_fs::split_ours(path, ours)?;
+        for (i, name) in names.into_iter().enumerate() {
             shown.push(name);
             if create && i > 0 {
                 match std::fs::create_dir(&shown) {

@@ -153,6 +153,29 @@ pub fn write_new(path: &Path, contents: &[u8]) -> io::Result<()> {
     io::Write::write_all(&mut create_new(path)?, contents)
 }
 
+/// `path` split into what lies above the daemon's own directories and their `ours + 1` names
+/// (the state directory and `ours` levels below it); a name that is not a plain one (`..`, a
+/// root) is invalid input.
+pub(crate) fn split_ours<'p>(
+    path: &'p Path,
+    ours: usize,
+) -> io::Result<(std::path::PathBuf, Vec<&'p std::ffi::OsStr>)> {
+    use std::path::Component;
+    let parts: Vec<Component> = path.components().collect();
+    let split = parts
+        .len()
+        .checked_sub(ours + 1)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let names = parts[split..]
+        .iter()
+        .map(|part| match part {
+            Component::Normal(name) => Ok(*name),
+            _ => Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        })
+        .collect::<io::Result<_>>()?;
+    Ok((parts[..split].iter().collect(), names))
+}
+
 /// A directory builder for the owner only: mode 0700 on Unix; on Windows a new directory takes
 /// its parent's ACL, the user's own under `%LOCALAPPDATA%`.
 pub fn owner_only_dir() -> fs::DirBuilder {
