@@ -156,10 +156,10 @@ pub fn write_new(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// `path` split into what lies above the daemon's own directories and their `ours + 1` names
 /// (the state directory and `ours` levels below it); a name that is not a plain one (`..`, a
 /// root) is invalid input.
-pub(crate) fn split_ours<'p>(
-    path: &'p Path,
+pub(crate) fn split_ours(
+    path: &Path,
     ours: usize,
-) -> io::Result<(std::path::PathBuf, Vec<&'p std::ffi::OsStr>)> {
+) -> io::Result<(std::path::PathBuf, Vec<&std::ffi::OsStr>)> {
     use std::path::Component;
     let parts: Vec<Component> = path.components().collect();
     let split = parts
