@@ -10,10 +10,9 @@
 //! platform). ARCHITECTURE.md draws it.
 
 //!
-//! On Windows only the parts that are not tied to POSIX build so far (settings, policy, the
-//! audit log, the journal, output buffers and spools, request tokens, private directories,
-//! the Windows platform pieces): the server and supervision there are still to come, so most
-//! of those are not called yet.
+//! On Windows the request path is `windows/` (a named pipe, Job Objects, threads draining the
+//! pipes) over the same portable parts: settings, policy, output buffers and spools, private
+//! directories and the Windows platform pieces. The POSIX modules are not built there.
 
 #![warn(clippy::unwrap_used)]
 #![cfg_attr(windows, allow(dead_code, unused_imports))]
@@ -71,6 +70,8 @@ mod terminal;
 mod tokens;
 #[cfg(unix)]
 pub mod tree;
+#[cfg(windows)]
+pub mod windows;
 
 pub use config::Config;
 #[cfg(unix)]

@@ -1,9 +1,12 @@
-//! `cubad`, the supervisor. Unix: `main_unix.rs`. Windows: not built yet (the protocol, the
-//! clients and the Windows platform pieces are; the server and supervision there are next).
+//! `cubad`, the supervisor: `main_unix.rs` on Unix, `main_windows.rs` on Windows.
 
 #[cfg(unix)]
 #[path = "main_unix.rs"]
 mod unix;
+
+#[cfg(windows)]
+#[path = "main_windows.rs"]
+mod windows;
 
 #[cfg(unix)]
 fn main() -> std::process::ExitCode {
@@ -12,9 +15,5 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(windows)]
 fn main() -> std::process::ExitCode {
-    eprintln!(
-        "cubad: the daemon does not run on Windows yet (cuba-exec and cubactl build there; \
-         the Windows server and supervision are still to come)"
-    );
-    std::process::ExitCode::from(2)
+    windows::main()
 }

@@ -75,6 +75,12 @@ pub fn ensure(dir: &Path, what: &str, setting: &str) -> Result<(), String> {
     }
     match cuba_protocol::win::private_dir_problem(dir) {
         Ok(None) => Ok(()),
+        // Wine keeps no access lists on files (every file reads as open to everyone): what
+        // cannot be checked is said in the log and in `daemon status`, not refused.
+        Ok(Some(problem)) if cuba_protocol::win::wine().is_some() => {
+            tracing::warn!("the {what} {shown} is {problem} (Wine keeps no file access lists)");
+            Ok(())
+        }
         Ok(Some(problem)) => Err(format!(
             "the {what} {shown} is {problem}: give it to this user alone (`icacls`), or {setting}"
         )),

@@ -125,6 +125,26 @@ pub fn private_dir_problem(path: &std::path::Path) -> io::Result<Option<String>>
     Descriptor(descriptor).problem(&user_sid()?)
 }
 
+/// The Wine version this program runs under, or `None` on Windows itself (Wine's `ntdll`
+/// exports `wine_get_version`; Windows' does not).
+pub fn wine() -> Option<String> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    let ntdll: Vec<u16> = "ntdll.dll".encode_utf16().chain(Some(0)).collect();
+    // SAFETY: a NUL-terminated module name; ntdll is loaded in every process.
+    let module = unsafe { GetModuleHandleW(ntdll.as_ptr()) };
+    if module.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated symbol name in a loaded module.
+    let f = unsafe { GetProcAddress(module, c"wine_get_version".as_ptr().cast()) }?;
+    // SAFETY: Wine's `const char *wine_get_version(void)`: a static NUL-terminated string.
+    let version = unsafe {
+        let get: unsafe extern "C" fn() -> *const std::ffi::c_char = std::mem::transmute(f);
+        std::ffi::CStr::from_ptr(get())
+    };
+    Some(version.to_string_lossy().into_owned())
+}
+
 /// A security descriptor the system allocated, freed on drop.
 struct Descriptor(*mut std::ffi::c_void);
 

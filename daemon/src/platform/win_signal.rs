@@ -1,9 +1,10 @@
 //! What a signal means on Windows, which has none. Pure, so it is tested on every OS.
 //!
-//! `INT` is a Ctrl-C in the process's console (a pipe process gets a hidden console of its
-//! own, so the event reaches its tree and nothing else); `TERM`, `HUP` and `QUIT` are a
-//! Ctrl-Break there, then after the grace period the job is terminated; `KILL` terminates
-//! the job at once. `STOP`, `CONT`, `USR1` and `USR2` have no Windows meaning and are refused
+//! `INT`, `TERM`, `HUP` and `QUIT` are a Ctrl-Break in the process's console (each command
+//! gets a hidden console and a process group of its own, so the event reaches its tree and
+//! nothing else), then after the grace period the job is terminated; `KILL` terminates the job
+//! at once. `INT` is not a Ctrl-C: Windows sends a Ctrl-C to every process of a console, never
+//! to one process group, and a new process group starts with Ctrl-C disabled. `STOP`, `CONT`, `USR1` and `USR2` have no Windows meaning and are refused
 //! with a message naming what works.
 
 use cuba_protocol::Signal;
@@ -11,8 +12,6 @@ use cuba_protocol::Signal;
 /// What the daemon does for a signal on Windows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// A Ctrl-C event in the process's console.
-    CtrlC,
     /// A Ctrl-Break event, then `TerminateJobObject` after the grace period if it lives.
     CtrlBreak,
     /// `TerminateJobObject` now.
@@ -20,14 +19,13 @@ pub enum Action {
 }
 
 /// What works, for the refusal.
-pub const WORKS: &str = "INT (Ctrl-C), TERM / HUP / QUIT (Ctrl-Break, then the whole tree is \
-                         ended after the grace period) and KILL (the whole tree at once)";
+pub const WORKS: &str = "INT / TERM / HUP / QUIT (Ctrl-Break, then the whole tree is ended \
+                         after the grace period) and KILL (the whole tree at once)";
 
 /// The action for `signal`, or why there is none.
 pub fn action(signal: Signal) -> Result<Action, String> {
     match signal {
-        Signal::Int => Ok(Action::CtrlC),
-        Signal::Term | Signal::Hup | Signal::Quit => Ok(Action::CtrlBreak),
+        Signal::Int | Signal::Term | Signal::Hup | Signal::Quit => Ok(Action::CtrlBreak),
         Signal::Kill => Ok(Action::Terminate),
         other => Err(format!(
             "{other} has no meaning on Windows; what works there: {WORKS}"
@@ -41,8 +39,7 @@ mod tests {
 
     #[test]
     fn each_signal_has_its_windows_action_or_a_refusal_naming_what_works() {
-        assert_eq!(action(Signal::Int), Ok(Action::CtrlC));
-        for s in [Signal::Term, Signal::Hup, Signal::Quit] {
+        for s in [Signal::Int, Signal::Term, Signal::Hup, Signal::Quit] {
             assert_eq!(action(s), Ok(Action::CtrlBreak));
         }
         assert_eq!(action(Signal::Kill), Ok(Action::Terminate));

@@ -9,6 +9,7 @@ mod narrow;
 mod parsed;
 mod script;
 mod seen;
+mod unread;
 mod walk;
 mod words;
 mod wrappers;

@@ -244,6 +244,15 @@ impl Effective {
         self.label(self.rules.check(text), false)
     }
 
+    /// The decision on a text in a language the policy does not read (`Policy::check_unread`).
+    pub fn check_unread(&self, shell: &str, text: &str, cwd: &std::path::Path) -> PolicyDecision {
+        let first = self.daemon.check_unread(shell, text, cwd);
+        if !first.allowed || self.by.is_none() {
+            return self.label(first, true);
+        }
+        self.label(self.rules.check_unread(shell, text, cwd), false)
+    }
+
     /// The decision on a spawn.
     pub fn check_spawn(
         &self,

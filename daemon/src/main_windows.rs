@@ -1,0 +1,76 @@
+//! `cubad` on Windows: takes the user's lock, creates the user's named pipe, and serves until a
+//! client's shutdown request. Clients start it detached, with no console.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cuba_daemon::windows::{take_lock, Taken};
+use cuba_daemon::Config;
+use cuba_protocol::paths;
+
+/// The cuba-exec supervisor. Clients (cuba-exec, cubactl) start it on demand; run it by hand
+/// only to watch its log in the foreground.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Pipe to serve [default: $CUBA_EXEC_SOCKET, else \\.\pipe\cuba-exec-<your SID>]
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State directory: spools, log, lock [default: $CUBA_EXEC_STATE_DIR, else
+    /// %LOCALAPPDATA%\cuba-exec]
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+pub fn main() -> ExitCode {
+    match setup(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cubad: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn setup(args: Args) -> Result<()> {
+    let socket = args.socket.unwrap_or_else(paths::socket_path);
+    let state_dir = args.state_dir.unwrap_or_else(paths::state_dir);
+    let config = Config::new(socket, state_dir)
+        .load(|k| std::env::var(k).ok())
+        .context("bad configuration")?;
+    tracing_subscriber::fmt()
+        .with_writer(|| cuba_daemon::health::LogWriter)
+        .with_ansi(false)
+        .log_internal_errors(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    cuba_daemon::private_dir::ensure(
+        &config.state_dir,
+        "state directory",
+        "set CUBA_EXEC_STATE_DIR (or --state-dir) to a directory of your own",
+    )
+    .map_err(anyhow::Error::msg)?;
+    let lock_path = config.state_dir.join("cubad.lock");
+    let _lock = match take_lock(&lock_path)
+        .with_context(|| format!("cannot open lock file {}", lock_path.display()))?
+    {
+        Taken::Ours(file) => file,
+        Taken::Held(pid) => {
+            // Another daemon serves this user: the client connects to it.
+            eprintln!("cubad: already running (pid {pid}) for this user");
+            return Ok(());
+        }
+    };
+    // One thread, as on Unix: a request, its spawn and its reply are handed from task to task
+    // on it. The pipes' blocking reads have threads of their own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(cuba_daemon::windows::run(config))
+}
