@@ -106,12 +106,42 @@ fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
     }
 }
 
-/// One word as is; several words each quoted for `sh` where needed.
+/// One word as is; several words each quoted where needed: for `sh`, or on Windows as its
+/// programs read their command line (`cmd.exe` and PowerShell keep double quotes whole).
 pub fn shell_text(words: &[String]) -> String {
     if let [one] = words {
         return one.clone();
     }
+    let quote = match cfg!(windows) {
+        true => quote_windows,
+        false => quote,
+    };
     words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// A word in double quotes by the MSVC runtime's rules (`\"` for a quote, backslashes
+/// doubled before one), unless it needs none.
+fn quote_windows(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@\\".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        return word.to_string();
+    }
+    let mut out = String::from('"');
+    let mut backslashes = 0;
+    for c in word.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '"' => {
+                out.extend(std::iter::repeat_n('\\', backslashes + 1));
+                backslashes = 0;
+            }
+            _ => backslashes = 0,
+        }
+        out.push(c);
+    }
+    out.extend(std::iter::repeat_n('\\', backslashes));
+    out.push('"');
+    out
 }
 
 fn quote(word: &str) -> String {
@@ -129,6 +159,20 @@ mod tests {
 
     fn words(w: &[&str]) -> Vec<String> {
         w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn windows_words_are_quoted_as_its_programs_read_them() {
+        assert_eq!(quote_windows(r"C:\bin\x.exe"), r"C:\bin\x.exe");
+        assert_eq!(
+            quote_windows(r"C:\Program Files\x"),
+            r#""C:\Program Files\x""#
+        );
+        assert_eq!(quote_windows(r#"say "hi""#), r#""say \"hi\"""#);
+        assert_eq!(quote_windows(r"dir\ "), r#""dir\ ""#);
+        assert_eq!(quote_windows(r"end\"), r"end\");
+        assert_eq!(quote_windows(r"a b\"), r#""a b\\""#);
+        assert_eq!(quote_windows(""), r#""""#);
     }
 
     #[test]

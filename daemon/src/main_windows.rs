@@ -35,6 +35,8 @@ pub fn main() -> ExitCode {
 }
 
 fn setup(args: Args) -> Result<()> {
+    // Its stdio (the log) is no command's.
+    cuba_protocol::win::no_inherited_stdio();
     let socket = args.socket.unwrap_or_else(paths::socket_path);
     let state_dir = args.state_dir.unwrap_or_else(paths::state_dir);
     let config = Config::new(socket, state_dir)

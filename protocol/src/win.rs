@@ -125,6 +125,28 @@ pub fn private_dir_problem(path: &std::path::Path) -> io::Result<Option<String>>
     Descriptor(descriptor).problem(&user_sid()?)
 }
 
+/// Makes this process's standard handles non-inheritable. A child started with handle
+/// inheritance (every `std::process::Command`) otherwise gets a copy of each, whatever its own
+/// stdio is: a daemon started by an editor's MCP server would hold the editor's pipe open for
+/// as long as it runs, and the editor would never see the server's end. std's `Stdio::inherit`
+/// makes an inheritable copy of its own, so children given this process's stdio still get it.
+pub fn no_inherited_stdio() {
+    use windows_sys::Win32::Foundation::{SetHandleInformation, HANDLE_FLAG_INHERIT};
+    use windows_sys::Win32::System::Console::{
+        GetStdHandle, STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE,
+    };
+    for which in [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE] {
+        // SAFETY: GetStdHandle returns this process's handle (or null / invalid, which
+        // SetHandleInformation refuses harmlessly).
+        unsafe {
+            let handle = GetStdHandle(which);
+            if !handle.is_null() {
+                SetHandleInformation(handle, HANDLE_FLAG_INHERIT, 0);
+            }
+        }
+    }
+}
+
 /// The Wine version this program runs under, or `None` on Windows itself (Wine's `ntdll`
 /// exports `wine_get_version`; Windows' does not).
 pub fn wine() -> Option<String> {

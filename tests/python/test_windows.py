@@ -1,16 +1,19 @@
-"""The Windows `cuba-exec.exe` under Wine, through the official Python MCP SDK.
+"""The Windows programs under Wine: `cubad.exe`, `cubactl.exe` and `cuba-exec.exe` built for
+x86_64-pc-windows-gnu, driven end to end.
 
-There is no Windows `cubad` yet (README, Windows): what runs here is the Windows MCP server
-itself over stdio, its tool list, and its start of `cubad.exe` (detached, no console) whose
-refusal reaches the model as a clear UNAVAILABLE naming the reason, in both protocol
-generations. `scripts/test` builds the Windows programs first (scripts/windows-test) and points
-CUBA_EXEC_WINDOWS_BIN_DIR at them.
+Each test gets a pipe and a state directory of its own; the daemon is started by the first
+client (detached, no console) and stopped at the end with `cubactl daemon stop --force`. The
+commands run are `cuba-test-helper.exe` (tests/helper), not shell tools: Wine has `cmd.exe`
+but few programs. `scripts/test` builds the Windows programs first (scripts/windows-test) and
+points CUBA_EXEC_WINDOWS_BIN_DIR at them. What passes here is Wine-tested, not Windows-tested.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -25,6 +28,8 @@ pytestmark = pytest.mark.anyio
 
 WINE = Path("/usr/lib/wine/wine64")
 TOOLS = {"run", "start", "status", "wait", "send_input", "send_signal", "list_processes"}
+# Bound of one cubactl call under Wine (a cold Wine start takes seconds).
+CALL = 60
 
 
 def windows_bin() -> Path:
@@ -42,27 +47,160 @@ def wine_path(p: Path) -> str:
     return "Z:" + str(p).replace("/", "\\")
 
 
+class Win:
+    """One test's Windows daemon: its pipe, its state directory, and calls to its programs."""
+
+    def __init__(self) -> None:
+        self.bin = windows_bin()
+        self.tmp = Path(tempfile.mkdtemp(prefix="cuba-win-", dir="/tmp"))
+        self.env = dict(os.environ)
+        self.env.update(
+            WINEDEBUG="-all",
+            WINEPREFIX=os.environ.get("WINEPREFIX", str(Path.home() / ".cache" / "cuba-wine")),
+            CUBA_EXEC_SOCKET=f"\\\\.\\pipe\\cuba-exec-test-{uuid.uuid4().hex}",
+            CUBA_EXEC_STATE_DIR=wine_path(self.tmp / "state"),
+            # Short: a stop that Wine cannot deliver as a Ctrl-Break ends the job at once anyway.
+            CUBA_EXEC_GRACE="2s",
+        )
+        for k in ("CUBA_EXEC_DAEMON", "CUBA_EXEC_HOST", "CUBA_EXEC_CONFIG"):
+            self.env.pop(k, None)
+        self.helper = wine_path(self.bin / "cuba-test-helper.exe")
+        # Wine's server and its system processes (services.exe and the like), started here
+        # with no pipe of ours: the first Wine program of a prefix starts them otherwise, and
+        # they would hold that program's output pipes open for as long as they run (a call
+        # would never see its end of file).
+        subprocess.run(
+            [str(WINE), str(self.bin / "cuba-test-helper.exe"), "exit", "0"],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=CALL,
+            check=False,
+        )
+
+    def run(self, exe: str, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        # Stderr through a file: every Wine process keeps its parent's Unix stderr (Wine's own
+        # messages go there), so the daemon a call starts would hold a pipe open for ever.
+        with tempfile.TemporaryFile(dir=self.tmp) as err:
+            p = subprocess.run(
+                [str(WINE), str(self.bin / exe), *args],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                timeout=CALL,
+                stdin=subprocess.DEVNULL,
+            )
+            err.seek(0)
+            p.stderr = err.read().decode(errors="replace")
+        if check and p.returncode != 0:
+            raise AssertionError(f"{exe} {args}: rc {p.returncode}\n{p.stdout}\n{p.stderr}")
+        return p
+
+    def ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return self.run("cubactl.exe", *args, check=check)
+
+    def close(self) -> None:
+        try:
+            self.ctl("daemon", "stop", "--force")
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def win():
+    w = Win()
+    try:
+        yield w
+    finally:
+        w.close()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
 
+def test_the_daemon_starts_on_demand_captures_output_and_exit_codes_and_is_one_per_user(
+    win: Win,
+) -> None:
+    p = win.ctl("run", "--", win.helper, "exit", "3")
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "exiting with 3" in p.stderr, p.stderr
+    p = win.ctl("run", "--", win.helper, "out", "100000", check=True)
+    assert len(p.stdout.encode()) == 100000, len(p.stdout)
+    # (259, STILL_ACTIVE, as an exit code is the job unit tests': Wine's cmd.exe turns it
+    # into 0.)
+    status = win.ctl("daemon", "status", check=True).stdout
+    assert "running" in status and "Job Object" in status, status
+    assert "sandbox is unavailable on Windows" in status, status
+    pid = next(line.split()[1] for line in status.splitlines() if line.startswith("pid"))
+    # A second daemon for the same user serves nothing: it finds the first and leaves.
+    second = win.run(
+        "cubad.exe",
+        "--socket",
+        win.env["CUBA_EXEC_SOCKET"],
+        "--state-dir",
+        win.env["CUBA_EXEC_STATE_DIR"],
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"already running (pid {pid})" in second.stderr, second.stderr
+    again = win.ctl("daemon", "status", check=True).stdout
+    assert f"pid        {pid}" in again, again
+
+
+def test_a_tree_dies_whole_on_kill(win: Win) -> None:
+    pids = win.tmp / "pids"
+    started = win.ctl("start", "--name", "tree", "--", win.helper, "tree", wine_path(pids))
+    assert started.returncode == 0, started.stderr
+    waited = win.ctl("wait", "tree", "--until", "^tree ", "--timeout", "30s", check=True)
+    assert "tree" in waited.stdout, waited.stdout
+    both = pids.read_text().split()
+    assert len(both) == 2, both
+    assert win.run("cuba-test-helper.exe", "alive", *both).returncode == 0
+    killed = win.ctl("kill", "tree", check=True)
+    assert "stopped on request" in killed.stdout + killed.stderr, killed
+    # Neither the command nor the grandchild it started is left.
+    assert win.run("cuba-test-helper.exe", "alive", *both).returncode == 1, both
+    info = json.loads(win.ctl("info", "tree", "--json", check=True).stdout)
+    assert info["state"] == "killed", info
+
+
+def test_stdin_reaches_the_command_and_its_close_is_its_end_of_file(win: Win) -> None:
+    win.ctl("start", "--name", "echo", "--", win.helper, "echo", check=True)
+    win.ctl("send", "echo", "hello", check=True)
+    got = win.ctl("wait", "echo", "--until", "got: hello", "--timeout", "30s", check=True)
+    assert "got: hello" in got.stdout, got.stdout
+    win.ctl("send", "echo", "--eof", check=True)
+    ended = win.ctl("wait", "echo", "--timeout", "30s", check=True)
+    assert "exited with code 0" in ended.stderr, ended.stderr
+    logs = win.ctl("logs", "echo", check=True).stdout
+    assert logs.splitlines() == ["got: hello", "eof"], logs
+
+
+def test_what_windows_lacks_is_refused_with_its_reason(win: Win) -> None:
+    p = win.ctl("run", "--tty", "--", win.helper, "exit", "0")
+    assert p.returncode != 0
+    assert "does not offer a terminal" in p.stderr, p.stderr
+    p = win.ctl("kill", "--signal", "USR1", "1")
+    assert p.returncode != 0
+
+
+def test_daemon_stop_stops_it(win: Win) -> None:
+    win.ctl("run", "--", win.helper, "exit", "0", check=True)
+    stopped = win.ctl("daemon", "stop", check=True)
+    assert "stopped cubad" in stopped.stdout, stopped.stdout
+    after = win.ctl("daemon", "status")
+    assert after.returncode != 0 and "not running" in after.stdout + after.stderr, after
+
+
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_windows_server_lists_its_tools_and_says_why_no_daemon_runs(mode: str) -> None:
-    bin_dir = windows_bin()
-    tmp = Path(tempfile.mkdtemp(prefix="cuba-win-", dir="/tmp"))
+async def test_the_python_sdk_runs_a_command_through_the_windows_server(mode: str) -> None:
+    w = Win()
     try:
-        env = dict(os.environ)
-        env.update(
-            WINEDEBUG="-all",
-            WINEPREFIX=os.environ.get("WINEPREFIX", str(Path.home() / ".cache" / "cuba-wine")),
-            # A pipe and a state directory of this test's own.
-            CUBA_EXEC_SOCKET=f"\\\\.\\pipe\\cuba-exec-test-{uuid.uuid4().hex}",
-            CUBA_EXEC_STATE_DIR=wine_path(tmp / "state"),
-        )
-        env.pop("CUBA_EXEC_DAEMON", None)
         params = StdioServerParameters(
-            command=str(WINE), args=[str(bin_dir / "cuba-exec.exe")], env=env
+            command=str(WINE), args=[str(w.bin / "cuba-exec.exe")], env=w.env
         )
         client = Client(
             params,
@@ -74,12 +212,17 @@ async def test_the_windows_server_lists_its_tools_and_says_why_no_daemon_runs(mo
             async with client:
                 tools = {t.name for t in (await client.list_tools()).tools}
                 assert tools == TOOLS, tools
-                result = await client.call_tool("run", {"command": "echo hi"})
-        text = "".join(getattr(c, "text", "") for c in result.content)
-        assert result.is_error, text
-        assert "UNAVAILABLE" in text, text
-        assert "does not run on Windows yet" in text, text
-        # The daemon's own words came from its log in the state directory the client made.
-        assert (tmp / "state" / "cubad.log").is_file()
+                result = await client.call_tool("run", {"command": "echo hi from cmd"})
+                text = "".join(getattr(c, "text", "") for c in result.content)
+                assert not result.is_error, text
+                assert "hi from cmd" in text, text
+                failed = await client.call_tool(
+                    "run", {"command": f'"{w.helper}" exit 4'}
+                )
+                text = "".join(getattr(c, "text", "") for c in failed.content)
+                assert "exiting with 4" in text and "4" in text, text
+        # The daemon the server started serves on for cubactl.
+        listed = w.ctl("ps", check=True).stdout
+        assert "echo hi from cmd" in listed, listed
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        w.close()

@@ -108,6 +108,8 @@ fn detached(mut cmd: Command) -> io::Result<Child> {
     const CREATE_BREAKAWAY_FROM_JOB: u32 = 0x0100_0000;
     const ERROR_ACCESS_DENIED: i32 = 5;
     let flags = DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP;
+    // Not this client's stdio (an editor's pipe): the daemon outlives it.
+    crate::win::no_inherited_stdio();
     match cmd
         .creation_flags(flags | CREATE_BREAKAWAY_FROM_JOB)
         .spawn()
