@@ -8,6 +8,8 @@
 //! - `echo`: answers each line read from stdin with `got: LINE` until end of file, then says
 //!   `eof`.
 //! - `alive PID…`: exits 0 when one of the processes still runs, 1 when none does.
+//! - `time N PROGRAM ARG…`: runs PROGRAM N times, its output captured, and prints the median
+//!   and the fastest wall time in milliseconds (what a direct start costs, for the benchmark).
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
         }
         "echo" => echo(),
         "alive" => alive(&args[1..]),
+        "time" => time(arg(1).parse().unwrap_or(10), &args[2..]),
         other => {
             eprintln!(
                 "cuba-test-helper: unknown command {other:?}: out, exit, tree, sleep, echo, alive"
@@ -61,6 +64,23 @@ fn out(bytes: u64) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }
+}
+
+fn time(n: usize, command: &[String]) -> ExitCode {
+    let Some((program, args)) = command.split_first() else {
+        return ExitCode::from(2);
+    };
+    let mut ms = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let at = std::time::Instant::now();
+        if std::process::Command::new(program).args(args).output().is_err() {
+            return ExitCode::FAILURE;
+        }
+        ms.push(at.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    println!("median {:.2} ms, fastest {:.2} ms", ms[ms.len() / 2], ms[0]);
+    ExitCode::SUCCESS
 }
 
 fn tree(file: &str) -> ExitCode {
