@@ -79,13 +79,15 @@ class Win:
             check=False,
         )
 
-    def run(self, exe: str, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, exe: str, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         # Stderr through a file: every Wine process keeps its parent's Unix stderr (Wine's own
         # messages go there), so the daemon a call starts would hold a pipe open for ever.
         with tempfile.TemporaryFile(dir=self.tmp) as err:
             p = subprocess.run(
                 [str(WINE), str(self.bin / exe), *args],
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
@@ -98,8 +100,10 @@ class Win:
             raise AssertionError(f"{exe} {args}: rc {p.returncode}\n{p.stdout}\n{p.stderr}")
         return p
 
-    def ctl(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-        return self.run("cubactl.exe", *args, check=check)
+    def ctl(
+        self, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run("cubactl.exe", *args, check=check, env=env)
 
     def close(self) -> None:
         try:
@@ -183,8 +187,17 @@ def test_what_windows_lacks_is_refused_with_its_reason(win: Win) -> None:
     p = win.ctl("run", "--tty", "--", win.helper, "exit", "0")
     assert p.returncode != 0
     assert "does not offer a terminal" in p.stderr, p.stderr
-    p = win.ctl("kill", "--signal", "USR1", "1")
-    assert p.returncode != 0
+    win.ctl("start", "--name", "s", "--", win.helper, "sleep", "60", check=True)
+    p = win.ctl("kill", "--signal", "USR1", "s")
+    assert p.returncode != 0 and "no meaning on Windows" in p.stderr, p.stderr
+    win.ctl("kill", "--signal", "KILL", "s", check=True)
+    # A sandbox asked for is refused, not ignored: Windows has none yet.
+    p = win.ctl("run", "--", win.helper, "exit", "0", env={"CUBA_EXEC_SANDBOX": "workspace-write"})
+    assert p.returncode != 0 and "sandbox is unavailable on Windows" in p.stderr, p.stderr
+    # The policy cannot read cmd text: with `unresolved = "refuse"` it is not run.
+    p = win.ctl("run", "echo hi", env={"CUBA_EXEC_UNRESOLVED": "refuse"})
+    assert p.returncode != 0 and "cannot be checked" in p.stderr, p.stderr
+    assert "hi" not in p.stdout, p.stdout
 
 
 def test_daemon_stop_stops_it(win: Win) -> None:
