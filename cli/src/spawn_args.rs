@@ -119,28 +119,14 @@ pub fn shell_text(words: &[String]) -> String {
     words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
 }
 
-/// A word in double quotes by the MSVC runtime's rules (`\"` for a quote, backslashes
-/// doubled before one), unless it needs none.
+/// A word in double quotes by the MSVC runtime's rules, unless it needs none.
 fn quote_windows(word: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@\\".contains(c);
     if !word.is_empty() && word.chars().all(safe) {
         return word.to_string();
     }
-    let mut out = String::from('"');
-    let mut backslashes = 0;
-    for c in word.chars() {
-        match c {
-            '\\' => backslashes += 1,
-            '"' => {
-                out.extend(std::iter::repeat_n('\\', backslashes + 1));
-                backslashes = 0;
-            }
-            _ => backslashes = 0,
-        }
-        out.push(c);
-    }
-    out.extend(std::iter::repeat_n('\\', backslashes));
-    out.push('"');
+    let mut out = String::new();
+    cuba_protocol::cmdline::push_quoted(&mut out, word);
     out
 }
 

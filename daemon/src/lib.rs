@@ -43,6 +43,7 @@ pub mod health;
 mod journal;
 #[cfg(unix)]
 mod launch;
+mod new_record;
 pub mod output;
 pub mod platform;
 pub mod policy;

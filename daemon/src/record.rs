@@ -277,12 +277,7 @@ impl ProcData {
     }
 
     pub fn snapshot(&self) -> ProcessInfo {
-        let mut info = self.info.clone();
-        info.stdout_bytes = self.output.stdout_bytes;
-        info.stderr_bytes = self.output.stderr_bytes;
-        info.dropped_bytes = self.output.dropped();
-        info.spool = self.output.notice();
-        info
+        self.output.counted(self.info.clone())
     }
 
     pub fn finished(&self) -> bool {

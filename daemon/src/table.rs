@@ -7,13 +7,10 @@
 //! neither is held while the journal or the audit log writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use cuba_protocol::{
-    now_ms, ClientInfo, ErrorKind, Owner, ProcKind, ProtocolError, SpawnRequest, TtySize,
-};
+use cuba_protocol::{now_ms, ClientInfo, ErrorKind, ProcKind, ProtocolError};
 use tokio::sync::watch;
 
 use crate::audit::{Audit, Peer};
@@ -21,17 +18,16 @@ use crate::journal::{Journal, Record};
 use crate::output::{Output, Spool};
 use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
-use crate::tokens::{Done, Stamp, Tokens};
+use crate::tokens::{Done, Tokens};
 use crate::tree::{Scope, Tracked};
 
 mod contents;
-mod row;
 mod select;
 
 use contents::live;
 pub use contents::Contents;
 
-use row::row;
+pub use crate::new_record::NewRecord;
 
 /// What the table needs to know to make records.
 #[derive(Debug, Clone)]
@@ -47,38 +43,6 @@ pub struct Settings {
     pub spool_cap: u64,
     /// Most finished records kept: beyond it the oldest are pruned before their TTL.
     pub max_finished: usize,
-}
-
-/// A row to be: what a new record says before its process exists.
-#[derive(Debug, Clone)]
-pub struct NewRecord {
-    pub owner: Owner,
-    pub name: Option<String>,
-    pub command: String,
-    pub cwd: String,
-    pub timeout_ms: Option<u64>,
-    pub kind: ProcKind,
-    pub tty: Option<TtySize>,
-    pub session: Option<String>,
-    /// The request token of the request that makes it.
-    pub token: Option<Stamp>,
-}
-
-impl NewRecord {
-    /// The row of a command `req` from `owner`, to run in `cwd`.
-    pub fn of(owner: Owner, req: &SpawnRequest, cwd: &Path) -> NewRecord {
-        NewRecord {
-            owner,
-            name: req.name.clone(),
-            command: req.command.clone(),
-            cwd: cwd.display().to_string(),
-            timeout_ms: req.timeout_ms,
-            kind: ProcKind::Command,
-            tty: req.tty,
-            session: req.session.clone(),
-            token: Stamp::of_spawn(req),
-        }
-    }
 }
 
 /// What [`Table::reserve`] found: a new record, or (asked to reuse one) the running process of
@@ -259,7 +223,7 @@ impl Table {
         let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
         let token = new.token;
         let (kind, name) = (new.kind, new.name.clone());
-        let mut info = row(id, new);
+        let mut info = new.row(id);
         if let (Some(other), Some(name)) = (namesake, &info.name) {
             info.notice = Some(format!(
                 "process {other} is also named {name} and still running (`start` with `ensure` \
@@ -452,11 +416,13 @@ pub mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::reaper::Exit;
-    use cuba_protocol::{ProcState, ProcessInfo};
+    use crate::tokens::Stamp;
+    use cuba_protocol::{Owner, ProcState, ProcessInfo, SpawnRequest};
+    use std::path::Path;
 
     /// A row for tests: a running command of id `id`.
     pub fn row(id: u64) -> ProcessInfo {
-        super::row(id, new_record("true", ProcKind::Command))
+        new_record("true", ProcKind::Command).row(id)
     }
 
     pub fn new_record(command: &str, kind: ProcKind) -> NewRecord {

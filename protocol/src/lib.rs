@@ -13,6 +13,7 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod client;
+pub mod cmdline;
 pub mod handshake;
 pub mod hosts;
 pub mod keys;

@@ -86,6 +86,16 @@ impl Output {
         self.spool.as_ref().and_then(Spool::notice)
     }
 
+    /// `row` with this output's live figures: bytes per stream, bytes dropped, the spool's
+    /// notice.
+    pub fn counted(&self, mut row: cuba_protocol::ProcessInfo) -> cuba_protocol::ProcessInfo {
+        row.stdout_bytes = self.stdout_bytes;
+        row.stderr_bytes = self.stderr_bytes;
+        row.dropped_bytes = self.dropped();
+        row.spool = self.notice();
+        row
+    }
+
     /// Why the spool takes no bytes now (a full disk), if it does not.
     pub fn spool_stopped(&self) -> Option<String> {
         self.spool

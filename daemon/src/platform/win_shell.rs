@@ -96,31 +96,14 @@ pub fn command_line(program: &str, args: &Args) -> String {
     line
 }
 
-/// Appends `arg` quoted by the MSVC rules. A program name is always quoted (it cannot hold a
-/// quote), so a path with spaces is never split.
+/// Appends `arg`, quoted by the MSVC rules where it needs it. A program name is always quoted
+/// (it cannot hold a quote), so a path with spaces is never split.
 fn quote_into(line: &mut String, arg: &str, program: bool) {
-    let quote = program || arg.is_empty() || arg.contains([' ', '\t', '"']);
-    if !quote {
+    if program || arg.is_empty() || arg.contains([' ', '\t', '"']) {
+        cuba_protocol::cmdline::push_quoted(line, arg);
+    } else {
         line.push_str(arg);
-        return;
     }
-    line.push('"');
-    let mut backslashes = 0;
-    for c in arg.chars() {
-        match c {
-            '\\' => backslashes += 1,
-            '"' => {
-                // 2n + 1 backslashes before a quote: n literal ones and the quote itself.
-                line.extend(std::iter::repeat_n('\\', backslashes + 1));
-                backslashes = 0;
-            }
-            _ => backslashes = 0,
-        }
-        line.push(c);
-    }
-    // Before the closing quote, backslashes are doubled so it stays a quote.
-    line.extend(std::iter::repeat_n('\\', backslashes));
-    line.push('"');
 }
 
 /// The shell used when none is asked for: PowerShell 7, else Windows PowerShell, else cmd,

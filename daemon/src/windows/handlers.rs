@@ -1,6 +1,7 @@
 //! The requests, on Windows. Each answers as its Unix handler does (same replies, same
 //! errors); what the Windows daemon does not offer yet is refused with a message naming it.
 
+use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -167,11 +168,23 @@ fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
         ))
     };
     let tx = data.stdin.clone().ok_or_else(closed)?;
-    if !r.data.is_empty() && tx.send(Some(r.data)).is_err() {
-        return Err(closed());
+    let send = |msg: Option<Vec<u8>>| match tx.try_send(msg) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(_)) => Err(ProtocolError::new(
+            ErrorKind::Limit,
+            format!(
+                "process {} is not reading its stdin and the queue is full; wait for it to \
+                 read, or close stdin",
+                r.id
+            ),
+        )),
+        Err(TrySendError::Disconnected(_)) => Err(closed()),
+    };
+    if !r.data.is_empty() {
+        send(Some(r.data))?;
     }
     if r.eof {
-        let _ = tx.send(None);
+        send(None)?;
         data.stdin = None;
     }
     Ok(Response::Ok)

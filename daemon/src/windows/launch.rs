@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuba_protocol::{
-    now_ms, ErrorKind, Owner, ProcKind, ProcState, ProcessInfo, ProtocolError, SpawnRequest,
-    StartFailure, Stream,
+    now_ms, ErrorKind, ProcState, ProcessInfo, ProtocolError, SpawnRequest, StartFailure, Stream,
 };
 
 use super::conn::Client;
 use super::table::{Data, Rec, Stop};
 use super::Daemon;
+use crate::new_record::NewRecord;
 use crate::output::{Output, Spool};
 use crate::platform::win_shell::{self, Args, Kind};
 use crate::platform::windows::job::{Job, Limits};
@@ -35,6 +35,8 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
 /// Stack of each pipe thread: they hold one read buffer, on the heap.
 const THREAD_STACK: usize = 64 * 1024;
 const READ_BUF: usize = 64 * 1024;
+/// Writes queued for a command's stdin before a request is told it does not read them.
+pub const STDIN_QUEUE: usize = 64;
 
 /// Starts `req` for `client`: its record, whether it started or failed to (then in state
 /// `FailedToStart` with the system's reason), or a refusal that starts nothing.
@@ -72,7 +74,7 @@ pub fn start(
         .insert(d.config.max_procs, |id| {
             let spool = Spool::create(state.spool(id), spool_cap);
             Data {
-                info: row(id, owner, &req, &cwd),
+                info: NewRecord::of(owner, &req, &cwd).row(id),
                 output: Output::new(buffer, Some(spool)),
                 drained: false,
                 last_output: Instant::now(),
@@ -149,41 +151,6 @@ fn environment(client: &Client, req: &SpawnRequest) -> Vec<(String, String)> {
     win_shell::merge_env(&text(&client.info.env), &text(&req.env))
 }
 
-fn row(id: u64, owner: Owner, req: &SpawnRequest, cwd: &Path) -> ProcessInfo {
-    ProcessInfo {
-        id,
-        pid: 0,
-        owner,
-        name: req.name.clone(),
-        command: req.command.clone(),
-        cwd: cwd.display().to_string(),
-        state: ProcState::Running,
-        exit_code: None,
-        signal: None,
-        error: None,
-        started_at_ms: now_ms(),
-        ended_at_ms: None,
-        timeout_ms: req.timeout_ms,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        dropped_bytes: 0,
-        kind: ProcKind::Command,
-        tty: None,
-        session: None,
-        notice: None,
-        spool: None,
-        cpu_ms: None,
-        memory_bytes: None,
-        memory_peak_bytes: None,
-        pids_max: None,
-        forks_refused: None,
-        cpu_millicores: None,
-        blocked: Vec::new(),
-        asks: Vec::new(),
-        failure: None,
-    }
-}
-
 fn launch(
     d: &Arc<Daemon>,
     rec: &Arc<Rec>,
@@ -221,7 +188,7 @@ fn launch(
     let job = Arc::new(Job::new(limits)?);
     let mut child = job.spawn(&mut cmd, CREATE_NO_WINDOW)?;
     let (stdout, stderr, stdin) = (child.stdout.take(), child.stderr.take(), child.stdin.take());
-    let (stdin_tx, stdin_rx) = mpsc::channel();
+    let (stdin_tx, stdin_rx) = mpsc::sync_channel(STDIN_QUEUE);
     {
         let mut data = rec.lock();
         data.info.pid = child.id();
@@ -250,10 +217,10 @@ fn launch(
     drop(drained_tx);
     if let Some(stdin) = stdin {
         if let Some(data) = &req.stdin {
-            let _ = stdin_tx.send(Some(data.clone()));
+            let _ = stdin_tx.try_send(Some(data.clone()));
         }
         if req.close_stdin {
-            let _ = stdin_tx.send(None);
+            let _ = stdin_tx.try_send(None);
         }
         thread("cubad-in", move || feed(stdin, &stdin_rx))?;
     }

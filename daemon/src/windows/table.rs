@@ -26,8 +26,8 @@ pub struct Data {
     /// Every pipe closed (or abandoned after the exit): no more output comes.
     pub drained: bool,
     pub last_output: Instant,
-    /// Writes to its stdin: bytes, or `None` to close it.
-    pub stdin: Option<std::sync::mpsc::Sender<Option<Vec<u8>>>>,
+    /// Writes to its stdin: bytes, or `None` to close it (a bounded queue).
+    pub stdin: Option<std::sync::mpsc::SyncSender<Option<Vec<u8>>>>,
     /// Its tree; dropped (and so killed) when the record is pruned.
     pub job: Option<Arc<Job>>,
     pub stop: Option<Stop>,
@@ -46,12 +46,7 @@ impl Data {
 
     /// The row as clients see it, with live byte counts.
     pub fn snapshot(&self) -> ProcessInfo {
-        let mut info = self.info.clone();
-        info.stdout_bytes = self.output.stdout_bytes;
-        info.stderr_bytes = self.output.stderr_bytes;
-        info.dropped_bytes = self.output.dropped();
-        info.spool = self.output.notice();
-        info
+        self.output.counted(self.info.clone())
     }
 }
 

@@ -73,7 +73,11 @@ fn time(n: usize, command: &[String]) -> ExitCode {
     let mut ms = Vec::with_capacity(n);
     for _ in 0..n.max(1) {
         let at = std::time::Instant::now();
-        if std::process::Command::new(program).args(args).output().is_err() {
+        if std::process::Command::new(program)
+            .args(args)
+            .output()
+            .is_err()
+        {
             return ExitCode::FAILURE;
         }
         ms.push(at.elapsed().as_secs_f64() * 1000.0);
