@@ -54,6 +54,10 @@ mod reaper;
 mod record;
 #[cfg(unix)]
 mod restore;
+// The terminal's screen, without the POSIX terminal around it.
+#[cfg(windows)]
+#[path = "terminal/screen.rs"]
+mod screen;
 #[cfg(unix)]
 pub mod server;
 #[cfg(unix)]

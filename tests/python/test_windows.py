@@ -183,10 +183,35 @@ def test_stdin_reaches_the_command_and_its_close_is_its_end_of_file(win: Win) ->
     assert logs.splitlines() == ["got: hello", "eof"], logs
 
 
+def test_a_terminal_command_runs_on_a_pseudo_console(win: Win) -> None:
+    p = win.ctl("run", "--tty", "--name", "t", "--", win.helper, "exit", "3")
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    info = json.loads(win.ctl("info", "t", "--json", check=True).stdout)
+    assert info["tty"] and info["tty"]["cols"] > 0, info
+    # Its screen is there to look at, as on Unix.
+    win.ctl("screen", "t", check=True)
+    # A process on pipes has none.
+    win.ctl("run", "--name", "p", "--", win.helper, "exit", "0", check=True)
+    p = win.ctl("screen", "p")
+    assert p.returncode != 0 and "has no terminal" in p.stderr, p.stderr
+
+
+def test_a_terminal_process_answers_input(win: Win) -> None:
+    win.ctl("start", "--tty", "--name", "e", "--", win.helper, "echo", check=True)
+    p = win.ctl("send", "e", "hello")
+    if p.returncode != 0 and "stdin is closed" in p.stderr:
+        # Wine 8 makes the pseudo console but attaches no program to it: the program sees no
+        # console input (end of file at once) and its output reaches nobody.
+        pytest.skip("Wine 8 attaches no program to a pseudo console: a test for Windows")
+    got = win.ctl("wait", "e", "--until", "got: hello", "--timeout", "30s", check=True)
+    assert "got: hello" in got.stdout, got.stdout
+    win.ctl("send", "e", "--eof", check=True)
+    win.ctl("wait", "e", "--timeout", "30s", check=True)
+    screen = win.ctl("screen", "e", check=True).stdout
+    assert "got: hello" in screen and "eof" in screen, screen
+
+
 def test_what_windows_lacks_is_refused_with_its_reason(win: Win) -> None:
-    p = win.ctl("run", "--tty", "--", win.helper, "exit", "0")
-    assert p.returncode != 0
-    assert "does not offer a terminal" in p.stderr, p.stderr
     win.ctl("start", "--name", "s", "--", win.helper, "sleep", "60", check=True)
     p = win.ctl("kill", "--signal", "USR1", "s")
     assert p.returncode != 0 and "no meaning on Windows" in p.stderr, p.stderr

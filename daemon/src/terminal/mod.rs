@@ -11,7 +11,7 @@ use tokio::io::Interest;
 
 mod screen;
 
-pub use screen::Screen;
+pub use screen::{valid_size, Screen};
 
 /// The daemon's end of a PTY. Shared by the supervisor (reads), the stdin writer (writes) and
 /// the request handlers (resize, foreground group).
@@ -137,20 +137,4 @@ fn eio_is_eof(r: io::Result<usize>) -> io::Result<usize> {
         Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(0),
         r => r,
     }
-}
-
-/// Checks a size a client asked for.
-pub fn valid_size(size: TtySize) -> Result<(), String> {
-    if size.cols == 0 || size.rows == 0 {
-        return Err("cols and rows must be at least 1".into());
-    }
-    if u32::from(size.cols) * u32::from(size.rows) > TtySize::MAX_CELLS {
-        return Err(format!(
-            "a {}x{} terminal is larger than the {} cells allowed",
-            size.cols,
-            size.rows,
-            TtySize::MAX_CELLS
-        ));
-    }
-    Ok(())
 }

@@ -1,5 +1,5 @@
 //! The screen of a PTY process: a vt100 emulator fed with everything the program writes, and
-//! the view clients get of it.
+//! the view clients get of it. On every OS (Windows builds it as `crate::screen`).
 
 use cuba_protocol::{ScreenView, TtySize};
 
@@ -118,6 +118,22 @@ impl Screen {
             formatted: screen.state_formatted().into_bytes(),
         }
     }
+}
+
+/// Checks a size a client asked for.
+pub fn valid_size(size: TtySize) -> Result<(), String> {
+    if size.cols == 0 || size.rows == 0 {
+        return Err("cols and rows must be at least 1".into());
+    }
+    if u32::from(size.cols) * u32::from(size.rows) > TtySize::MAX_CELLS {
+        return Err(format!(
+            "a {}x{} terminal is larger than the {} cells allowed",
+            size.cols,
+            size.rows,
+            TtySize::MAX_CELLS
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::{
-    DaemonStatus, ErrorKind, ListRequest, Listing, ProtocolError, Request, Response, RunRequest,
-    Signal, SignalRequest, SpawnRequest, StdinRequest, WaitRequest, PROTOCOL_VERSION, VERSION,
+    ErrorKind, ListRequest, Listing, ProtocolError, Request, Response, RunRequest, Signal,
+    SignalRequest, SpawnRequest, StdinRequest, WaitRequest,
 };
 
 use super::conn::{Client, Responder};
 use super::table::{Rec, Stop};
-use super::{console, launch, wait, Daemon};
+use super::{console, launch, status, wait, Daemon};
 use crate::platform::win_signal::{self, Action};
 
 /// Slack beyond the grace period for a `wait`ing signal request and for the shutdown.
@@ -41,8 +41,8 @@ pub async fn handle(d: &Arc<Daemon>, client: &Client, request: Request, out: Res
         Request::List(r) => Ok(Response::List(list(d, &r))),
         Request::Follow(r) => follow(d, r, &out).await,
         Request::Prune => Ok(Response::Pruned(prune(d, true))),
-        Request::PolicyCheck(text) => Ok(Response::Policy(policy_check(d, client, &text))),
-        Request::DaemonStatus => Ok(Response::DaemonStatus(status(d))),
+        Request::PolicyCheck(text) => Ok(Response::Policy(status::policy_check(d, client, &text))),
+        Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(d))),
         Request::Shutdown(r) => {
             let running = d.table.running();
             if running > 0 && !r.force {
@@ -57,10 +57,12 @@ pub async fn handle(d: &Arc<Daemon>, client: &Client, request: Request, out: Res
             }
         }
         Request::Cancel(_) => Ok(Response::Ok),
-        Request::Resize(cuba_protocol::ResizeRequest { id, .. })
-        | Request::Screen(cuba_protocol::IdRequest { id }) => Err(ProtocolError::invalid_state(
-            format!("process {id} has no terminal: cubad on Windows runs commands on pipes"),
-        )),
+        Request::Resize(r) => resize(d, r),
+        Request::Screen(r) => d.table.get(r.id).and_then(|p| {
+            let data = p.lock();
+            let screen = data.screen.as_ref().ok_or_else(|| not_a_tty(r.id))?;
+            Ok(Response::Screen(screen.view(data.output.total())))
+        }),
         other => Err(ProtocolError::new(
             ErrorKind::InvalidState,
             format!("cubad on Windows does not offer {} yet", name(&other)),
@@ -107,13 +109,13 @@ fn sandbox_refusal(d: &Daemon, client: &Client) -> Option<String> {
         || sandbox.no_network
         || client.policy.write_confined
         || client.policy.no_network;
-    asked.then(|| format!("a sandbox was asked for, and {SANDBOX}; the command was not run"))
+    asked.then(|| {
+        format!(
+            "a sandbox was asked for, and {}; the command was not run",
+            status::SANDBOX
+        )
+    })
 }
-
-/// What `list_hosts` and `daemon status` say of the sandbox on Windows.
-const SANDBOX: &str = "the sandbox is unavailable on Windows (no write confinement or network \
-                       cut-off is built for it yet: Landlock and Seatbelt have no equivalent \
-                       wired up there)";
 
 fn ensure(d: &Arc<Daemon>, client: &Client, r: SpawnRequest) -> Result<Response, ProtocolError> {
     if r.name.is_some() {
@@ -183,10 +185,42 @@ fn stdin(d: &Daemon, r: StdinRequest) -> Result<Response, ProtocolError> {
     if !r.data.is_empty() {
         send(Some(r.data))?;
     }
-    if r.eof {
+    // A terminal is not closed: its end of file is typed, as a person would.
+    if r.eof && data.pty.is_some() {
+        send(Some(super::tty::EOF.to_vec()))?;
+    } else if r.eof {
         send(None)?;
         data.stdin = None;
     }
+    data.last_input = std::time::Instant::now();
+    data.moved_on();
+    drop(data);
+    p.notify();
+    Ok(Response::Ok)
+}
+
+/// The refusal of a terminal request for a process on pipes.
+fn not_a_tty(id: u64) -> ProtocolError {
+    ProtocolError::invalid_state(format!(
+        "process {id} has no terminal: start it with tty to get one"
+    ))
+}
+
+fn resize(d: &Daemon, r: cuba_protocol::ResizeRequest) -> Result<Response, ProtocolError> {
+    crate::screen::valid_size(r.size).map_err(ProtocolError::bad_request)?;
+    let p = d.table.get(r.id)?;
+    let mut data = p.lock();
+    let pty = data.pty.clone().ok_or_else(|| not_a_tty(r.id))?;
+    pty.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .resize(r.size.cols, r.size.rows)
+        .map_err(|e| {
+            ProtocolError::invalid_state(format!("cannot resize process {}: {e}", r.id))
+        })?;
+    if let Some(screen) = data.screen.as_mut() {
+        screen.resize(r.size);
+    }
+    data.info.tty = Some(r.size);
     Ok(Response::Ok)
 }
 
@@ -338,52 +372,6 @@ pub fn prune(d: &Daemon, all: bool) -> u64 {
     let dirs: Vec<_> = gone.iter().map(|&id| d.state.spool(id)).collect();
     crate::output::Spool::remove_all(&dirs);
     gone.len() as u64
-}
-
-fn policy_check(d: &Daemon, client: &Client, text: &str) -> cuba_protocol::PolicyDecision {
-    let shell = &d.config.shell;
-    match crate::platform::win_shell::Kind::of(shell).parsed() {
-        true => client.policy.check(text),
-        false => {
-            let cwd = std::path::Path::new(&client.info.cwd);
-            client.policy.check_unread(shell, text, cwd)
-        }
-    }
-}
-
-fn status(d: &Daemon) -> DaemonStatus {
-    let all = d.table.all();
-    let running = all.iter().filter(|p| !p.lock().finished()).count();
-    let mut notices = vec![format!("{SANDBOX}.")];
-    if let Some(version) = cuba_protocol::win::wine() {
-        notices.push(format!(
-            "running under Wine {version}: file access lists are not checked (Wine keeps none)"
-        ));
-    }
-    notices.extend(crate::health::notices());
-    DaemonStatus {
-        daemon_version: VERSION.to_string(),
-        protocol_version: PROTOCOL_VERSION,
-        pid: Daemon::pid(),
-        started_at_ms: d.started_at_ms,
-        socket: d.config.socket.display().to_string(),
-        state_dir: d.config.state_dir.display().to_string(),
-        clients: d.clients(),
-        running: running as u32,
-        total: all.len() as u32,
-        max_procs: d.config.max_procs as u32,
-        os: std::env::consts::OS.to_string(),
-        arch: std::env::consts::ARCH.to_string(),
-        hostname: cuba_protocol::hosts::hostname().unwrap_or_default(),
-        shell: d.config.shell.clone(),
-        notices,
-        upgraded_at_ms: None,
-        upgrades: 0,
-        supervision: "a Job Object per command (whole-tree stop, CPU time and peak memory; \
-                      pids_max and memory_max as the job's limits)"
-            .to_string(),
-        exec_checks: "unavailable (Windows: no check at each exec is built there)".to_string(),
-    }
 }
 
 /// At shutdown: every tree still running is stopped (Ctrl-Break, the grace period, then its

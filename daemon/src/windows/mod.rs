@@ -8,13 +8,21 @@
 //! this one does not yet (terminals, sessions, hand-over, the journal, asks) is refused with a
 //! message naming it (docs/decisions.md, "Windows").
 
+// The crate allows both on Windows for its portable parts not used there yet; not here.
+#![warn(dead_code, unused_imports)]
+
 mod conn;
 mod console;
 mod handlers;
+mod input;
 mod launch;
 mod lock;
+mod pipes;
 mod server;
+mod status;
 mod table;
+mod threads;
+mod tty;
 mod wait;
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use cuba_protocol::{ErrorKind, ProcessInfo, ProtocolError};
+use cuba_protocol::{ErrorKind, ProcState, ProcessInfo, ProtocolError};
 use tokio::sync::watch;
 
 use crate::output::Output;
+use crate::platform::windows::conpty::Pty;
 use crate::platform::windows::job::Job;
+use crate::screen::Screen;
 
 /// Why a tree was stopped: its final state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,16 +28,29 @@ pub struct Data {
     /// Every pipe closed (or abandoned after the exit): no more output comes.
     pub drained: bool,
     pub last_output: Instant,
+    /// The last write to its stdin (or its start): with the last output, when it went quiet.
+    pub last_input: Instant,
     /// Writes to its stdin: bytes, or `None` to close it (a bounded queue).
     pub stdin: Option<std::sync::mpsc::SyncSender<Option<Vec<u8>>>>,
     /// Its tree; dropped (and so killed) when the record is pruned.
     pub job: Option<Arc<Job>>,
     pub stop: Option<Stop>,
+    /// The pseudo console of a `tty` command (closed at its exit), and the screen rendered
+    /// from its output.
+    pub pty: Option<Arc<Mutex<Pty>>>,
+    pub screen: Option<Screen>,
 }
 
 impl Data {
     pub fn finished(&self) -> bool {
         self.info.state.is_finished()
+    }
+
+    /// It got something to react to (input, output): no longer waiting for input.
+    pub fn moved_on(&mut self) {
+        if self.info.state == ProcState::WaitingInput {
+            self.info.state = ProcState::Running;
+        }
     }
 
     /// All its output is in: the spool closes its files.

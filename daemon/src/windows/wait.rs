@@ -1,10 +1,10 @@
-//! `Wait` (and the second half of `Run`): until the exit, a line matching `until`, `quiet_ms`
-//! of silence, or the timeout. Woken by the record's change channel, not by polling. Never
-//! kills.
+//! `Wait` (and the second half of `Run`): until the exit, a line matching `until`, a wait for
+//! input (`input.rs`), `quiet_ms` of silence, or the timeout. Woken by the record's change
+//! channel, not by polling. Never kills.
 
 use std::time::Duration;
 
-use cuba_protocol::{ProtocolError, Response, WaitReason, WaitRequest, WaitResult};
+use cuba_protocol::{ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult};
 use regex::bytes::Regex;
 use tokio::time::{sleep_until, Instant};
 
@@ -31,9 +31,13 @@ pub async fn wait(p: &Rec, r: WaitRequest) -> Result<Response, ProtocolError> {
     let mut scanned = since;
     let reason = loop {
         changes.borrow_and_update();
-        let (finished, last_output) = {
+        let (finished, waiting, last_output) = {
             let d = p.lock();
-            (d.finished(), d.last_output)
+            (
+                d.finished(),
+                d.info.state == ProcState::WaitingInput,
+                d.last_output,
+            )
         };
         if let Some(re) = &pattern {
             if let Some(line) = matched(p, re, &mut scanned, r.spec.stream, finished) {
@@ -42,6 +46,10 @@ pub async fn wait(p: &Rec, r: WaitRequest) -> Result<Response, ProtocolError> {
         }
         if finished {
             break WaitReason::Exited;
+        }
+        // Blocked reading its stdin with nothing more to say: only an answer moves it on.
+        if waiting {
+            break WaitReason::WaitingInput;
         }
         let quiet_at = quiet.map(|q| Instant::from_std(last_output) + q);
         if quiet_at.is_some_and(|q| q <= Instant::now()) {
