@@ -39,7 +39,9 @@ fn setup(args: Args) -> Result<()> {
     cuba_protocol::win::no_inherited_stdio();
     let socket = args.socket.unwrap_or_else(paths::socket_path);
     let state_dir = args.state_dir.unwrap_or_else(paths::state_dir);
-    let config = Config::new(socket, state_dir)
+    let mut defaults = Config::new(socket, state_dir);
+    defaults.shell = cuba_daemon::windows::default_shell();
+    let config = defaults
         .load(|k| std::env::var(k).ok())
         .context("bad configuration")?;
     tracing_subscriber::fmt()

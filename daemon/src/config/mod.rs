@@ -114,27 +114,6 @@ impl ExecChecks {
     }
 }
 
-/// The shell commands run with when none is set: `/bin/sh`; on Windows PowerShell 7, else
-/// Windows PowerShell, else `cmd.exe`, whichever is on `PATH` (under Wine, whose PowerShell
-/// is a stub, `cmd.exe`).
-fn default_shell() -> String {
-    #[cfg(windows)]
-    {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        // Wine's powershell.exe is a stub that runs nothing.
-        let wine = cuba_protocol::win::wine().is_some();
-        let on_path = |exe: &str| {
-            !(wine && exe.starts_with("powershell"))
-                && std::env::split_paths(&path).any(|dir| dir.join(exe).is_file())
-        };
-        crate::platform::win_shell::default_shell(on_path).to_string()
-    }
-    #[cfg(not(windows))]
-    {
-        "/bin/sh".to_string()
-    }
-}
-
 impl Config {
     pub fn new(socket: PathBuf, state_dir: PathBuf) -> Config {
         Config {
@@ -150,7 +129,8 @@ impl Config {
             idle_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),
             orphan_timeout: Some(Duration::from_secs(30 * 60)),
-            shell: default_shell(),
+            // On Windows the daemon sets its own default before loading (`windows::default_shell`).
+            shell: "/bin/sh".to_string(),
             policy: Policy::default(),
             audit_stderr: false,
             audit_max: 8 * 1024 * 1024,

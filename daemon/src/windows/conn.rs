@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use cuba_protocol::handshake::{self, HelloOutcome};
 use cuba_protocol::{
-    wire, ClientInfo, ErrorKind, Owner, ProtocolError, Request, RequestFrame, Response,
-    ResponseFrame, Welcome, VERSION,
+    wire, ClientInfo, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
+    Welcome, VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::windows::named_pipe::NamedPipeServer;
@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::Framed;
 
+use super::client::{Client, Responder};
 use super::Daemon;
 use crate::policy::Effective;
 
@@ -29,40 +30,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_IN_FLIGHT: usize = 256;
 /// Replies queued for the writer: a slow reader makes handlers wait, never grows memory.
 const OUT_QUEUE: usize = 64;
-
-/// Who is on the other end, and the policy it is held to.
-pub struct Client {
-    pub info: ClientInfo,
-    pub policy: Effective,
-}
-
-impl Client {
-    pub fn owner(&self) -> Owner {
-        Owner {
-            kind: self.info.kind,
-            name: self.info.name.clone(),
-            pid: self.info.pid,
-        }
-    }
-}
-
-/// Sends the frames of one request's reply.
-#[derive(Clone)]
-pub struct Responder {
-    pub id: u64,
-    tx: mpsc::Sender<ResponseFrame>,
-}
-
-impl Responder {
-    /// False once the connection is gone.
-    pub async fn send(&self, response: Response) -> bool {
-        let frame = ResponseFrame {
-            id: self.id,
-            response,
-        };
-        self.tx.send(frame).await.is_ok()
-    }
-}
 
 type Conn = Framed<NamedPipeServer, tokio_util::codec::LengthDelimitedCodec>;
 
@@ -178,7 +145,7 @@ async fn requests(d: &Arc<Daemon>, client: &Arc<Client>, framed: Conn) {
             let _ = tx.send(error_frame(id, limit)).await;
             continue;
         }
-        let out = Responder { id, tx: tx.clone() };
+        let out = Responder::new(id, tx.clone());
         let (d, client) = (d.clone(), client.clone());
         let handle = tasks.spawn(async move {
             super::handlers::handle(&d, &client, frame.request, out).await;

@@ -10,10 +10,11 @@ use cuba_protocol::{
     SignalRequest, SpawnRequest, StdinRequest, WaitRequest,
 };
 
-use super::conn::{Client, Responder};
+use super::client::{Client, Responder};
+use super::stop::{ended, stop};
 use super::table::{Rec, Stop};
-use super::{console, launch, status, wait, Daemon};
-use crate::platform::win_signal::{self, Action};
+use super::{launch, status, wait, Daemon};
+use crate::platform::win_signal;
 
 /// Slack beyond the grace period for a `wait`ing signal request and for the shutdown.
 const WAIT_MARGIN: Duration = Duration::from_secs(3);
@@ -240,59 +241,6 @@ async fn signal(d: &Arc<Daemon>, r: SignalRequest) -> Result<Response, ProtocolE
         ended(&p, grace + WAIT_MARGIN).await;
     }
     Ok(Response::Process(p.info()))
-}
-
-/// Waits until `p` has ended, at most `within`.
-async fn ended(p: &Rec, within: Duration) {
-    let mut changes = p.subscribe();
-    let deadline = tokio::time::Instant::now() + within;
-    while !p.lock().finished() {
-        match tokio::time::timeout_at(deadline, changes.changed()).await {
-            Ok(Ok(())) => {}
-            _ => break,
-        }
-    }
-}
-
-/// Stops `p`'s tree for `cause` as `signal` says on Windows: a Ctrl-Break on its console, then
-/// (with `grace`) the whole job ended if it still runs; `KILL` ends the job at once, and so
-/// does any stop whose Ctrl-Break cannot be delivered. A signal with no Windows meaning does
-/// nothing (the request was refused before).
-pub fn stop(p: &Arc<Rec>, cause: Stop, signal: Signal, grace: Option<Duration>) {
-    let Ok(action) = win_signal::action(signal) else {
-        return;
-    };
-    let (job, pid) = {
-        let mut data = p.lock();
-        if data.finished() {
-            return;
-        }
-        data.stop.get_or_insert(cause);
-        (data.job.clone(), data.info.pid)
-    };
-    let Some(job) = job else { return };
-    let kill = move || {
-        if let Err(e) = job.kill(1) {
-            tracing::warn!(pid, "cannot end the job: {e}");
-        }
-    };
-    if action == Action::Terminate {
-        kill();
-        return;
-    }
-    if let Err(e) = console::ctrl_break(pid) {
-        tracing::info!(pid, "no Ctrl-Break for it ({e}): its job is ended");
-        kill();
-        return;
-    }
-    let Some(grace) = grace else { return };
-    let p = p.clone();
-    tokio::spawn(async move {
-        ended(&p, grace).await;
-        if !p.lock().finished() {
-            kill();
-        }
-    });
 }
 
 fn list(d: &Daemon, r: &ListRequest) -> Listing {

@@ -10,7 +10,8 @@ use cuba_protocol::{
     now_ms, ErrorKind, ProcState, ProcessInfo, ProtocolError, SpawnRequest, StartFailure,
 };
 
-use super::conn::Client;
+use super::client::Client;
+use super::plan::Plan;
 use super::table::{Data, Rec, Stop};
 use super::Daemon;
 use crate::new_record::NewRecord;
@@ -18,19 +19,6 @@ use crate::output::{Output, Spool};
 use crate::platform::win_shell::{self, Kind};
 use crate::platform::windows::job::{Job, Limits};
 use crate::side_effects::{self, Refusal};
-
-/// Writes queued for a command's stdin before a request is told it does not read them.
-pub const STDIN_QUEUE: usize = 64;
-
-/// What a command is started as.
-pub struct Plan<'a> {
-    pub shell: &'a str,
-    pub kind: Kind,
-    pub req: &'a SpawnRequest,
-    pub cwd: &'a Path,
-    /// The client's environment with the request's on top, as Windows orders a block.
-    pub env: &'a [(String, String)],
-}
 
 /// Starts `req` for `client`: its record, whether it started or failed to (then in state
 /// `FailedToStart` with the system's reason), or a refusal that starts nothing.
@@ -197,7 +185,7 @@ fn launch(d: &Arc<Daemon>, rec: &Arc<Rec>, plan: &Plan) -> std::io::Result<()> {
                 }
             }
             let grace = Some(grace);
-            super::handlers::stop(&rec, Stop::Timeout, cuba_protocol::Signal::Term, grace);
+            super::stop::stop(&rec, Stop::Timeout, cuba_protocol::Signal::Term, grace);
         });
     }
     Ok(())

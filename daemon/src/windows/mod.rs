@@ -11,6 +11,7 @@
 // The crate allows both on Windows for its portable parts not used there yet; not here.
 #![warn(dead_code, unused_imports)]
 
+mod client;
 mod conn;
 mod console;
 mod handlers;
@@ -18,8 +19,10 @@ mod input;
 mod launch;
 mod lock;
 mod pipes;
+mod plan;
 mod server;
 mod status;
+mod stop;
 mod table;
 mod threads;
 mod tty;
@@ -72,6 +75,19 @@ impl Daemon {
     fn shutting_down(&self) -> bool {
         *self.stop.borrow()
     }
+}
+
+/// The shell commands run with when none is set: PowerShell 7, else Windows PowerShell, else
+/// `cmd.exe`, whichever is on `PATH` (under Wine, whose PowerShell is a stub, `cmd.exe`).
+pub fn default_shell() -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    // Wine's powershell.exe is a stub that runs nothing.
+    let wine = cuba_protocol::win::wine().is_some();
+    let on_path = |exe: &str| {
+        !(wine && exe.starts_with("powershell"))
+            && std::env::split_paths(&path).any(|dir| dir.join(exe).is_file())
+    };
+    crate::platform::win_shell::default_shell(on_path).to_string()
 }
 
 /// Serves the user's pipe until a client asks the daemon to stop; every tree still running is

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cuba_protocol::Stream;
 
-use super::launch::{Plan, STDIN_QUEUE};
+use super::plan::{Plan, STDIN_QUEUE};
 use super::table::Rec;
 use super::threads::{drain, ended, feed, thread};
 use crate::platform::win_shell::{self, Args};

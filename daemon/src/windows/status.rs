@@ -2,7 +2,7 @@
 
 use cuba_protocol::{DaemonStatus, PolicyDecision, PROTOCOL_VERSION, VERSION};
 
-use super::conn::Client;
+use super::client::Client;
 use super::Daemon;
 
 /// What `list_hosts` and `daemon status` say of the sandbox on Windows.

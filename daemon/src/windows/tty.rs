@@ -8,7 +8,7 @@ use cuba_protocol::{Stream, TtySize};
 use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject, INFINITE};
 
-use super::launch::{Plan, STDIN_QUEUE};
+use super::plan::{Plan, STDIN_QUEUE};
 use super::table::Rec;
 use super::threads::{drain, ended, feed, thread};
 use crate::platform::win_shell;
