@@ -110,6 +110,9 @@ fn attach_to_a_terminal_passes_keys_through_and_detaches() {
     let ids = id.to_string();
     common::wait_line(&env, id, ">>> ");
     env.ok(&["send", &ids, "x = 6 * 7", "--key", "Enter"]);
+    // Echoed before attaching: the screen painted at attach then has it. (A python slow to
+    // echo, under load, would otherwise echo it live, after the painted prompt and modes.)
+    common::wait_line(&env, id, r"x = 6 \* 7");
 
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 100, 30);
     let before = pty.initial.clone();
