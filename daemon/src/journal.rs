@@ -22,8 +22,8 @@ use crate::tokens::Stamp;
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Record {
     pub info: ProcessInfo,
-    /// Start time of the pid in clock ticks (`/proc/PID/stat`), to tell a reused pid.
-    pub start_time: u64,
+    /// Start time of the pid, to tell a reused pid.
+    pub start_time: crate::platform::StartTime,
     pub marker: String,
     /// The request token it was started with: a retry after a restart finds this record.
     #[serde(default)]
@@ -400,7 +400,7 @@ mod tests {
     fn record(id: u64) -> Record {
         Record {
             info: crate::table::tests::row(id),
-            start_time: 0,
+            start_time: crate::platform::StartTime::UNKNOWN,
             marker: String::new(),
             token: None,
             output: None,

@@ -93,7 +93,10 @@ impl Reaper {
     /// Spawns `cmd` and registers the child, atomically with respect to reaping. Also returns
     /// the child's start time, read while it cannot yet have been reaped (it identifies the
     /// pid for later signals).
-    pub fn spawn(&self, cmd: Spawn) -> io::Result<(i32, oneshot::Receiver<Exit>, u64)> {
+    pub fn spawn(
+        &self,
+        cmd: Spawn,
+    ) -> io::Result<(i32, oneshot::Receiver<Exit>, crate::platform::StartTime)> {
         let mut waiters = self.lock();
         let before = crate::platform::proc::clock();
         let pid = cmd.start()?;

@@ -250,7 +250,12 @@ impl Table {
     /// Process `p` was started (or failed to) for `client` on the connection from `peer`: the
     /// audit's decision line and the journal's start line. Before its supervisor exists, so
     /// these lines precede its end line.
-    pub fn started(&self, (client, peer): (&ClientInfo, Peer), p: &Proc, start_time: u64) {
+    pub fn started(
+        &self,
+        (client, peer): (&ClientInfo, Peer),
+        p: &Proc,
+        start_time: crate::platform::StartTime,
+    ) {
         let (info, token, unresolved) = {
             let rec = p.lock();
             (rec.snapshot(), rec.token, rec.unresolved.clone())
@@ -276,7 +281,7 @@ impl Table {
         self.journal.started(&Record {
             marker: self.marker(p.id),
             info,
-            start_time: 0,
+            start_time: crate::platform::StartTime::UNKNOWN,
             token,
             output: None,
         });
@@ -383,7 +388,10 @@ impl Table {
                 let rec = p.lock();
                 let rec = Record {
                     info: rec.snapshot(),
-                    start_time: rec.root.as_ref().map_or(0, |r| r.start_time),
+                    start_time: rec
+                        .root
+                        .as_ref()
+                        .map_or(crate::platform::StartTime::UNKNOWN, |r| r.start_time),
                     marker: self.marker(*id),
                     token: rec.token,
                     output: rec.finished().then(|| rec.output.inline()).flatten(),
@@ -635,7 +643,7 @@ pub mod tests {
             .unwrap());
         let client = cuba_protocol::client::this_client(cuba_protocol::ClientKind::Other, "t");
         let peer = Peer { uid: 0, pid: None };
-        t.started((&client, peer), &p, 0);
+        t.started((&client, peer), &p, crate::platform::StartTime::UNKNOWN);
         let journal = std::fs::read_to_string(t.state_dir().journal()).unwrap();
         let loaded = Journal::load(&t.state_dir().journal()).unwrap();
         assert_eq!(loaded.records[&p.id].token, Some(stamp), "{journal}");

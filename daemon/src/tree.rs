@@ -9,6 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::platform::StartTime;
+
 use crate::platform::cgroup::ProcCgroup;
 use crate::platform::proc::{self, ProcStat};
 use crate::platform::signal as pid_signal;
@@ -36,13 +38,13 @@ pub enum Find<'a> {
 
 impl Find<'_> {
     /// The members of `root`'s tree now, as `(pid, start_time)`.
-    pub fn members(&self, root: &TreeRoot) -> Vec<(i32, u64)> {
+    pub fn members(&self, root: &TreeRoot) -> Vec<(i32, StartTime)> {
         match self {
             Find::Own { cgroup, tracked } => {
                 let held = cgroup.filter(|cg| cg.exact()).and_then(|cg| cg.members());
                 match held {
                     Some(pids) => {
-                        let mut out: Vec<(i32, u64)> = pids
+                        let mut out: Vec<(i32, StartTime)> = pids
                             .into_iter()
                             .filter_map(|pid| proc::live(pid).map(|s| (pid, s.start_time)))
                             .collect();
@@ -62,7 +64,7 @@ impl Find<'_> {
 #[derive(Clone, Debug)]
 pub struct TreeRoot {
     pub pid: i32,
-    pub start_time: u64,
+    pub start_time: StartTime,
     /// `NAME=VALUE` planted in the root's environment.
     pub marker: String,
 }
@@ -87,7 +89,11 @@ pub fn may_have_leftovers(root: &TreeRoot, scope: &Scope) -> bool {
 /// The members of `root`'s tree among `procs` (a scan of the machine), as `(pid, start_time)`.
 /// `scope` limits the (costly) environment check to the processes escapees can be; `None`
 /// checks every process (after a restart, when orphans belong to init).
-pub fn members(root: &TreeRoot, procs: &[ProcStat], scope: Option<&Scope>) -> Vec<(i32, u64)> {
+pub fn members(
+    root: &TreeRoot,
+    procs: &[ProcStat],
+    scope: Option<&Scope>,
+) -> Vec<(i32, StartTime)> {
     let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
     for (i, p) in procs.iter().enumerate() {
         children.entry(p.ppid).or_default().push(i);
@@ -118,7 +124,7 @@ pub fn members(root: &TreeRoot, procs: &[ProcStat], scope: Option<&Scope>) -> Ve
             seeds.extend(kids.iter().copied());
         }
     }
-    let mut out: Vec<(i32, u64)> = seen
+    let mut out: Vec<(i32, StartTime)> = seen
         .into_iter()
         .map(|i| (procs[i].pid, procs[i].start_time))
         .collect();
@@ -130,7 +136,7 @@ pub fn members(root: &TreeRoot, procs: &[ProcStat], scope: Option<&Scope>) -> Ve
 /// daemon's untracked children that carry the root's marker (escapees reparented to the
 /// subreaper). Its cost is the size of the tree, not of the machine: what the daemon uses while
 /// it runs. (After a daemon restart orphans belong to init, and only [`members`] finds them.)
-pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, u64)> {
+pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, StartTime)> {
     let mut todo: Vec<i32> = Vec::new();
     if proc::stat(root.pid).is_some_and(|s| s.start_time == root.start_time) {
         todo.push(root.pid);
@@ -216,11 +222,11 @@ mod tests {
             pid,
             ppid,
             pgrp,
-            start_time,
+            start_time: StartTime(start_time),
         };
         let root = TreeRoot {
             pid: 10,
-            start_time: 100,
+            start_time: StartTime(100),
             marker: "X=never-present".into(),
         };
         let procs = vec![

@@ -52,7 +52,7 @@ pub struct Header {
 #[derive(Serialize, Deserialize, Debug)]
 pub struct SavedProc {
     pub info: ProcessInfo,
-    pub start_time: u64,
+    pub start_time: crate::platform::StartTime,
     pub marker: String,
     pub token: Option<Stamp>,
     /// The record's `Output`, encoded on its own (it is the large part).

@@ -201,7 +201,8 @@ impl Launcher {
                 let reason = format!(
                     "exec checks are required (exec_checks = \"on\") and unavailable: {why}"
                 );
-                self.table.started(caller.who(), p, 0);
+                self.table
+                    .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
                 p.lock().set_drained();
                 self.table.finish(
                     p,
@@ -214,7 +215,8 @@ impl Launcher {
         let started = match self.start(plan, exec) {
             Ok(started) => started,
             Err(Failed { why, kind }) => {
-                self.table.started(caller.who(), p, 0);
+                self.table
+                    .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
                 p.lock().set_drained();
                 self.table
                     .finish(p, Outcome::failed_to_start(why.clone(), kind));
@@ -365,7 +367,7 @@ impl Launcher {
         layers: &mut [Box<dyn Layer>],
         terminal: Option<terminal::Terminal>,
         (shell, sandboxed): (&str, bool),
-    ) -> Result<(Connected, i32, u64), Failed> {
+    ) -> Result<(Connected, i32, crate::platform::StartTime), Failed> {
         for layer in layers.iter_mut() {
             layer.before(&mut cmd)?;
         }

@@ -47,6 +47,8 @@ pub use macos::{
 };
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
+mod start_time;
+pub use start_time::StartTime;
 #[cfg(any(test, windows))]
 pub mod win_shell;
 #[cfg(any(test, windows))]

@@ -174,7 +174,7 @@ impl Supervisor {
 }
 
 /// A member of `members` in the terminal's foreground group blocked reading it: its pid.
-fn tty_reader(members: Vec<(i32, u64)>, master: &Master) -> Option<i32> {
+fn tty_reader(members: Vec<(i32, crate::platform::StartTime)>, master: &Master) -> Option<i32> {
     let fg = master.foreground()?;
     let source = Source::Tty(master.path.clone());
     members

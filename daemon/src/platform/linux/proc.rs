@@ -5,6 +5,8 @@ use std::fs;
 use std::io::Read;
 use std::path::PathBuf;
 
+use crate::platform::StartTime;
+
 /// What `/proc/PID/stat` says about a process that we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
@@ -12,7 +14,7 @@ pub struct ProcStat {
     pub ppid: i32,
     pub pgrp: i32,
     /// Start time in clock ticks since boot: with the pid, identifies a process.
-    pub start_time: u64,
+    pub start_time: StartTime,
 }
 
 pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
@@ -23,7 +25,7 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
         pid,
         ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
-        start_time: fields.get(19)?.parse().ok()?,
+        start_time: StartTime(fields.get(19)?.parse().ok()?),
     })
 }
 
@@ -72,7 +74,7 @@ fn boot_ns() -> Option<u64> {
 /// kernel takes it from the boot-time clock at the fork and rounds it down to a tick: when
 /// `before` and now fall in one tick, that tick is it, with no read of `/proc` (which, just
 /// after a spawn, waits for the child's exec to finish loading). Else it is read.
-pub fn start_time_of(pid: i32, before: Clock) -> u64 {
+pub fn start_time_of(pid: i32, before: Clock) -> StartTime {
     static TICK_NS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     let tick = *TICK_NS.get_or_init(|| {
         // SAFETY: sysconf has no preconditions.
@@ -82,10 +84,10 @@ pub fn start_time_of(pid: i32, before: Clock) -> u64 {
     });
     if let (Some(tick), Some(before), Some(now)) = (tick, before.0, boot_ns()) {
         if before / tick == now / tick {
-            return now / tick;
+            return StartTime(now / tick);
         }
     }
-    stat(pid).map_or(0, |s| s.start_time)
+    stat(pid).map_or(StartTime::UNKNOWN, |s| s.start_time)
 }
 
 /// The process `pid` if it is alive (not a zombie: dead already, with no children, and `kill`
@@ -176,7 +178,7 @@ mod tests {
         let line = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 \
                     1000 100 18446744073709551615";
         let s = parse_stat(1234, line).unwrap();
-        assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, 98765));
+        assert_eq!((s.ppid, s.pgrp, s.start_time), (1, 1234, StartTime(98765)));
         assert!(!is_zombie(line));
         assert!(is_zombie("7 (x) Z) Z 1 7 7 0"));
     }

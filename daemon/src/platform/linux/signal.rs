@@ -7,7 +7,11 @@ use super::proc;
 
 /// Sends `signal` to `pid` if it is still the process that started at `start_time`. `Ok(false)`:
 /// it is gone (or is another process now).
-pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
+pub fn signal_exact(
+    pid: i32,
+    start_time: crate::platform::StartTime,
+    signal: i32,
+) -> io::Result<bool> {
     // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {

@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 use cuba_protocol::procargs;
 
+use crate::platform::StartTime;
+
 /// What the kernel says about a process that we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
@@ -19,7 +21,7 @@ pub struct ProcStat {
     pub ppid: i32,
     pub pgrp: i32,
     /// Start time in microseconds since the epoch: with the pid, identifies a process.
-    pub start_time: u64,
+    pub start_time: StartTime,
 }
 
 /// `proc_pidinfo` of one fixed-size `flavor` into a `T`; `None` unless it filled all of it.
@@ -47,7 +49,7 @@ fn of(pid: i32, info: &libc::proc_bsdinfo) -> ProcStat {
         pid,
         ppid: info.pbi_ppid as i32,
         pgrp: info.pbi_pgid as i32,
-        start_time: info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec,
+        start_time: StartTime(info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec),
     }
 }
 
@@ -65,8 +67,8 @@ pub fn clock() -> Clock {
 }
 
 /// The start time of `pid`, a child made after the clock was read.
-pub fn start_time_of(pid: i32, _before: Clock) -> u64 {
-    stat(pid).map_or(0, |s| s.start_time)
+pub fn start_time_of(pid: i32, _before: Clock) -> StartTime {
+    stat(pid).map_or(StartTime::UNKNOWN, |s| s.start_time)
 }
 
 /// The process `pid` if it is alive (not a zombie: dead already, and `kill` "succeeds" on it).
@@ -228,7 +230,7 @@ mod tests {
         let s = live(me).unwrap();
         assert_eq!(s.pid, me);
         assert_eq!(stat(me), Some(s));
-        assert!(s.start_time > 0);
+        assert!(s.start_time > StartTime::UNKNOWN);
         assert!(scan().iter().any(|p| p.pid == me));
         assert!(children(s.ppid).contains(&me));
         let here = std::env::current_dir().and_then(std::fs::canonicalize).ok();

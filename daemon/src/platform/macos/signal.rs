@@ -8,7 +8,11 @@ use super::proc;
 
 /// Sends `signal` to `pid` if it is still the process that started at `start_time`. `Ok(false)`:
 /// it is gone (or is another process now).
-pub fn signal_exact(pid: i32, start_time: u64, signal: i32) -> io::Result<bool> {
+pub fn signal_exact(
+    pid: i32,
+    start_time: crate::platform::StartTime,
+    signal: i32,
+) -> io::Result<bool> {
     if !proc::stat(pid).is_some_and(|s| s.start_time == start_time) {
         return Ok(false);
     }
