@@ -1,17 +1,22 @@
 //! Waiting for input on Windows: once a command's output and stdin have been quiet for
-//! [`QUIET`], the daemon asks its stdin pipe whether a read waits on it
-//! (`platform::windows::input::read_pending`: the pipe's write quota, Cygwin's technique), a few
-//! times with doubling pauses, then not again until the next output or input: an idle command
-//! costs nothing. Output and input clear the state (`Data::moved_on`).
+//! [`QUIET`], the daemon looks a few times, with doubling pauses, then not again until the next
+//! output or input: an idle command costs nothing. Output and input clear the state
+//! (`Data::moved_on`).
 //!
-//! Wine reports no write quota on a pipe, so under Wine the check would see a read waiting
-//! always: it is not started there (README, Windows).
+//! - On pipes: a read waits on its stdin pipe (`platform::windows::input::read_pending`: the
+//!   pipe's write quota, Cygwin's technique), and its tree used no CPU since the last look (a
+//!   program busy elsewhere while a thread of it reads is not waiting for an answer).
+//! - On a terminal, where no such signal exists, a heuristic: its tree used no CPU since the
+//!   last look, and its output ends without a line feed (a prompt).
+//!
+//! Wine reports no write quota on a pipe and no CPU time for a job, so under Wine both would see
+//! a wait always: the watcher is not started there (README, Windows).
 
 use std::fs::File;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use cuba_protocol::ProcState;
+use cuba_protocol::{ProcState, StreamFilter};
 
 use super::table::Rec;
 use crate::platform::windows::input::read_pending;
@@ -21,12 +26,13 @@ const QUIET: Duration = Duration::from_millis(150);
 /// Looks at the pipe per quiet period: after QUIET, then pauses doubling from it.
 const CHECKS: u32 = 5;
 
-/// Watches the stdin pipe of `rec` (`pipe`: the writer's end, gone once stdin is closed).
-pub fn watch(rec: Arc<Rec>, pipe: Weak<File>) {
+/// Watches `rec` for a wait for input: on its stdin pipe (`pipe`: the writer's end, gone once
+/// stdin is closed), or on its terminal (`None`).
+pub fn watch(rec: Arc<Rec>, pipe: Option<Weak<File>>) {
     if cuba_protocol::win::wine().is_some() {
         return;
     }
-    tokio::spawn(async move { watching(&rec, &pipe).await });
+    tokio::spawn(async move { watching(&rec, pipe.as_ref()).await });
 }
 
 /// When it last did something: the later of its last output and its last input.
@@ -35,10 +41,41 @@ fn active_at(rec: &Rec) -> Option<Instant> {
     (!d.finished()).then(|| d.last_output.max(d.last_input))
 }
 
-async fn watching(rec: &Rec, pipe: &Weak<File>) {
+/// The CPU time its tree has used, when its job says.
+fn cpu_ns(rec: &Rec) -> Option<u64> {
+    let job = rec.lock().job.clone()?;
+    job.usage().ok().map(|u| u.cpu_ns)
+}
+
+/// Whether its output so far ends without a line feed (a prompt waiting on the line).
+fn ends_mid_line(rec: &Rec) -> bool {
+    let d = rec.lock();
+    let total = d.output.total();
+    let last = d
+        .output
+        .read(Some(total.saturating_sub(1)), 1, StreamFilter::Both);
+    last.bytes().last().is_some_and(|b| *b != b'\n')
+}
+
+/// Whether it looks blocked on its input now (`cpu`: its CPU time at the last look, updated).
+fn blocked(rec: &Rec, pipe: Option<&Weak<File>>, cpu: &mut Option<u64>) -> Option<bool> {
+    let now = cpu_ns(rec);
+    let idle = now.is_some() && now == *cpu;
+    *cpu = now;
+    match pipe {
+        Some(pipe) => {
+            let end = pipe.upgrade()?;
+            Some(idle && read_pending(&*end).unwrap_or(false))
+        }
+        None => Some(idle && ends_mid_line(rec)),
+    }
+}
+
+async fn watching(rec: &Rec, pipe: Option<&Weak<File>>) {
     let mut changes = rec.subscribe();
     'watch: loop {
         let Some(since) = active_at(rec) else { return };
+        let mut cpu = cpu_ns(rec);
         // Quiet for QUIET, then up to CHECKS looks at the pipe.
         let mut pause = QUIET;
         let mut at = tokio::time::Instant::from_std(since) + QUIET;
@@ -53,9 +90,10 @@ async fn watching(rec: &Rec, pipe: &Weak<File>) {
                     }
                 }
             }
-            let Some(end) = pipe.upgrade() else { return };
-            let pending = read_pending(&*end).unwrap_or(false);
-            drop(end);
+            // Stdin closed: nothing to wait for.
+            let Some(pending) = blocked(rec, pipe, &mut cpu) else {
+                return;
+            };
             if pending {
                 let waiting = {
                     let mut d = rec.lock();

@@ -81,7 +81,7 @@ pub fn launch(rec: &Arc<Rec>, plan: &Plan, job: Arc<Job>) -> std::io::Result<()>
     let stdin = Arc::new(std::fs::File::from(stdin_write));
     let pipe = Arc::downgrade(&stdin);
     thread("cubad-in", move || feed(&stdin, &stdin_rx))?;
-    super::input::watch(rec.clone(), pipe);
+    super::input::watch(rec.clone(), Some(pipe));
     let waited = rec.clone();
     thread("cubad-wait", move || {
         let status = child.wait().map(|s| s.code());

@@ -50,6 +50,7 @@ pub fn launch(rec: &Arc<Rec>, plan: &Plan, job: Arc<Job>, size: TtySize) -> std:
         drain(&drained, Box::new(output), Stream::Stdout, &drained_tx)
     })?;
     thread("cubad-in", move || feed(&input, &stdin_rx))?;
+    super::input::watch(rec.clone(), None);
     let waited = rec.clone();
     thread("cubad-wait", move || {
         let status = exit_code(&child);
