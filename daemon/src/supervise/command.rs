@@ -10,9 +10,10 @@ use tokio::time::Instant;
 use super::{Supervisor, ABANDON_AFTER};
 
 /// The first repeat of a session command's interrupt, and how many there are (doubling
-/// pauses: 0.1, 0.2, 0.4 s).
+/// pauses: 0.1, 0.2, 0.4 … 3.2 s, 6.3 s in all). On a loaded machine the process the shell was
+/// starting can take more than a second to reach its exec, and each repeat before that is lost.
 const REINTERRUPT: Duration = Duration::from_millis(100);
-const REINTERRUPTS: u32 = 3;
+const REINTERRUPTS: u32 = 6;
 use crate::record::StopCause;
 use crate::tree;
 
