@@ -22,7 +22,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp_types import Implementation  # noqa: E402
-from test_windows import WINE, Win  # noqa: E402
+from test_windows import WINE, Win, start_wine, stop_wine  # noqa: E402
 
 RUNS = 30
 MB100 = 100 * 1024 * 1024
@@ -59,6 +59,7 @@ async def mcp_part(w: Win) -> None:
 
 def main() -> None:
     w = Win()
+    start_wine(w.bin)
     w.env["CUBA_EXEC_MAX_PROCS"] = str(MANY + 10)
     try:
         direct = w.run("cuba-test-helper.exe", "time", str(RUNS), "cmd", "/c", "echo hi",
@@ -89,6 +90,7 @@ def main() -> None:
               f"state {info['state']}")
     finally:
         w.close()
+        stop_wine()
 
 
 if __name__ == "__main__":

@@ -47,16 +47,68 @@ def wine_path(p: Path) -> str:
     return "Z:" + str(p).replace("/", "\\")
 
 
+WINESERVER = Path("/usr/lib/wine/wineserver64")
+
+
+def wine_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        WINEDEBUG="-all",
+        WINEPREFIX=os.environ.get("WINEPREFIX", str(Path.home() / ".cache" / "cuba-wine")),
+    )
+    return env
+
+
+def start_wine(bin_dir: Path) -> None:
+    """One Wine server for the whole module, kept running, with no pipe of ours.
+
+    A server Wine starts on demand exits as soon as its last program does, so between two calls
+    one could start while the last server was going down, and the program connected to it would
+    die with it. And the first Wine program of a prefix starts the server and its system
+    processes (services.exe and the like), which would hold that program's output pipes open for
+    as long as they run."""
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = wine_env()
+    # A server going down is waited for (bounded), then one is started that stays.
+    try:
+        subprocess.run([str(WINESERVER), "-w"], env=env, timeout=CALL, check=False, **quiet)
+    except subprocess.TimeoutExpired:
+        pass
+    subprocess.run([str(WINESERVER), "-p"], env=env, timeout=CALL, check=False, **quiet)
+    subprocess.run(
+        [str(WINE), str(bin_dir / "cuba-test-helper.exe"), "exit", "0"],
+        env=env, timeout=CALL, check=False, **quiet,
+    )
+
+
+def stop_wine() -> None:
+    """Ends the module's Wine server and every Wine program of the prefix."""
+    subprocess.run(
+        [str(WINESERVER), "-k"], env=wine_env(), timeout=CALL, check=False,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wine_server():
+    if not WINE.is_file() or not os.environ.get("CUBA_EXEC_WINDOWS_BIN_DIR"):
+        yield
+        return
+    start_wine(Path(os.environ["CUBA_EXEC_WINDOWS_BIN_DIR"]))
+    try:
+        yield
+    finally:
+        stop_wine()
+
+
 class Win:
     """One test's Windows daemon: its pipe, its state directory, and calls to its programs."""
 
     def __init__(self) -> None:
         self.bin = windows_bin()
         self.tmp = Path(tempfile.mkdtemp(prefix="cuba-win-", dir="/tmp"))
-        self.env = dict(os.environ)
+        self.env = wine_env()
         self.env.update(
-            WINEDEBUG="-all",
-            WINEPREFIX=os.environ.get("WINEPREFIX", str(Path.home() / ".cache" / "cuba-wine")),
             CUBA_EXEC_SOCKET=f"\\\\.\\pipe\\cuba-exec-test-{uuid.uuid4().hex}",
             CUBA_EXEC_STATE_DIR=wine_path(self.tmp / "state"),
             # Short: a stop that Wine cannot deliver as a Ctrl-Break ends the job at once anyway.
@@ -65,19 +117,6 @@ class Win:
         for k in ("CUBA_EXEC_DAEMON", "CUBA_EXEC_HOST", "CUBA_EXEC_CONFIG"):
             self.env.pop(k, None)
         self.helper = wine_path(self.bin / "cuba-test-helper.exe")
-        # Wine's server and its system processes (services.exe and the like), started here
-        # with no pipe of ours: the first Wine program of a prefix starts them otherwise, and
-        # they would hold that program's output pipes open for as long as they run (a call
-        # would never see its end of file).
-        subprocess.run(
-            [str(WINE), str(self.bin / "cuba-test-helper.exe"), "exit", "0"],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=CALL,
-            check=False,
-        )
 
     def run(
         self, exe: str, *args: str, check: bool = False, env: dict[str, str] | None = None
