@@ -227,8 +227,8 @@ fn resize(d: &Daemon, r: cuba_protocol::ResizeRequest) -> Result<Response, Proto
 
 async fn signal(d: &Arc<Daemon>, r: SignalRequest) -> Result<Response, ProtocolError> {
     let p = d.table.get(r.id)?;
-    if p.lock().finished() {
-        let state = p.lock().info.state;
+    let state = p.lock().info.state;
+    if state.is_finished() {
         return Err(ProtocolError::invalid_state(format!(
             "process {} has already ended ({state})",
             r.id

@@ -65,6 +65,15 @@ impl Data {
     }
 }
 
+/// Puts its job's CPU time and peak memory into a row (as they are: a query that fails leaves
+/// the row's).
+pub fn set_usage(info: &mut ProcessInfo, job: &Job) {
+    if let Ok(usage) = job.usage() {
+        info.cpu_ms = Some(usage.cpu_ns / 1_000_000);
+        info.memory_peak_bytes = Some(usage.peak_memory).filter(|&b| b > 0);
+    }
+}
+
 pub struct Rec {
     pub id: u64,
     /// std Mutex: held for short sections only, from threads and tasks alike.
@@ -91,9 +100,8 @@ impl Rec {
             let d = self.lock();
             (d.snapshot(), d.job.clone().filter(|_| !d.finished()))
         };
-        if let Some(usage) = job.and_then(|j| j.usage().ok()) {
-            info.cpu_ms = Some(usage.cpu_ns / 1_000_000);
-            info.memory_peak_bytes = Some(usage.peak_memory).filter(|&b| b > 0);
+        if let Some(job) = job {
+            set_usage(&mut info, &job);
         }
         info
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::{now_ms, ProcState, Stream};
 
-use super::table::{Rec, Stop};
+use super::table::{set_usage, Rec, Stop};
 
 /// After the exit, how long the pipes may take to say end of file before the exit is published
 /// anyway (a process it left behind holds them).
@@ -98,9 +98,8 @@ pub fn ended(
                 info.error = Some(format!("cannot wait for it: {e}"));
             }
         }
-        if let Some(usage) = data.job.as_ref().and_then(|j| j.usage().ok()) {
-            data.info.cpu_ms = Some(usage.cpu_ns / 1_000_000);
-            data.info.memory_peak_bytes = Some(usage.peak_memory).filter(|&b| b > 0);
+        if let Some(job) = data.job.clone() {
+            set_usage(&mut data.info, &job);
         }
         if ended == readers {
             data.set_drained();
