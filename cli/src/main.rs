@@ -58,6 +58,7 @@ Examples:
   cubactl approve 5 --always        let process 5 run, and its rule here from now on
   cubactl deny 5 --reason 'not on Friday'   refuse it; the agent is told why
   cubactl answer 6                  type the password sudo -A asks for in process 6
+  cubactl token create phone        a bearer token for the HTTP endpoint (`http start`)
 
 Processes are named by the small integer id `ps` shows in its first column. The daemon
 (cubad) starts on first use; `cubactl daemon status` shows it. Each machine runs its own
@@ -166,6 +167,10 @@ enum Command {
     /// The configured hosts: how each is reached, whether its daemon answers, its version,
     /// OS, shell and running processes.
     Hosts(cmd::hosts::Args),
+    /// Bearer tokens of the HTTP endpoint: create (printed once), list, revoke.
+    Token(cmd::token::Args),
+    /// The HTTP endpoint (`cuba-exec serve --http`) in the background: start, stop, status.
+    Http(cmd::http::Args),
     /// This machine's daemon on stdin/stdout, for a client elsewhere: `ssh HOST cubactl
     /// bridge`.
     Bridge(cmd::bridge::Args),
@@ -198,9 +203,12 @@ async fn main() -> ExitCode {
         }
         // CUBA_EXEC_HOST is inherited by a bridge command run here (`sh -c … cubactl bridge`);
         // a bridge always serves this machine.
-        Command::Bridge(_) | Command::Completions(_) | Command::Man(_) | Command::Setup(_) => {
-            host = None
-        }
+        Command::Bridge(_)
+        | Command::Completions(_)
+        | Command::Man(_)
+        | Command::Setup(_)
+        | Command::Token(_)
+        | Command::Http(_) => host = None,
         // Every host: an exported CUBA_EXEC_HOST does not narrow it (a typed --host is
         // refused there, as a contradiction).
         Command::Ps(ref a) if a.all_hosts && !from_cli => host = None,
@@ -243,6 +251,8 @@ async fn main() -> ExitCode {
         Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Setup(a) => cmd::setup::run(a),
+        Command::Token(a) => cmd::token::run(a),
+        Command::Http(a) => cmd::http::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

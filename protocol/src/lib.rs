@@ -31,6 +31,7 @@ pub mod safe_dir;
 pub mod safe_fs;
 pub mod signal;
 mod time;
+pub mod tokens;
 #[cfg(windows)]
 pub mod win;
 pub mod wire;

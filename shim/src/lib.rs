@@ -10,6 +10,7 @@
 //!   schemas of both; `error.rs`: error codes and what to do about them.
 //! - `clients.rs`: the reply shape and arguments per MCP client (what each shows the model).
 //! - `fetch.rs` and [`view`]: output for a reply, as the model sees it.
+//! - [`http`]: `serve --http`, the streamable HTTP endpoint: tokens, sessions, bounds.
 //! - `approve.rs`: a command held for the person's approval, asked through the client
 //!   (elicitation, both eras).
 //! - `hints.rs`, `env.rs`, `keys.rs`, `spawn.rs`, `progress.rs`, `platform.rs`: small pieces
@@ -24,6 +25,7 @@ mod env;
 mod error;
 mod fetch;
 mod hints;
+pub mod http;
 mod keys;
 mod link;
 mod platform;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cuba_protocol::client::{this_client, Client, ClientError};
 use cuba_protocol::hosts::{self, Hosts, Pool};
-use cuba_protocol::ClientKind;
+use cuba_protocol::{ClientInfo, ClientKind};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
@@ -60,6 +60,8 @@ fn give_up(repeat: Repeat, connecting: bool, e: ClientError) -> LinkError {
 
 pub struct Link {
     pool: Pool,
+    /// Who the daemon is told the client is; `None`: this process, named by its MCP client.
+    who: Option<ClientInfo>,
     /// Why the hosts configuration could not be read: reported when a host is asked for
     /// (this machine keeps working).
     hosts_error: Option<String>,
@@ -77,7 +79,18 @@ impl Link {
         };
         Link {
             pool: Pool::new(socket, hosts),
+            who: None,
             hosts_error,
+        }
+    }
+
+    /// The connections of a caller that is not a process of this machine (an HTTP session's
+    /// token): `who` names it and carries its narrowing, `hosts` are those it may reach.
+    pub fn for_caller(&self, hosts: Hosts, who: ClientInfo) -> Link {
+        Link {
+            pool: Pool::new(self.pool.socket().to_path_buf(), hosts).remote(),
+            who: Some(who),
+            hosts_error: self.hosts_error.clone(),
         }
     }
 
@@ -135,6 +148,9 @@ impl Link {
     ) -> Result<Client, ClientError> {
         if let (Some(e), false) = (&self.hosts_error, hosts::is_local(host)) {
             return Err(ClientError::Host(format!("hosts are not configured: {e}")));
+        }
+        if let Some(who) = &self.who {
+            return self.pool.client(host, || who.clone()).await;
         }
         let name = ctx
             .client_info()

@@ -11,7 +11,6 @@ use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::fetch;
 use crate::link::Link;
-use crate::view::View;
 
 const PREFIX: &str = "cuba://process/";
 
@@ -44,8 +43,7 @@ pub async fn list(
 
 /// The output of the process `request` names, from the start, as much as one reply carries.
 pub async fn read(
-    link: &Link,
-    view: &View,
+    server: &crate::CubaExec,
     request: ReadResourceRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, McpError> {
@@ -63,13 +61,14 @@ pub async fn read(
                 None,
             )
         })?;
-    let client = link.client(ctx, None).await.map_err(internal)?;
+    let client = server.link(ctx).client(ctx, None).await.map_err(internal)?;
     let info = client
         .info(id)
         .await
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
     let max = fetch::max_output(None, fetch::RESOURCE_MAX_OUTPUT);
-    let out = fetch::output(&client, view, &info, 0, max, StreamFilter::Both, None)
+    let view = server.view_for(&client);
+    let out = fetch::output(&client, &view, &info, 0, max, StreamFilter::Both, None)
         .await
         .map_err(internal)?;
     Ok(ReadResourceResult::new(vec![ResourceContents::text(out.text, request.uri)]).into())

@@ -93,6 +93,14 @@ impl CubaExec {
         }
     }
 
+    /// The connections of the caller of `ctx`: an HTTP session's token's, else this process's.
+    pub(crate) fn link<'a>(&'a self, ctx: &'a RequestContext<RoleServer>) -> &'a Link {
+        match crate::http::caller(ctx) {
+            Some(caller) => &caller.link,
+            None => &self.link,
+        }
+    }
+
     /// How replies are shaped for the client of `ctx`.
     fn shape(&self, ctx: &RequestContext<RoleServer>) -> Shape {
         let client = ctx.client_info();
@@ -254,7 +262,7 @@ impl ServerHandler for CubaExec {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        resources::list(&self.link, &ctx).await
+        resources::list(self.link(&ctx), &ctx).await
     }
 
     async fn read_resource(
@@ -262,7 +270,7 @@ impl ServerHandler for CubaExec {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        resources::read(&self.link, &self.view, request, &ctx).await
+        resources::read(self, request, &ctx).await
     }
 }
 

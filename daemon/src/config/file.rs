@@ -58,6 +58,9 @@ struct File {
     structured: Option<String>,
     #[allow(dead_code)]
     max_output: Option<toml::Value>,
+    /// `[http]`: the HTTP endpoint's settings (read and checked by `cuba-exec serve --http`).
+    #[allow(dead_code)]
+    http: Option<toml::Table>,
 }
 
 /// `[limits]`: rlimits and cgroup limits for every command.

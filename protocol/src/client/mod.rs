@@ -108,16 +108,22 @@ pub fn this_client(kind: ClientKind, name: impl Into<String>) -> ClientInfo {
 impl Client {
     /// Connects to a running daemon and completes the handshake.
     pub async fn connect(socket: &Path, client: ClientInfo) -> Result<Client, ClientError> {
+        let hello = Hello {
+            client,
+            remote: false,
+        };
+        Self::connect_as(socket, hello).await
+    }
+
+    /// Connects with `hello`: a [`Hello::remote`] one is a caller that is not this machine's
+    /// process (an HTTP session): it gets the daemon's environment, not its own.
+    pub async fn connect_as(socket: &Path, hello: Hello) -> Result<Client, ClientError> {
         let stream = transport::connect(socket)
             .await
             .map_err(|source| ClientError::Connect {
                 path: socket.to_path_buf(),
                 source,
             })?;
-        let hello = Hello {
-            client,
-            remote: false,
-        };
         let peer = Peer {
             name: "cubad".into(),
             stall: None,
@@ -131,10 +137,19 @@ impl Client {
         socket: &Path,
         client: ClientInfo,
     ) -> Result<Client, ClientError> {
-        match Self::connect(socket, client.clone()).await {
+        let hello = Hello {
+            client,
+            remote: false,
+        };
+        Self::connect_or_start_as(socket, hello).await
+    }
+
+    /// [`Client::connect_or_start`] with `hello` (see [`Client::connect_as`]).
+    pub async fn connect_or_start_as(socket: &Path, hello: Hello) -> Result<Client, ClientError> {
+        match Self::connect_as(socket, hello.clone()).await {
             Err(ClientError::Connect { source, .. }) if start::daemon_absent(&source) => {
                 start_daemon(socket).await?;
-                Self::connect(socket, client).await
+                Self::connect_as(socket, hello).await
             }
             other => other,
         }

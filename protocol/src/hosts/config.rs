@@ -67,7 +67,7 @@ pub fn mcp_settings(lookup: &impl Fn(&str) -> Option<String>) -> Result<McpSetti
 }
 
 /// `16384`, `16K`, `1M`: a number of bytes.
-fn size(text: &str) -> Result<u64, String> {
+pub fn size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let (digits, unit) = match t.strip_suffix(['K', 'k']) {
         Some(d) => (d, 1024),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use bridge::{hostname, NARROWING};
-pub use config::{check_name, config_hint, load, load_env, mcp_settings, McpSettings};
+pub use config::{check_name, config_hint, load, load_env, mcp_settings, size, McpSettings};
 pub use pool::{is_local, Pool};
 
 /// The name of this machine in `host` arguments and listings.
@@ -99,6 +99,13 @@ impl Hosts {
 
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
+    }
+
+    /// Only those of `names` that policy already allows may be used (a token scoped to
+    /// hosts: it can narrow the list, never widen it).
+    pub fn narrow(&mut self, names: &[String]) {
+        let kept: Vec<String> = names.iter().filter(|n| self.allowed(n)).cloned().collect();
+        self.allowed = Some(kept);
     }
 
     /// Whether policy lets this client use host `name` (this machine is always allowed).

@@ -17,6 +17,9 @@ type Slot = Arc<AsyncMutex<Option<Client>>>;
 pub struct Pool {
     socket: PathBuf,
     hosts: Hosts,
+    /// This machine's daemon is told the client is not one of its processes (an HTTP
+    /// session): what it starts gets the daemon's environment and the client's narrowing.
+    remote: bool,
     slots: Mutex<HashMap<String, Slot>>,
 }
 
@@ -39,8 +42,15 @@ impl Pool {
         Pool {
             socket,
             hosts,
+            remote: false,
             slots: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Connections for a caller that is not a process of this machine (see [`Pool::remote`]).
+    pub fn remote(mut self) -> Pool {
+        self.remote = true;
+        self
     }
 
     pub fn hosts(&self) -> &Hosts {
@@ -75,7 +85,13 @@ impl Pool {
             return Ok(c.clone());
         }
         let client = match spec {
-            None => Client::connect_or_start(&self.socket, who()).await?,
+            None => {
+                let hello = crate::message::Hello {
+                    client: who(),
+                    remote: self.remote,
+                };
+                Client::connect_or_start_as(&self.socket, hello).await?
+            }
             Some(spec) => bridge::connect(spec, bridge::remote_hello(who(), spec)).await?,
         };
         *slot = Some(client.clone());

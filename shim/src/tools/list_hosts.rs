@@ -116,7 +116,7 @@ impl CubaExec {
         Parameters(_): Parameters<ListHostsArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Reply {
-        let configured: Vec<&HostSpec> = self.link.hosts().all().collect();
+        let configured: Vec<&HostSpec> = self.link(&ctx).hosts().all().collect();
         let targets: Vec<(String, String)> =
             std::iter::once((hosts::LOCAL.to_string(), "this machine".to_string()))
                 .chain(configured.iter().map(|h| (h.name.clone(), h.via())))

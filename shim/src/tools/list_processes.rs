@@ -51,10 +51,10 @@ impl CubaExec {
         let names: Vec<Option<String>> = match every {
             true => std::iter::once(Some(hosts::LOCAL.to_string()))
                 .chain(
-                    self.link
+                    self.link(&ctx)
                         .hosts()
                         .all()
-                        .filter(|h| self.link.hosts().allowed(&h.name))
+                        .filter(|h| self.link(&ctx).hosts().allowed(&h.name))
                         .map(|h| Some(h.name.clone())),
                 )
                 .collect(),

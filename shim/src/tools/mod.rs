@@ -93,7 +93,7 @@ impl CubaExec {
         Fut: Future<Output = Result<T, ClientError>>,
     {
         // A read is never in doubt: there is nothing it could have done.
-        self.link
+        self.link(ctx)
             .call(ctx, host, Repeat::Safe, f)
             .await
             .map_err(|(LinkError::Failed(e) | LinkError::MaybeDone(e))| error::remote_at(host, e))
@@ -139,7 +139,7 @@ impl CubaExec {
             Sent::Command | Sent::Input(_) => Repeat::Tokened,
             Sent::Signal(_) => Repeat::IfUnsent,
         };
-        self.link
+        self.link(ctx)
             .call(ctx, host, repeat, f)
             .await
             .map_err(|e| error::link(e, sent, host))

@@ -51,6 +51,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         }
         v["running"] = json!(true);
         v["uptime_ms"] = json!(uptime);
+        if !ctx.is_remote() {
+            let state = std::path::Path::new(&s.state_dir);
+            v["http"] = crate::cmd::http::running(state).unwrap_or(json!(null));
+        }
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -95,6 +99,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ("supervise", s.supervision.clone()),
         ("exec checks", s.exec_checks.clone()),
     ];
+    if !ctx.is_remote() {
+        let state = std::path::Path::new(&s.state_dir);
+        let http = match crate::cmd::http::running(state) {
+            Some(doc) => crate::cmd::http::describe(&doc),
+            None => "not serving (`cubactl http start`)".to_string(),
+        };
+        rows.push(("http", http));
+    }
     if let Some(host) = &ctx.host {
         let via = ctx.hosts().get(host).map(|h| h.via()).unwrap_or_default();
         rows.insert(1, ("host", format!("{host} (via {via})")));
