@@ -6,6 +6,7 @@
 //!
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
 //! - [`exec_corpus`]: the ways to reach a blocked program that the exec checks must stop.
+//! - [`http`]: `cuba-exec serve --http` for one test, and a hand-written HTTP/1.1 client.
 //! - [`machine`]: what this machine has (root, cgroups, kernel), and [`machine::skip`], the one
 //!   way a test that cannot run here says so.
 //! - [`procfs`]: what `/proc` says about processes (alive, markers, command lines, RSS).
@@ -19,6 +20,7 @@ pub mod cgroups;
 pub mod daemon;
 pub mod exec_corpus;
 pub mod follow;
+pub mod http;
 pub mod json_doc;
 pub mod machine;
 pub mod procfs;

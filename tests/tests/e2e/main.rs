@@ -12,6 +12,7 @@ mod exec_checks;
 mod full_disk;
 mod hostile;
 mod hosts_ssh;
+mod http;
 mod layout;
 mod lifecycle;
 mod limits;

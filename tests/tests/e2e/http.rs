@@ -1,0 +1,421 @@
+//! The HTTP endpoint (`cuba-exec serve --http`) at its edges, with plain HTTP requests: tokens
+//! missing, wrong, expired and revoked (401 naming the metadata document), a token scoped to
+//! hosts, Host and Origin checks (403), the bounds (a 10 MB body, headers a byte a second,
+//! sessions per token, requests in flight), a session used with another token, 1000 sessions
+//! open at once, and a client that drops mid-`wait` while a new session reads on.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuba_tests::http::HttpServer;
+use cuba_tests::{bounded, TestDaemon, STEP};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+#[tokio::test]
+async fn tokens_are_required_and_a_revoked_or_expired_one_fails_at_once() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+
+    let none = s.request("POST", &[], b"{}").await;
+    assert_eq!(none.status, 401, "{none:?}");
+    let challenge = none.header("www-authenticate").unwrap();
+    let doc_url = format!("http://{}/.well-known/oauth-protected-resource", s.addr);
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{doc_url}\"")),
+        "{challenge}"
+    );
+
+    // RFC 9728: the document names this resource; no authorization server without [http.jwt].
+    let doc = s.get("/.well-known/oauth-protected-resource").await;
+    assert_eq!(doc.status, 200, "{doc:?}");
+    let doc: serde_json::Value = serde_json::from_str(&doc.body).unwrap();
+    assert_eq!(doc["resource"], format!("http://{}/mcp", s.addr));
+    assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+    assert!(doc.get("authorization_servers").is_none(), "{doc}");
+
+    let wrong = s.rpc("cubatok_0000", None, "ping", json!({})).await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong
+        .header("www-authenticate")
+        .unwrap()
+        .contains("error=\"invalid_token\""));
+
+    let token = s.token(&["create", "laptop"]).await;
+    let session = s.session(&token).await;
+    let ran = s
+        .call(&token, &session, "run", json!({"command": "echo via-http"}))
+        .await;
+    assert!(ran.text().contains("via-http"), "{ran:?}");
+
+    // Only the hash is on disk.
+    let file = std::fs::read_to_string(s.tokens_file()).unwrap();
+    assert!(
+        !file.contains(token.trim_start_matches("cubatok_")),
+        "{file}"
+    );
+
+    // Expired: the file says so (as `--expires` writes it), and the next request fails.
+    let expired = s.token(&["create", "old", "--expires", "1h"]).await;
+    let ok = s.session(&expired).await;
+    assert!(!ok.is_empty());
+    let text = std::fs::read_to_string(s.tokens_file()).unwrap();
+    let past: String = text
+        .lines()
+        .map(|l| match l.starts_with("expires = ") {
+            true => "expires = 1".to_string(),
+            false => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(s.tokens_file(), past).unwrap();
+    let r = s.call(&expired, &ok, "list_processes", json!({})).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.body.contains("expired"), "{r:?}");
+
+    // Revoked: the same session that worked a moment ago is refused on its next request.
+    s.token(&["revoke", "laptop"]).await;
+    let r = s.call(&token, &session, "list_processes", json!({})).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.body.contains("revoked"), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_token_is_its_own_caller_with_its_scope() {
+    let d = TestDaemon::start().await;
+    // Two hosts whose bridges would fail: a scoped token must be refused before any is tried.
+    let hosts = "[hosts.near]\ncommand = [\"false\"]\n[hosts.far]\ncommand = [\"false\"]\n";
+    let s = HttpServer::start(&d, "", hosts).await;
+    let root = d.dir().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let root_text = root.to_str().unwrap();
+    let token = s
+        .token(&[
+            "create", "phone", "--hosts", "near", "--allow", "echo,pwd", "--roots", root_text,
+        ])
+        .await;
+    let session = s.session(&token).await;
+
+    // Owner, default directory, narrowing.
+    let r = s
+        .call(&token, &session, "run", json!({"command": "pwd"}))
+        .await;
+    assert!(r.text().contains(root_text), "{r:?}");
+    let list = s.call(&token, &session, "list_processes", json!({})).await;
+    assert!(list.text().contains("owner:phone"), "{list:?}");
+    let refused = s
+        .call(&token, &session, "run", json!({"command": "ls /"}))
+        .await;
+    assert!(refused.text().contains("BLOCKED"), "{refused:?}");
+    let outside = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "pwd", "cwd": "/"}),
+        )
+        .await;
+    assert!(outside.text().contains("BLOCKED"), "{outside:?}");
+
+    // Hosts: the other one is refused by policy; its own is tried (and its bridge fails).
+    let far = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "echo x", "host": "far"}),
+        )
+        .await;
+    assert!(far.text().contains("not allowed by policy"), "{far:?}");
+    let near = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "echo x", "host": "near"}),
+        )
+        .await;
+    assert!(!near.text().contains("not allowed"), "{near:?}");
+
+    // A session is its token's: another token using its id finds no such session.
+    let other = s.token(&["create", "intruder"]).await;
+    let stolen = s.call(&other, &session, "list_processes", json!({})).await;
+    assert_eq!(stolen.status, 404, "{stolen:?}");
+}
+
+#[tokio::test]
+async fn forged_host_and_foreign_origin_are_forbidden() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "allowed_origins = [\"https://app.example:443\"]", "").await;
+    let token = s.token(&["create", "web"]).await;
+    let auth = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": cuba_tests::http::LEGACY, "capabilities": {},
+        "clientInfo": {"name": "x", "version": "0"}}})
+    .to_string();
+    let base = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let with = |extra: (&'static str, &'static str)| {
+        let mut h = base.to_vec();
+        h.push(extra);
+        h
+    };
+    let host = s
+        .request("POST", &with(("Host", "rebound.example")), init.as_bytes())
+        .await;
+    assert_eq!(host.status, 403, "{host:?}");
+    let origin = s
+        .request(
+            "POST",
+            &with(("Origin", "https://evil.example")),
+            init.as_bytes(),
+        )
+        .await;
+    assert_eq!(origin.status, 403, "{origin:?}");
+    let listed = s
+        .request(
+            "POST",
+            &with(("Origin", "https://app.example")),
+            init.as_bytes(),
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+}
+
+#[tokio::test]
+async fn each_bound_refuses_saying_which_limit() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(
+        &d,
+        "max_body = \"1M\"\nheader_timeout = \"2s\"\nmax_sessions_per_token = 3\nmax_in_flight = 4",
+        "",
+    )
+    .await;
+    let token = s.token(&["create", "bounded"]).await;
+    let auth = format!("Bearer {token}");
+
+    // A 10 MB body.
+    let big = vec![b'x'; 10 << 20];
+    let r = bounded(
+        "10 MB body",
+        STEP,
+        s.request("POST", &[("Authorization", &auth)], &big),
+    )
+    .await;
+    assert_eq!(r.status, 413, "{}", r.status);
+    assert!(r.body.contains("max_body = 1048576"), "{}", r.body);
+
+    // Headers a byte a second: 408 naming header_timeout, well before they would end.
+    let slow = async {
+        let mut stream = TcpStream::connect(&s.addr).await.unwrap();
+        for b in b"POST /mcp HTTP/1.1\r\nHost: x\r\n" {
+            if stream.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            let mut peek = [0u8; 1];
+            // A byte a second, unless the server has answered (and closed) meanwhile.
+            match tokio::time::timeout(Duration::from_secs(1), stream.peek(&mut peek)).await {
+                Ok(_) => break,
+                Err(_) => continue,
+            }
+        }
+        cuba_tests::http::read_reply(stream).await
+    };
+    let r = bounded("slow headers", Duration::from_secs(15), slow).await;
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.body.contains("header_timeout = 2 s"), "{r:?}");
+
+    // Sessions per token: the fourth is refused; ending one makes room.
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(s.session(&token).await);
+    }
+    let init = json!({"protocolVersion": cuba_tests::http::LEGACY, "capabilities": {},
+        "clientInfo": {"name": "x", "version": "0"}});
+    let fourth = s.rpc(&token, None, "initialize", init.clone()).await;
+    assert_eq!(fourth.status, 429, "{fourth:?}");
+    assert!(
+        fourth.body.contains("max_sessions_per_token = 3"),
+        "{fourth:?}"
+    );
+    let ended = s
+        .request(
+            "DELETE",
+            &[("Authorization", &auth), ("Mcp-Session-Id", &open[0])],
+            b"",
+        )
+        .await;
+    assert_eq!(ended.status, 204, "{ended:?}");
+    let again = s.rpc(&token, None, "initialize", init).await;
+    assert_eq!(again.status, 200, "{again:?}");
+
+    // Requests in flight: four long waits hold every place; the fifth request is refused,
+    // and one place freed (a wait's client gone) serves again.
+    let started = s
+        .call(&token, &open[1], "start", json!({"command": "sleep 60"}))
+        .await;
+    assert!(started.text().contains("id:1"), "{started:?}");
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        let args = json!({"id": 1, "until": "never", "timeout_ms": 60000});
+        waits.push(s.begin_call(&token, &open[1], "wait", args).await);
+    }
+    let fifth = s.call(&token, &open[2], "list_processes", json!({})).await;
+    assert_eq!(fifth.status, 503, "{fifth:?}");
+    assert!(fifth.body.contains("max_in_flight = 4"), "{fifth:?}");
+    drop(waits.pop());
+    let freed = cuba_tests::wait_for_async(
+        || async {
+            s.call(&token, &open[2], "list_processes", json!({}))
+                .await
+                .status
+                == 200
+        },
+        STEP,
+    )
+    .await;
+    assert!(freed, "a dropped wait never gave its place back");
+}
+
+#[tokio::test]
+async fn a_thousand_sessions_at_once() {
+    let d = TestDaemon::start().await;
+    let s = Arc::new(HttpServer::start(&d, "max_sessions_per_token = 2000", "").await);
+    let token = s.token(&["create", "many"]).await;
+    // 1000 sessions open together, made and used 100 connections at a time.
+    let sem = Arc::new(tokio::sync::Semaphore::new(100));
+    let mut made = Vec::new();
+    for _ in 0..1000 {
+        let (s, token, sem) = (s.clone(), token.clone(), sem.clone());
+        made.push(tokio::spawn(async move {
+            let _p = sem.acquire().await.unwrap();
+            s.session(&token).await
+        }));
+    }
+    let mut sessions = Vec::new();
+    for m in made {
+        sessions.push(
+            bounded("1000 sessions", Duration::from_secs(120), m)
+                .await
+                .unwrap(),
+        );
+    }
+    let distinct: std::collections::BTreeSet<_> = sessions.iter().collect();
+    assert_eq!(distinct.len(), 1000);
+    // Every one of them still answers.
+    let mut calls = Vec::new();
+    for id in sessions {
+        let (s, token, sem) = (s.clone(), token.clone(), sem.clone());
+        calls.push(tokio::spawn(async move {
+            let _p = sem.acquire().await.unwrap();
+            let r = s.call(&token, &id, "list_processes", json!({})).await;
+            (r.status, r.text())
+        }));
+    }
+    for c in calls {
+        let (status, text) = bounded("1000 calls", Duration::from_secs(120), c)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("[processes:"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_client_dropped_mid_wait_leaves_its_process_and_a_new_session_reads_on() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+    let token = s.token(&["create", "flaky"]).await;
+    let first = s.session(&token).await;
+    let started = s
+        .call(
+            &token,
+            &first,
+            "start",
+            json!({"command": "echo one; read x; echo two:$x; sleep 60"}),
+        )
+        .await;
+    assert!(started.text().contains("id:1"), "{started:?}");
+
+    // A wait that cannot end soon, on a connection cut once its reply has begun.
+    let args = json!({"id": 1, "until": "never-printed", "timeout_ms": 60000});
+    drop(s.begin_call(&token, &first, "wait", args).await);
+
+    // A new session of the same token: the process runs on, and is read on by cursor.
+    let second = s.session(&token).await;
+    let status = s.call(&token, &second, "status", json!({"id": 1})).await;
+    let text = status.text();
+    assert!(
+        text.contains("state:waiting_input") || text.contains("state:running"),
+        "{text}"
+    );
+    assert!(text.contains("one"), "{text}");
+    let next: u64 = text
+        .split("next:")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cursor in {text}"));
+    let sent = s
+        .call(
+            &token,
+            &second,
+            "send_input",
+            json!({"id": 1, "text": "hello\n"}),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let read = s
+        .call(
+            &token,
+            &second,
+            "wait",
+            json!({"id": 1, "since": next, "until": "two:", "timeout_ms": 20000}),
+        )
+        .await;
+    let text = read.text();
+    assert!(text.contains("two:hello"), "{text}");
+    assert!(
+        !text.contains("one"),
+        "only output after the cursor: {text}"
+    );
+    s.call(
+        &token,
+        &second,
+        "send_signal",
+        json!({"id": 1, "signal": "KILL"}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn plain_http_off_loopback_is_refused_before_listening() {
+    let d = TestDaemon::start().await;
+    let config = d.dir().join("c.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = bounded(
+        "serve refused",
+        STEP,
+        tokio::process::Command::new(cuba_tests::bin("cuba-exec"))
+            .args(["serve", "--http", "0.0.0.0:0"])
+            .env("CUBA_EXEC_CONFIG", &config)
+            .env("CUBA_EXEC_SOCKET", d.socket())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tls_cert") && err.contains("behind_proxy"),
+        "{err}"
+    );
+}
