@@ -13,6 +13,7 @@ mod full_disk;
 mod hostile;
 mod hosts_ssh;
 mod http;
+mod http_trust;
 mod layout;
 mod lifecycle;
 mod limits;
