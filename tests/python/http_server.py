@@ -19,7 +19,7 @@ import subprocess
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Awaitable, Callable, Optional
 
 import httpx2
 from conftest import CALL_TIMEOUT, World, bin_dir
@@ -118,12 +118,20 @@ class HttpServer:
         return token
 
     @asynccontextmanager
-    async def client(self, token: Optional[str], name: str = "pytest-http") -> AsyncIterator[Client]:
+    async def client(
+        self,
+        token: Optional[str],
+        name: str = "pytest-http",
+        on_response: Optional[Callable[[httpx2.Response], Awaitable[None]]] = None,
+    ) -> AsyncIterator[Client]:
         """A connected SDK client of the endpoint in the world's mode, sending `token` as its
-        bearer (none when None); checks the negotiated version."""
+        bearer (none when None); checks the negotiated version. `on_response` is called with
+        each HTTP response once its headers are in (its body, a stream, still unread)."""
         headers = {"Authorization": f"Bearer {token}"} if token is not None else None
         timeout = httpx2.Timeout(CALL_TIMEOUT, read=2 * CALL_TIMEOUT)
         async with create_mcp_http_client(headers=headers, timeout=timeout) as http:
+            if on_response is not None:
+                http.event_hooks = {"response": [on_response]}
             client = Client(
                 streamable_http_client(self.url, http_client=http),
                 mode=self.world.mode,

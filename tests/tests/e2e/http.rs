@@ -419,3 +419,84 @@ async fn plain_http_off_loopback_is_refused_before_listening() {
         "{err}"
     );
 }
+
+/// Kills the endpoint `cubactl http start` left running, if a test ends early.
+struct Started(Option<i32>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: a plain kill(2) of a pid this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+#[tokio::test]
+async fn cubactl_starts_shows_and_stops_the_endpoint() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+    let cubactl = |args: &[&str]| {
+        let mut cmd = s.command(&cuba_tests::bin("cubactl"));
+        cmd.args(args).kill_on_drop(true);
+        cmd
+    };
+    let run = |args: &'static [&'static str]| {
+        let mut cmd = cubactl(args);
+        async move {
+            let out = bounded("cubactl", STEP, cmd.output()).await.unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        }
+    };
+    let (code, out) = run(&["http", "status"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!("serving http://{}/mcp", s.addr)),
+        "{out}"
+    );
+    let (code, out) = run(&["daemon", "status"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!("http       serving http://{}/mcp", s.addr)),
+        "{out}"
+    );
+
+    let (code, out) = run(&["http", "stop"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("stopped the HTTP endpoint"), "{out}");
+    let (code, out) = run(&["http", "status"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("not running"), "{out}");
+
+    // Started in the background: it outlives cubactl and serves.
+    let (code, out) = run(&["http", "start", "127.0.0.1:0"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let pid: i32 = out
+        .split("(pid ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {out:?}"));
+    let _guard = Started(Some(pid));
+    let addr = out
+        .split("http://")
+        .nth(1)
+        .and_then(|t| t.split("/mcp").next())
+        .unwrap()
+        .to_string();
+    let mut probe = TcpStream::connect(&addr).await.unwrap();
+    let reply = cuba_tests::http::exchange(&mut probe, &addr, "POST", "/mcp", &[], b"").await;
+    assert_eq!(reply.status, 401);
+    let (code, out) = run(&["http", "start"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("already serving"), "{out}");
+    let (code, out) = run(&["http", "stop"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        !cuba_tests::pid_alive(pid),
+        "pid {pid} still runs after http stop"
+    );
+}

@@ -52,8 +52,8 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         v["running"] = json!(true);
         v["uptime_ms"] = json!(uptime);
         if !ctx.is_remote() {
-            let state = std::path::Path::new(&s.state_dir);
-            v["http"] = crate::cmd::http::running(state).unwrap_or(json!(null));
+            let state = cuba_protocol::paths::state_dir();
+            v["http"] = crate::cmd::http::running(&state).unwrap_or(json!(null));
         }
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -99,9 +99,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ("supervise", s.supervision.clone()),
         ("exec checks", s.exec_checks.clone()),
     ];
+    // Where `cubactl http` finds the endpoint: this environment's state directory.
     if !ctx.is_remote() {
-        let state = std::path::Path::new(&s.state_dir);
-        let http = match crate::cmd::http::running(state) {
+        let state = cuba_protocol::paths::state_dir();
+        let http = match crate::cmd::http::running(&state) {
             Some(doc) => crate::cmd::http::describe(&doc),
             None => "not serving (`cubactl http start`)".to_string(),
         };

@@ -11,6 +11,7 @@ mod codex_toml;
 mod files;
 mod json_doc;
 mod jsonc;
+mod service;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +31,7 @@ Examples:
   cubactl setup --env CUBA_EXEC_SOCKET=/run/me/cubad.sock   an environment for the server
   cubactl setup --bin-dir ~/.local/bin          the cuba-exec there, not next to cubactl
   cubactl setup --remove             take the entry out of every client found
+  cubactl setup --http               a systemd/launchd service for the HTTP endpoint
 
 Clients: claude-code, claude-desktop, cursor, vscode, codex, gemini, opencode, windsurf, zed.
 docs/setup.md lists the file each one reads and the entry written. Every other setting in a
@@ -67,6 +69,10 @@ pub struct Args {
     /// Gemini CLI: write "trust": true for cuba-exec, skipping its confirmation of each call.
     #[arg(long, conflicts_with = "remove")]
     gemini_trust: bool,
+    /// Instead of client entries: a systemd user unit (Linux) or launchd agent (macOS) that
+    /// keeps the HTTP endpoint (`cuba-exec serve --http`) running; --remove takes it out.
+    #[arg(long, conflicts_with_all = ["clients", "codex_approve", "gemini_trust"])]
+    http: bool,
 }
 
 /// `KEY=VALUE`, KEY a portable environment variable name.
@@ -90,6 +96,13 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let dirs = Dirs::from_env()?;
+    if args.http {
+        let exe = match args.remove {
+            true => None,
+            false => Some(cuba_exec(args.bin_dir.as_deref())?),
+        };
+        return service::run(&dirs, exe.as_deref(), &args.env, args.dry_run);
+    }
     // Before discovery's report: without the server there is nothing to set up.
     let server = match args.remove {
         true => None,
