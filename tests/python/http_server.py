@@ -4,10 +4,14 @@ over HTTP: the Python SDK's streamable HTTP client (test_http.py) and Claude Cod
 
 `HttpServer(world)` writes its own config (`[http] listen = "127.0.0.1:0"`: an ephemeral port)
 and tokens file in the world's dir, and starts the endpoint with the world's socket and state
-dir; the endpoint starts the world's `cubad` on its first call, so `World.cleanup` kills that
-daemon and its processes as usual. `start()` returns once the endpoint serves: the only event
-is `http.json` in the state dir, written once it listens, polled under a bound. `stop()` ends it:
-SIGTERM, then SIGKILL if it is still there after a bound.
+dir; the endpoint starts the world's `cubad` (`CUBA_EXEC_DAEMON`) when none runs, so
+`World.cleanup` kills that daemon and its processes as usual. `start()` returns once the
+endpoint serves: the only event is `http.json` in the state dir, written once it listens,
+polled under a bound. `stop()` ends it: SIGTERM, then SIGKILL if it is still there after a
+bound.
+
+`RawSession` makes a 2025-06-18 session by hand, for what the SDK never does: cut a call's
+connection without cancelling it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 import httpx2
 from conftest import CALL_TIMEOUT, World, bin_dir
@@ -64,7 +71,8 @@ class HttpServer:
             )
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            # The file is written whole once the port is bound (never half: write_new).
+            # Written once the port is bound: created, then filled, so a read may find it empty
+            # or partial (tried again); a file of another process (its pid) is not this one's.
             try:
                 doc = json.loads(self.status.read_text())
             except (OSError, ValueError):
@@ -104,10 +112,11 @@ class HttpServer:
         except OSError:
             return ""
 
-    def cubactl(self, *args: str) -> str:
-        """`cubactl ARGS`' stdout with this endpoint's environment; it must succeed."""
+    def cubactl(self, *args: str, env: Optional[dict[str, str]] = None) -> str:
+        """`cubactl ARGS`' stdout with this endpoint's environment (or `env`); it must
+        succeed."""
         cmd = [str(bin_dir() / "cubactl"), *args]
-        done = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=CALL_TIMEOUT)
+        done = subprocess.run(cmd, env=env or self.env, capture_output=True, text=True, timeout=CALL_TIMEOUT)
         assert done.returncode == 0, f"{cmd}: {done.stdout}{done.stderr}"
         return done.stdout
 
@@ -146,14 +155,97 @@ class HttpServer:
                 yield client
 
 
+# --- by hand: what the SDK never does (no token, a connection cut without a cancel) ----------
+
+# The era of the requests made by hand: a session (`initialize`, `Mcp-Session-Id`).
+LEGACY = "2025-06-18"
+
+
 def raw_post(url: str, headers: dict[str, str], body: bytes = b"{}") -> tuple[int, dict[str, str], str]:
     """One POST with the standard library: status, headers (lowercase names), body."""
-    import urllib.error
-    import urllib.request
-
     req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", **headers})
     try:
         with urllib.request.urlopen(req, timeout=CALL_TIMEOUT) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read().decode(errors="replace")
+
+
+def message(body: str) -> Any:
+    """The JSON-RPC reply in a body: the body itself, or the last `data:` line of an SSE
+    stream that holds one."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass
+    found = None
+    for line in body.splitlines():
+        if line.startswith("data:"):
+            try:
+                m = json.loads(line[5:].strip())
+            except ValueError:
+                continue
+            if isinstance(m, dict) and "id" in m:
+                found = m
+    assert found is not None, f"no JSON-RPC reply in {body!r}"
+    return found
+
+
+class RawSession:
+    """A 2025-06-18 session of `token`, made by hand (initialize, then initialized)."""
+
+    def __init__(self, server: HttpServer, token: str) -> None:
+        self.url = server.url
+        self.token = token
+        self.next_id = 1
+        self.id: Optional[str] = None
+        init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw-http", "version": "0"}}
+        status, headers, body = self.rpc("initialize", init)
+        assert status == 200, (status, body)
+        self.id = headers.get("mcp-session-id")
+        assert self.id, headers
+        status, _, body = raw_post(self.url, self.headers(), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+        assert status == 202, (status, body)
+
+    def headers(self) -> dict[str, str]:
+        h = {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": LEGACY,
+        }
+        if self.id is not None:
+            h["Mcp-Session-Id"] = self.id
+        return h
+
+    def body(self, method: str, params: Any) -> bytes:
+        self.next_id += 1
+        return json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}).encode()
+
+    def rpc(self, method: str, params: Any) -> tuple[int, dict[str, str], str]:
+        return raw_post(self.url, self.headers(), self.body(method, params))
+
+    def call(self, tool: str, **args: Any) -> Any:
+        """A tool call's result (`structuredContent`, `content`, `isError`)."""
+        status, _, body = self.rpc("tools/call", {"name": tool, "arguments": args})
+        assert status == 200, (status, body)
+        reply = message(body)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def begin_call(self, tool: str, **args: Any) -> socket.socket:
+        """A tool call whose reply has begun (its status line read: 200) and is left unread on
+        the returned connection: a call in flight until the connection is closed."""
+        body = self.body("tools/call", {"name": tool, "arguments": args})
+        parts = urllib.parse.urlsplit(self.url)
+        assert parts.hostname and parts.port
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=CALL_TIMEOUT)
+        head = f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in self.headers().items())
+        sock.sendall(head.encode() + b"\r\n" + body)
+        status = b""
+        while len(status) < 12:
+            chunk = sock.recv(12 - len(status))
+            assert chunk, f"the connection closed before a reply: {status!r}"
+            status += chunk
+        assert status == b"HTTP/1.1 200", status
+        return sock
