@@ -229,9 +229,7 @@ pub async fn ask(
     let Some(ask) = askable(info) else {
         return Ok(Asked::NotAnswered("nothing to approve".into()));
     };
-    let name = ctx
-        .client_info()
-        .map_or_else(|| "the MCP client".to_string(), |c| c.name);
+    let name = crate::approve::owner_name(ctx);
     // Another client's command: its question belongs to the user who started it there.
     if !mine(info, &name) {
         return Ok(Asked::NotAnswered(format!(
@@ -340,6 +338,15 @@ async fn settled(client: &Client, id: u64, ask: u64) {
         }
     }
     std::future::pending().await
+}
+
+/// The owner name of what `ctx`'s caller starts: an HTTP token's name, else the MCP client's.
+pub fn owner_name(ctx: &RequestContext<RoleServer>) -> String {
+    if let Some(caller) = crate::http::caller(ctx) {
+        return caller.name.clone();
+    }
+    ctx.client_info()
+        .map_or_else(|| "the MCP client".to_string(), |c| c.name)
 }
 
 /// Whether `info` was started by the client called `name` (its questions are answered there).

@@ -73,9 +73,7 @@ impl CubaExec {
         let (client, info) = self
             .ask(ctx, host, |c| async move { c.info(id).await })
             .await?;
-        let name = ctx
-            .client_info()
-            .map_or_else(|| "the MCP client".to_string(), |c| c.name);
+        let name = approve::owner_name(ctx);
         if !approve::mine(&info, &name) {
             return Err(Failure::bad_request(format!(
                 "process {id} was not started by {name}: its questions are answered there"
