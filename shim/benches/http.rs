@@ -57,7 +57,8 @@ impl Conn {
         };
         let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "bench", "version": "0"}});
-        let (headers, _) = c.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}));
+        let (headers, _) =
+            c.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}));
         c.session = headers
             .lines()
             .find_map(|l| l.strip_prefix("mcp-session-id: "))
@@ -87,14 +88,20 @@ impl Conn {
         let mut head = String::new();
         loop {
             let mut line = String::new();
-            assert!(self.stream.read_line(&mut line).unwrap() > 0, "connection closed");
+            assert!(
+                self.stream.read_line(&mut line).unwrap() > 0,
+                "connection closed"
+            );
             if line == "\r\n" {
                 break;
             }
             head.push_str(&line.to_ascii_lowercase());
         }
         let mut body = Vec::new();
-        if let Some(n) = head.lines().find_map(|l| l.strip_prefix("content-length: ")) {
+        if let Some(n) = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+        {
             body.resize(n.trim().parse().unwrap(), 0);
             self.stream.read_exact(&mut body).unwrap();
         } else if head.contains("transfer-encoding: chunked") {
@@ -115,8 +122,10 @@ impl Conn {
 
     fn call(&mut self, tool: &str, args: Value) -> String {
         self.id += 1;
-        let (_, body) = self.post(&json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}}));
+        let (_, body) = self.post(
+            &json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+        );
         body
     }
 }
@@ -145,8 +154,11 @@ impl Stdio_ {
             stdout,
             id: 0,
         };
-        s.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}));
+        s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}),
+        );
         s.stdin
             .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
             .unwrap();
@@ -155,7 +167,8 @@ impl Stdio_ {
 
     fn request(&mut self, method: &str, params: Value) -> String {
         self.id += 1;
-        let mut line = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}).to_string();
+        let mut line = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+            .to_string();
         line.push('\n');
         self.stdin.write_all(line.as_bytes()).unwrap();
         loop {
@@ -190,12 +203,26 @@ fn main() {
     let shim = PathBuf::from(env!("CARGO_BIN_EXE_cuba-exec"));
     let cubad = shim.with_file_name("cubad");
     let cubactl = shim.with_file_name("cubactl");
-    assert!(cubad.exists() && cubactl.exists(), "build first: cargo build --release --workspace --bins");
-    let dir = tempfile::Builder::new().prefix("cb").tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    assert!(
+        cubad.exists() && cubactl.exists(),
+        "build first: cargo build --release --workspace --bins"
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("cb")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let socket = dir.path().join("s");
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, "[http]\nlisten = \"127.0.0.1:0\"\nmax_sessions_per_token = 5000\nmax_connections = 4096\n").unwrap();
+    std::fs::write(
+        &config,
+        "[http]\nlisten = \"127.0.0.1:0\"\nmax_sessions_per_token = 5000\nmax_connections = 4096\n",
+    )
+    .unwrap();
     let env = [
         ("CUBA_EXEC_SOCKET", socket.clone()),
         ("CUBA_EXEC_STATE_DIR", dir.path().join("state")),
@@ -214,7 +241,10 @@ fn main() {
     );
     let up = Instant::now();
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(10), "cubad did not start");
+        assert!(
+            up.elapsed() < Duration::from_secs(10),
+            "cubad did not start"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     let token = Command::new(&cubactl)
@@ -233,12 +263,21 @@ fn main() {
     );
     let status = dir.path().join("state/http.json");
     let addr = loop {
-        if let Ok(doc) = std::fs::read_to_string(&status).map(|t| serde_json::from_str::<Value>(&t)) {
+        if let Ok(doc) = std::fs::read_to_string(&status).map(|t| serde_json::from_str::<Value>(&t))
+        {
             if let Ok(doc) = doc {
-                break doc["url"].as_str().unwrap().trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+                break doc["url"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("http://")
+                    .trim_end_matches("/mcp")
+                    .to_string();
             }
         }
-        assert!(up.elapsed() < Duration::from_secs(20), "the endpoint did not start");
+        assert!(
+            up.elapsed() < Duration::from_secs(20),
+            "the endpoint did not start"
+        );
         std::thread::sleep(Duration::from_millis(5));
     };
     let pid = server.0.id();
@@ -291,7 +330,8 @@ fn main() {
     let done = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..100)
         .map(|_| {
-            let (addr, token, stop, done) = (addr.clone(), token.clone(), stop.clone(), done.clone());
+            let (addr, token, stop, done) =
+                (addr.clone(), token.clone(), stop.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut c = Conn::open(&addr, &token);
                 while !stop.load(Ordering::Relaxed) {

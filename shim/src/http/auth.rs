@@ -11,7 +11,7 @@ use cuba_protocol::tokens::{self, Entry, Refused, Tokens};
 use cuba_protocol::{ClientInfo, ClientKind};
 
 use super::jwt::Issuer;
-use super::settings::Settings;
+use super::settings::{Scope, Settings};
 use crate::link::Link;
 
 /// One caller: a token (or a JWT subject), the owner of what it starts, with its own
@@ -27,14 +27,6 @@ impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller").field("name", &self.name).finish()
     }
-}
-
-/// The scope a token or an issuer's config gives.
-#[derive(Default, Clone)]
-pub struct Scope {
-    pub hosts: Option<Vec<String>>,
-    pub allow: Option<Vec<String>>,
-    pub roots: Option<Vec<String>>,
 }
 
 /// Callers kept at most (JWT subjects are not bounded by the file): more start the cache again.

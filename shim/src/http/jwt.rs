@@ -13,8 +13,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use super::auth::Scope;
-use super::settings::Jwt;
+use super::settings::{Jwt, Scope};
 
 /// The longest JWKS document read.
 const MAX_JWKS: usize = 1 << 20;

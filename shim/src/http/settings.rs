@@ -53,6 +53,14 @@ pub struct Jwt {
     pub roots: Option<Vec<String>>,
 }
 
+/// The scope a token or an issuer's config gives: it narrows the policy, never widens it.
+#[derive(Debug, Default, Clone)]
+pub struct Scope {
+    pub hosts: Option<Vec<String>>,
+    pub allow: Option<Vec<String>>,
+    pub roots: Option<Vec<String>>,
+}
+
 fn sub() -> String {
     "sub".into()
 }
