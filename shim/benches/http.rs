@@ -263,16 +263,14 @@ fn main() {
     );
     let status = dir.path().join("state/http.json");
     let addr = loop {
-        if let Ok(doc) = std::fs::read_to_string(&status).map(|t| serde_json::from_str::<Value>(&t))
-        {
-            if let Ok(doc) = doc {
-                break doc["url"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("http://")
-                    .trim_end_matches("/mcp")
-                    .to_string();
-            }
+        let doc = std::fs::read_to_string(&status).ok();
+        if let Some(Ok(doc)) = doc.map(|t| serde_json::from_str::<Value>(&t)) {
+            break doc["url"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("http://")
+                .trim_end_matches("/mcp")
+                .to_string();
         }
         assert!(
             up.elapsed() < Duration::from_secs(20),
