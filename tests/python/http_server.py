@@ -132,6 +132,7 @@ class HttpServer:
         token: Optional[str],
         name: str = "pytest-http",
         on_response: Optional[Callable[[httpx2.Response], Awaitable[None]]] = None,
+        elicitation_callback: Optional[Any] = None,
     ) -> AsyncIterator[Client]:
         """A connected SDK client of the endpoint in the world's mode, sending `token` as its
         bearer (none when None); checks the negotiated version. `on_response` is called with
@@ -146,6 +147,7 @@ class HttpServer:
                 mode=self.world.mode,
                 client_info=Implementation(name=name, version="0.0.1"),
                 read_timeout_seconds=CALL_TIMEOUT,
+                elicitation_callback=elicitation_callback,
             )
             async with client:
                 if self.world.mode == "legacy":

@@ -272,3 +272,31 @@ def test_a_connection_cut_mid_run_is_no_cancel_in_a_session(session_http: tuple[
     while world.marked(pid_id):
         assert time.monotonic() < deadline, world.marked(pid_id)
         time.sleep(0.01)
+
+
+@limited()
+async def test_an_approval_is_asked_of_the_session_whose_token_started_it(world: World) -> None:
+    """An `ask` rule of the daemon (here from the endpoint's environment, which starts it) holds
+    a command a token runs; the question goes to that token's client by elicitation, in both
+    eras, and its answer lets the command run, owned by the token."""
+    from test_approvals import ASK, Person, accept, check_form
+
+    server = HttpServer(world)
+    server.env = server.env | {"CUBA_EXEC_ASK_COMMANDS": ASK}
+    try:
+        server.start()
+        token = server.token("tablet")
+        marker = world.dir / "approved"
+        person = Person(accept("approve_once"))
+        async with server.client(token, elicitation_callback=person) as c:
+            command = f"touch {marker} && echo made"
+            r = await call(c, "run", command=command)
+            assert not r.is_error, text(r)
+            assert sc(r)["exit_code"] == 0 and sc(r)["output"] == "made\n", text(r)
+            assert len(person.forms) == 1, person.messages()
+            check_form(person.forms[0], f"it wants to run `{command}`")
+            assert marker.exists()
+            listed = text(await call(c, "list_processes"))
+            assert "owner:tablet" in listed, listed
+    finally:
+        server.stop()

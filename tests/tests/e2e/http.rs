@@ -500,3 +500,23 @@ async fn cubactl_starts_shows_and_stops_the_endpoint() {
         "pid {pid} still runs after http stop"
     );
 }
+
+#[tokio::test]
+async fn an_idle_session_expires_and_frees_its_place() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "session_idle = \"1s\"\nmax_sessions_per_token = 1", "").await;
+    let token = s.token(&["create", "idle"]).await;
+    let first = s.session(&token).await;
+    let init = json!({"protocolVersion": cuba_tests::http::LEGACY, "capabilities": {},
+        "clientInfo": {"name": "x", "version": "0"}});
+    let full = s.rpc(&token, None, "initialize", init).await;
+    assert_eq!(full.status, 429, "{full:?}");
+    // The expiry is the event: looked for, bounded.
+    let gone = cuba_tests::wait_for_async(
+        || async { s.call(&token, &first, "list_processes", json!({})).await.status == 404 },
+        STEP,
+    )
+    .await;
+    assert!(gone, "the idle session never expired");
+    assert!(!s.session(&token).await.is_empty());
+}
