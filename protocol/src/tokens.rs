@@ -64,27 +64,27 @@ pub fn file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
 
 /// The token's SHA-256 in lowercase hex.
 pub fn hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
     let mut text = String::with_capacity(64);
-    for b in digest {
-        text.push(char::from(HEX[usize::from(b >> 4)]));
-        text.push(char::from(HEX[usize::from(b & 15)]));
-    }
+    push_hex(&mut text, &Sha256::digest(token.as_bytes()));
     text
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A new token: the prefix and 32 random bytes in hex.
 pub fn generate() -> io::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(io::Error::other)?;
     let mut text = String::from(PREFIX);
+    push_hex(&mut text, &bytes);
+    Ok(text)
+}
+
+/// `bytes` in lowercase hex, appended to `text`.
+fn push_hex(text: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         text.push(char::from(HEX[usize::from(b >> 4)]));
         text.push(char::from(HEX[usize::from(b & 15)]));
     }
-    Ok(text)
 }
 
 /// A name a token may have: what a person types, and what shows as the owner of its processes.

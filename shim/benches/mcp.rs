@@ -11,27 +11,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{median, ms, Killed};
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    /// An orderly stop (SIGTERM): the daemon stops its processes and removes its cgroups.
-    /// SIGKILL only if it has not gone within 10 s.
-    fn drop(&mut self) {
-        // SAFETY: kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let until = Instant::now() + Duration::from_secs(10);
-        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Shim {
     child: Child,
@@ -101,19 +88,10 @@ impl Drop for Shim {
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 /// A `cubad` on a socket in `dir`, with `env`; returns once it accepts connections.
-fn start_daemon(cubad: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
+fn start_daemon(cubad: &Path, dir: &Path, env: &[(&str, &str)]) -> (Killed, PathBuf) {
     let socket = dir.join("s");
-    let daemon = Daemon(
+    let daemon = Killed(
         Command::new(cubad)
             .arg("--socket")
             .arg(&socket)

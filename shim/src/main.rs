@@ -107,17 +107,18 @@ fn main() -> ExitCode {
              use `cubactl`. Waiting for MCP messages here (Ctrl-D ends)."
         );
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cuba-exec: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(serve())
+    match runtime(tokio::runtime::Builder::new_current_thread()) {
+        Ok(r) => r.block_on(serve()),
+        Err(code) => code,
+    }
+}
+
+/// The runtime `builder` makes, or the exit after saying why there is none.
+fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("cuba-exec: cannot start the async runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 /// `serve --http`: many sessions at once, so a runtime with a worker per core.
@@ -131,15 +132,9 @@ fn serve_http(addr: Option<&str>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("cuba-exec: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(cuba_exec::http::serve(settings)) {
         Ok(()) => ExitCode::SUCCESS,

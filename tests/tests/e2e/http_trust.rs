@@ -32,72 +32,51 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new P-256 key without a passphrase, for `openssl req`.
+const NEW_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// A CA `ca-NAME.pem` and a certificate for 127.0.0.1 it signed, at `cert.pem` / `key.pem`.
 fn make_certificate(dir: &Path, name: &str) {
     let ca_key = format!("ca-{name}.key");
     let ca = format!("ca-{name}.pem");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &ca_key,
-            "-out",
-            &ca,
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN=test CA {name}"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "new-key.pem",
-            "-out",
-            "leaf.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
+    let subject = format!("/CN=test CA {name}");
+    let ca_args = [
+        "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
+    ];
+    openssl(dir, &[&["req", "-x509"][..], &NEW_KEY, &ca_args].concat());
+    let leaf_args = [
+        "-keyout",
+        "new-key.pem",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ];
+    openssl(dir, &[&["req"][..], &NEW_KEY, &leaf_args].concat());
     std::fs::write(
         dir.join("ext.cnf"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "leaf.csr",
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-out",
-            "new-cert.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
+    let sign = [
+        "x509", "-req", "-in", "leaf.csr", "-CA", &ca, "-CAkey", &ca_key,
+    ];
+    let out = [
+        "-CAcreateserial",
+        "-out",
+        "new-cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ];
+    openssl(dir, &[&sign[..], &out].concat());
     // Both files replaced by rename, as a renewal tool does.
     std::fs::rename(dir.join("new-key.pem"), dir.join("key.pem")).unwrap();
     std::fs::rename(dir.join("new-cert.pem"), dir.join("cert.pem")).unwrap();
