@@ -522,3 +522,33 @@ async fn an_idle_session_expires_and_frees_its_place() {
     let r = s.call(&token, &first, "list_processes", json!({})).await;
     assert_eq!(r.status, 404, "{r:?}");
 }
+
+#[tokio::test]
+async fn a_caller_gets_the_daemons_environment_with_its_secrets_hidden() {
+    let secret = "s3cr3t-daemon-value-9431";
+    let d = TestDaemon::builder()
+        .env("DEPLOY_API_TOKEN", secret)
+        .env("PLAIN_DAEMON_VAR", "from-the-daemon")
+        .start()
+        .await;
+    let s = HttpServer::start(&d, "", "").await;
+    let token = s.token(&["create", "reader"]).await;
+    let session = s.session(&token).await;
+    let r = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "echo $PLAIN_DAEMON_VAR; echo $DEPLOY_API_TOKEN; echo ${CUBA_EXEC_TOKENS:-none}"}),
+        )
+        .await;
+    let text = r.text();
+    // The daemon's environment, not the endpoint's (which has CUBA_EXEC_TOKENS).
+    assert!(text.contains("from-the-daemon"), "{text}");
+    assert!(text.contains("none"), "{text}");
+    assert!(
+        !text.contains(secret),
+        "a secret of the daemon's environment shown: {text}"
+    );
+    assert!(text.contains("[REDACTED]"), "{text}");
+}
