@@ -70,15 +70,23 @@ impl Gate {
                 format!("no such path: the MCP endpoint is {MCP_PATH}"),
             );
         }
-        // Held until the reply's body ends: a streamed reply (a long `wait`) is in flight.
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-            return plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "too many requests in flight (max_in_flight = {}); retry shortly",
-                    self.settings.max_in_flight
-                ),
-            );
+        // Held until the reply's body ends: a streamed reply (a long `wait`) is in flight. A
+        // session's standalone stream (GET) is not a request in flight: it lasts as long as
+        // the session, which `max_sessions_per_token` bounds.
+        let permit = match req.method() == Method::GET {
+            true => None,
+            false => match self.in_flight.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    return plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "too many requests in flight (max_in_flight = {}); retry shortly",
+                            self.settings.max_in_flight
+                        ),
+                    )
+                }
+            },
         };
         let authorization = req
             .headers()
@@ -101,9 +109,22 @@ impl Gate {
             }
         }
         let (mut parts, body) = req.into_parts();
-        let body = match Limited::new(body, self.settings.max_body).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+        // The body has the head's time limit again: a client trickling it in holds a place.
+        let limit = self.settings.header_timeout;
+        let read =
+            tokio::time::timeout(limit, Limited::new(body, self.settings.max_body).collect());
+        let body = match read.await {
+            Err(_) => {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "request body not received within header_timeout = {} s",
+                        limit.as_secs()
+                    ),
+                )
+            }
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
                 return plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!(
@@ -112,7 +133,7 @@ impl Gate {
                     ),
                 )
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 return plain(
                     StatusCode::BAD_REQUEST,
                     format!("cannot read the body: {e}"),
@@ -256,7 +277,7 @@ pub fn plain(status: StatusCode, text: String) -> Reply {
 /// A reply body that holds its request's place among those in flight until it ends.
 struct Permitted {
     body: BoxBody<Bytes, Infallible>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Body for Permitted {

@@ -232,6 +232,25 @@ async fn each_bound_refuses_saying_which_limit() {
     assert_eq!(r.status, 408, "{r:?}");
     assert!(r.body.contains("header_timeout = 2 s"), "{r:?}");
 
+    // A body that never comes whole: 408 too, after the same time.
+    let trickle = async {
+        let mut stream = TcpStream::connect(&s.addr).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\n\
+             Content-Length: 100\r\n\r\n{{\"jsonrpc\"",
+            s.addr
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        cuba_tests::http::read_reply(stream).await
+    };
+    let r = bounded("a body never finished", Duration::from_secs(15), trickle).await;
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(
+        r.body
+            .contains("request body not received within header_timeout = 2 s"),
+        "{r:?}"
+    );
+
     // Sessions per token: the fourth is refused; ending one makes room.
     let mut open = Vec::new();
     for _ in 0..3 {
