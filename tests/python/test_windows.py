@@ -237,12 +237,19 @@ def test_a_terminal_command_runs_on_a_pseudo_console(win: Win) -> None:
 
 def test_a_terminal_process_answers_input(win: Win) -> None:
     win.ctl("start", "--tty", "--name", "e", "--", win.helper, "echo", check=True)
+    # Wine 8 makes the pseudo console but attaches no program to it: the program sees no
+    # console input (end of file at once) and its output reaches nobody. Depending on how soon
+    # it ends, the send finds its input closed, or is taken and never read.
+    no_console = "Wine 8 attaches no program to a pseudo console: a test for Windows"
     p = win.ctl("send", "e", "hello")
     if p.returncode != 0 and "stdin is closed" in p.stderr:
-        # Wine 8 makes the pseudo console but attaches no program to it: the program sees no
-        # console input (end of file at once) and its output reaches nobody.
-        pytest.skip("Wine 8 attaches no program to a pseudo console: a test for Windows")
-    got = win.ctl("wait", "e", "--until", "got: hello", "--timeout", "30s", check=True)
+        pytest.skip(no_console)
+    got = win.ctl("wait", "e", "--until", "got: hello", "--timeout", "30s")
+    if got.returncode != 0 and "without matching" in got.stderr:
+        # Only that: a program that ended having shown nothing at all.
+        if not win.ctl("logs", "e", check=True).stdout.strip():
+            pytest.skip(no_console)
+    assert got.returncode == 0, f"{got.stdout}\n{got.stderr}"
     assert "got: hello" in got.stdout, got.stdout
     win.ctl("send", "e", "--eof", check=True)
     win.ctl("wait", "e", "--timeout", "30s", check=True)
