@@ -12,11 +12,11 @@
 
 mod common;
 
-use common::{median, ms, Killed};
+use common::{median, ms, Killed, Shim};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -119,57 +119,6 @@ impl Conn {
     }
 }
 
-/// `cuba-exec` on pipes: raw JSON-RPC lines.
-struct Stdio_ {
-    _child: Killed,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    id: u64,
-}
-
-impl Stdio_ {
-    fn start(exe: &Path, socket: &Path) -> Stdio_ {
-        let mut child = Command::new(exe)
-            .env("CUBA_EXEC_SOCKET", socket)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut s = Stdio_ {
-            _child: Killed(child),
-            stdin,
-            stdout,
-            id: 0,
-        };
-        s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}),
-        );
-        s.stdin
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-            .unwrap();
-        s
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> String {
-        self.id += 1;
-        let mut line = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
-            .to_string();
-        line.push('\n');
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        loop {
-            let mut reply = String::new();
-            assert!(self.stdout.read_line(&mut reply).unwrap() > 0);
-            if reply.contains(&format!("\"id\":{}", self.id)) {
-                return reply;
-            }
-        }
-    }
-}
-
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -262,7 +211,8 @@ fn main() {
 
     // 1. run "echo hi", HTTP against stdio.
     let mut http = Conn::open(&addr, &token);
-    let mut stdio = Stdio_::start(&shim, &socket);
+    let mut stdio = Shim::start(&shim, &socket);
+    stdio.initialize();
     let run = json!({"command": "echo hi"});
     for _ in 0..20 {
         http.call("run", run.clone());

@@ -13,80 +13,11 @@
 
 mod common;
 
-use common::{median, ms, Killed};
+use common::{median, ms, Killed, Shim};
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Shim {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Shim {
-    fn start(exe: &Path, socket: &Path) -> Shim {
-        let mut child = Command::new(exe)
-            .env("CUBA_EXEC_SOCKET", socket)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start cuba-exec");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Shim {
-            child,
-            stdin,
-            stdout,
-            next_id: 1,
-        }
-    }
-
-    fn send(&mut self, value: serde_json::Value) {
-        let mut line = serde_json::to_vec(&value).unwrap();
-        line.push(b'\n');
-        self.stdin.write_all(&line).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Sends a request and returns the raw reply line.
-    fn request(&mut self, method: &str, params: serde_json::Value) -> String {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        );
-        let mut line = String::new();
-        loop {
-            line.clear();
-            self.stdout.read_line(&mut line).unwrap();
-            assert!(!line.is_empty(), "cuba-exec closed its stdout");
-            if line.contains(&format!("\"id\":{id}")) {
-                return line;
-            }
-        }
-    }
-
-    fn initialize(&mut self) {
-        self.request(
-            "initialize",
-            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                               "clientInfo": {"name": "bench", "version": "1"}}),
-        );
-        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    }
-}
-
-impl Drop for Shim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A `cubad` on a socket in `dir`, with `env`; returns once it accepts connections.
 fn start_daemon(cubad: &Path, dir: &Path, env: &[(&str, &str)]) -> (Killed, PathBuf) {

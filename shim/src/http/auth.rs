@@ -118,11 +118,10 @@ impl Auth {
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(bearer)
             .ok_or(Refused::Missing)?;
-        if token.starts_with(tokens::PREFIX) || self.issuer.is_none() {
-            return self.check_token(token);
-        }
-        let Some(issuer) = &self.issuer else {
-            return Err(Refused::Unknown);
+        // Our own tokens by their prefix; anything else is the issuer's, if there is one.
+        let issuer = match &self.issuer {
+            Some(i) if !token.starts_with(tokens::PREFIX) => i,
+            _ => return self.check_token(token),
         };
         let (subject, scope) = issuer.check(token).await?;
         let key = format!("jwt:{subject}");

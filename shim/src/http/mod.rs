@@ -68,13 +68,12 @@ pub async fn serve(settings: Settings) -> Result<(), String> {
     let mut manager = LocalSessionManager::default();
     manager.session_config = sessions;
     let manager = Arc::new(manager);
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(settings.hosts())
         .with_allowed_origins(settings.allowed_origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(settings.max_body)
         .with_cancellation_token(shutdown.clone());
-    config.sse_keep_alive = Some(std::time::Duration::from_secs(15));
     let factory = base.clone();
     let mcp = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
     let gate = Arc::new(Gate::new(settings.clone(), mcp, manager, auth));
