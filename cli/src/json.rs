@@ -218,6 +218,8 @@ pub struct ApprovalsJson<'a> {
     pub pending: Vec<PendingJson<'a>>,
     pub remembered: &'a [cuba_protocol::Remembered],
     pub file: &'a str,
+    /// How the file differs from what is in effect (edited by hand, not yet reloaded).
+    pub unconfirmed: &'a [String],
 }
 
 /// A process's question, with the process's id, owner and command.
@@ -244,6 +246,7 @@ impl<'a> ApprovalsJson<'a> {
                 .collect(),
             remembered: &a.remembered,
             file: &a.file,
+            unconfirmed: &a.unconfirmed,
         }
     }
 }

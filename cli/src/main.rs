@@ -251,8 +251,8 @@ async fn main() -> ExitCode {
         Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Setup(a) => cmd::setup::run(a),
-        Command::Token(a) => cmd::token::run(a),
-        Command::Http(a) => cmd::http::run(a),
+        Command::Token(a) => cmd::token::run(&ctx, a).await,
+        Command::Http(a) => cmd::http::run(&ctx, a).await,
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };

@@ -293,6 +293,44 @@ impl Audit {
         self.write(None, &line);
     }
 
+    /// A person's verb (`upgrade`, `token create`, `reload` …) asked on the connection from
+    /// `peer`: `decision` is `allowed`, or `refused` with `rule` (`person_only`) and why.
+    pub fn control(
+        &self,
+        (client, peer): (&ClientInfo, Peer),
+        verb: &str,
+        refused: Option<(&str, &str)>,
+    ) {
+        let who = (client.name.as_str(), client.kind, client.pid);
+        let decision = if refused.is_some() {
+            "refused"
+        } else {
+            "allowed"
+        };
+        let line = Line {
+            rule: refused.map(|r| r.0),
+            reason: refused.map(|r| r.1),
+            ..fields("control", who, Some(peer), verb, "", decision)
+        };
+        self.write(None, &line);
+    }
+
+    /// A password question the askpass helper asked for on behalf of a program that is not
+    /// the genuine one it claims (or cannot be told): never put to the person.
+    pub fn askpass_refused(&self, info: &ProcessInfo, pid: u32, program: &str, why: &str) {
+        let peer = self.lock().peers.get(&info.id).copied();
+        let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(pid),
+            rule: Some("askpass"),
+            program: Some(program),
+            reason: Some(why),
+            ..fields("ask", who, peer, &info.command, &info.cwd, "refused")
+        };
+        self.write(None, &line);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }

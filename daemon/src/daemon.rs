@@ -2,7 +2,6 @@
 //! and the sessions, and the connection count and shutdown signal. Fields are private; the
 //! table behind it has its own small API (`table.rs`).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -10,6 +9,7 @@ use cuba_protocol::now_ms;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::handover::Accepted;
 use crate::launch::Launcher;
 use crate::session::Sessions;
 use crate::table::Table;
@@ -25,6 +25,7 @@ pub struct Daemon {
     clients: AtomicU32,
     shutdown: CancellationToken,
     upgrade: Upgrades,
+    bearer: crate::bearer::Bearer,
 }
 
 /// In-place upgrades: how many this pid went through, the one asked for now, the last failure.
@@ -33,7 +34,7 @@ struct Upgrades {
     count: u32,
     at_ms: Option<u64>,
     /// The program to hand over to, set by an `Upgrade` request for the server loop.
-    wanted: Mutex<Option<PathBuf>>,
+    wanted: Mutex<Option<Accepted>>,
     asked: tokio::sync::Notify,
     failed: Mutex<Option<String>>,
 }
@@ -41,6 +42,7 @@ struct Upgrades {
 impl Daemon {
     pub fn new(config: Config, launcher: Launcher) -> Daemon {
         Daemon {
+            bearer: crate::bearer::Bearer::new(config.tokens_file.clone()),
             config,
             pid: std::process::id(),
             started_at_ms: now_ms(),
@@ -71,15 +73,15 @@ impl Daemon {
         self.upgrade.at_ms
     }
 
-    /// Asks the server loop to hand over to `binary`.
-    pub fn ask_upgrade(&self, binary: PathBuf) {
+    /// Asks the server loop to hand over to `binary` (accepted already).
+    pub fn ask_upgrade(&self, binary: Accepted) {
         *lock(&self.upgrade.failed) = None;
         *lock(&self.upgrade.wanted) = Some(binary);
         self.upgrade.asked.notify_one();
     }
 
     /// Resolves when an upgrade was asked for: the binary to hand over to.
-    pub async fn upgrade_asked(&self) -> PathBuf {
+    pub async fn upgrade_asked(&self) -> Accepted {
         loop {
             if let Some(binary) = lock(&self.upgrade.wanted).take() {
                 return binary;
@@ -99,6 +101,11 @@ impl Daemon {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The HTTP endpoint's bearer tokens.
+    pub fn bearer(&self) -> &crate::bearer::Bearer {
+        &self.bearer
     }
 
     pub fn pid(&self) -> u32 {

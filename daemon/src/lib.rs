@@ -22,6 +22,8 @@ mod admission;
 #[cfg(unix)]
 mod asks;
 mod audit;
+#[cfg(unix)]
+mod bearer;
 mod blocking;
 #[cfg(unix)]
 mod caller;
@@ -45,6 +47,8 @@ mod journal;
 mod launch;
 mod new_record;
 pub mod output;
+#[cfg(unix)]
+mod person_file;
 pub mod platform;
 pub mod policy;
 pub mod private_dir;

@@ -81,7 +81,7 @@ pub async fn run(
                 .await;
                 let inherited = Inherited { listener: listener.as_raw_fd(), lock };
                 let why = handover::hand_over(&d, inherited, &binary).await;
-                tracing::warn!("upgrade to {} did not happen: {why}", binary.display());
+                tracing::warn!("upgrade to {} did not happen: {why}", binary.path.display());
                 d.upgrade_failed(why);
             }
             _ = &mut shutdown => break,

@@ -1,7 +1,7 @@
-//! Bearer tokens for the HTTP endpoint (`cubactl token create|list|revoke`, checked by
-//! `cuba-exec serve --http`). A token is printed once; `tokens.toml` keeps only its SHA-256, its
-//! name and its scope: the hosts it may reach, the commands it may run, the directories it may
-//! work in, and when it stops working.
+//! Bearer tokens for the HTTP endpoint (`cubactl token create|list|revoke`, made and checked by
+//! the daemon for `cuba-exec serve --http`). A token is printed once; `tokens.toml` keeps only
+//! its SHA-256, its name and its scope: the hosts it may reach, the commands it may run, the
+//! directories it may work in, and when it stops working.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -158,6 +158,8 @@ pub enum Refused {
     Missing,
     Unknown,
     Expired,
+    /// The daemon, which keeps the tokens, could not be asked (a 503, not a 401).
+    Unavailable,
 }
 
 impl Refused {
@@ -171,6 +173,9 @@ impl Refused {
                 "the token is not known: it was revoked or never issued (cubactl token list)"
             }
             Refused::Expired => "the token has expired (cubactl token create gives a new one)",
+            Refused::Unavailable => {
+                "the daemon that keeps the tokens cannot be reached; try again shortly"
+            }
         }
     }
 }

@@ -140,6 +140,34 @@ impl Link {
         }
     }
 
+    /// A read of this machine's daemon made for the endpoint itself, not for an MCP request
+    /// (a token's check): repeated on a new connection after a lost one.
+    pub async fn daemon<T, F, Fut>(&self, f: F) -> Result<T, ClientError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let client = self.pool.client(None, || {
+                this_client(ClientKind::Mcp, "cuba-exec serve --http".to_string())
+            });
+            let (connecting, e) = match client.await {
+                Ok(client) => match f(client).await {
+                    Ok(value) => return Ok(value),
+                    Err(e) => (false, e),
+                },
+                Err(e) => (true, e),
+            };
+            if attempt >= RETRIES || !retry(Repeat::Safe, connecting, &e) {
+                return Err(e);
+            }
+            attempt += 1;
+            self.pool.forget(None).await;
+            tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+        }
+    }
+
     /// The connection to `host`, made (and a local daemon started) if needed.
     pub async fn client(
         &self,

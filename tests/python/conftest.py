@@ -90,6 +90,7 @@ class World:
             CUBA_EXEC_DAEMON=str(daemon),
             CUBA_EXEC_SHUTDOWN_TIMEOUT="500ms",
             CUBA_EXEC_APPROVALS=str(self.dir / "approvals.toml"),
+            CUBA_EXEC_TOKENS=str(self.dir / "tokens.toml"),
             CUBA_EXEC_NOTIFY="off",
             CUBA_EXEC_LOG="warn",
         )

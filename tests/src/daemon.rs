@@ -213,6 +213,8 @@ impl TestDaemon {
             self.dir.path().join("approvals.toml"),
         );
         cmd.env("CUBA_EXEC_NOTIFY", "off");
+        // The HTTP endpoint's tokens, which the daemon keeps (tests/src/http.rs names the same).
+        cmd.env("CUBA_EXEC_TOKENS", self.dir.path().join("tokens.toml"));
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some((uid, gid)) = self.limits.user {
             use std::os::unix::process::CommandExt;

@@ -150,6 +150,11 @@ impl HttpServer {
         &self.tokens
     }
 
+    /// Its state directory (where its `http.json` is).
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
     /// `cubactl token ARGS`' stdout, which must succeed.
     pub async fn token(&self, args: &[&str]) -> String {
         let out = crate::bounded(

@@ -209,6 +209,13 @@ fn print(ctx: &Ctx, list: &Approvals) -> Result<()> {
             )?;
         }
     }
+    if !list.unconfirmed.is_empty() {
+        let title = ctx.out.paint(Some(Paint::Bold), "edited, not in effect");
+        outln!("{title} (`cubactl daemon reload` applies it)")?;
+        for line in &list.unconfirmed {
+            outln!("  {line}")?;
+        }
+    }
     if list.remembered.is_empty() {
         outln!("nothing is remembered ({})", list.file)?;
         return Ok(());

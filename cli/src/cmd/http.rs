@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use cuba_protocol::client::ClientError;
+use cuba_protocol::{ErrorKind, Verb};
 
+use crate::ctx::Ctx;
 use crate::exit;
 
 const HELP: &str = "\
@@ -72,7 +75,7 @@ fn alive(_pid: i32) -> bool {
     true
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let state = cuba_protocol::paths::state_dir();
     match args.action {
         Action::Status { json } => {
@@ -99,8 +102,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             Ok(code)
         }
-        Action::Start { addr, bin_dir } => start(&state, addr, bin_dir),
-        Action::Stop => stop(&state),
+        Action::Start { addr, bin_dir } => {
+            // A person's verb: the daemon refuses it to a command it runs.
+            ctx.connect().await?.authorize(Verb::HttpStart).await?;
+            start(&state, addr, bin_dir)
+        }
+        Action::Stop => stop(ctx, &state).await,
     }
 }
 
@@ -169,7 +176,9 @@ fn start(state: &Path, addr: Option<String>, bin_dir: Option<PathBuf>) -> Result
     }
 }
 
-fn stop(state: &Path) -> Result<ExitCode> {
+/// Asks the daemon to stop the endpoint (a person's verb: refused to a command it runs), then
+/// waits for it to end.
+async fn stop(ctx: &Ctx, state: &Path) -> Result<ExitCode> {
     let Some(doc) = running(state) else {
         println!("the HTTP endpoint is not running");
         return Ok(ExitCode::SUCCESS);
@@ -178,7 +187,14 @@ fn stop(state: &Path) -> Result<ExitCode> {
     let Some(pid) = pid else {
         bail!("http.json names no pid");
     };
-    terminate(pid)?;
+    match ctx.connect().await?.http_stop(pid as u32).await {
+        Ok(()) => {}
+        Err(ClientError::Remote(e)) if e.kind == ErrorKind::NotFound => {
+            println!("the HTTP endpoint is not running");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    }
     let deadline = Instant::now() + WAIT;
     while alive(pid) {
         if Instant::now() >= deadline {
@@ -187,21 +203,10 @@ fn stop(state: &Path) -> Result<ExitCode> {
                 WAIT.as_secs()
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("stopped the HTTP endpoint (pid {pid})");
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(unix)]
-fn terminate(pid: i32) -> Result<()> {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM)
-        .with_context(|| format!("cannot stop pid {pid}"))
-}
-
-#[cfg(not(unix))]
-fn terminate(pid: i32) -> Result<()> {
-    bail!("stopping the endpoint (pid {pid}) from cubactl is not supported on this system; end that process")
 }
 
 /// In a session of its own: a terminal closing does not end it.

@@ -1,14 +1,18 @@
 //! `cubactl token create|list|revoke`: the bearer tokens of the HTTP endpoint (`cuba-exec serve
-//! --http`). A token is printed once, when it is made; `tokens.toml` keeps only its SHA-256.
-//! The endpoint reads the file again when it changes: a revoked token fails on its next request.
+//! --http`), kept by the daemon. A token is made by the daemon and printed once; `tokens.toml`
+//! keeps only its SHA-256. The endpoint asks the daemon about every request's token: a revoked
+//! token fails on its next request. Making and revoking are a person's: refused from inside a
+//! command cuba-exec runs.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Subcommand;
-use cuba_protocol::tokens::{self, Entry, Tokens};
+use cuba_protocol::tokens;
+use cuba_protocol::{TokenCreate, TokenInfo};
 
+use crate::ctx::Ctx;
 use crate::units;
 
 const HELP: &str = "\
@@ -69,28 +73,14 @@ struct CreateArgs {
     replace: bool,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
-    let path = tokens::file(&|k| std::env::var(k).ok());
-    let mut file = Tokens::load(&path).map_err(anyhow::Error::msg)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
+    let client = ctx.connect().await?;
     match args.action {
         Action::Create(a) => {
             tokens::check_name(&a.name).map_err(anyhow::Error::msg)?;
-            if file.tokens.contains_key(&a.name) && !a.replace {
-                bail!(
-                    "a token named {:?} exists; `cubactl token revoke {0}` first, or --replace",
-                    a.name
-                );
-            }
-            if file.tokens.len() >= tokens::MAX_TOKENS && !file.tokens.contains_key(&a.name) {
-                bail!(
-                    "{} tokens exist, the most kept; revoke some",
-                    tokens::MAX_TOKENS
-                );
-            }
-            let now = now();
-            let expires = match &a.expires {
+            let expires_in = match &a.expires {
                 Some(t) => Some(
-                    now + units::parse_duration(t)
+                    units::parse_duration(t)
                         .map_err(anyhow::Error::msg)?
                         .as_secs(),
                 ),
@@ -100,88 +90,85 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 Some(dirs) => Some(absolute(dirs)?),
                 None => None,
             };
-            let token = tokens::generate()?;
-            file.tokens.insert(
-                a.name.clone(),
-                Entry {
-                    hash: tokens::hash(&token),
-                    created: now,
-                    expires,
+            let made = client
+                .token_create(TokenCreate {
+                    name: a.name.clone(),
                     hosts: a.hosts,
                     allow: a.allow,
                     roots,
-                },
-            );
-            file.save(&path).map_err(anyhow::Error::msg)?;
-            println!("{token}");
+                    expires_in,
+                    replace: a.replace,
+                })
+                .await?;
+            println!("{}", made.token);
             if std::io::stderr().is_terminal() {
                 eprintln!(
                     "token {:?} made; it is shown this once ({} keeps only its hash). A client \
                      sends it as `Authorization: Bearer <token>`.",
-                    a.name,
-                    path.display()
+                    a.name, made.file
                 );
             }
         }
         Action::List { json } => {
+            let list = client.token_list().await?;
             let now = now();
+            for line in &list.unconfirmed {
+                eprintln!("cubactl: not in effect until `cubactl daemon reload`: {line}");
+            }
             if json {
-                let rows: Vec<serde_json::Value> = file
+                let rows: Vec<serde_json::Value> = list
                     .tokens
                     .iter()
-                    .map(|(name, e)| {
+                    .map(|t| {
                         serde_json::json!({
-                            "name": name,
-                            "created": e.created,
-                            "expires": e.expires,
-                            "expired": e.expires.is_some_and(|t| now >= t),
-                            "hosts": e.hosts,
-                            "allow": e.allow,
-                            "roots": e.roots,
+                            "name": t.name,
+                            "created": t.created,
+                            "expires": t.expires,
+                            "expired": t.expires.is_some_and(|e| now >= e),
+                            "hosts": t.hosts,
+                            "allow": t.allow,
+                            "roots": t.roots,
                         })
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            if file.tokens.is_empty() {
+            if list.tokens.is_empty() {
                 println!(
                     "no tokens ({}); `cubactl token create NAME` makes one",
-                    path.display()
+                    list.file
                 );
                 return Ok(ExitCode::SUCCESS);
             }
             println!("{:<20} {:<10} {:<12} SCOPE", "NAME", "AGE", "EXPIRES");
-            for (name, e) in &file.tokens {
-                let age = units::age(now.saturating_sub(e.created) * 1000);
-                let expires = match e.expires {
+            for t in &list.tokens {
+                let age = units::age(now.saturating_sub(t.created) * 1000);
+                let expires = match t.expires {
                     None => "never".to_string(),
-                    Some(t) if now >= t => "expired".to_string(),
-                    Some(t) => format!("in {}", units::age((t - now) * 1000)),
+                    Some(e) if now >= e => "expired".to_string(),
+                    Some(e) => format!("in {}", units::age((e - now) * 1000)),
                 };
-                println!("{name:<20} {age:<10} {expires:<12} {}", scope(e));
+                println!("{:<20} {age:<10} {expires:<12} {}", t.name, scope(t));
             }
         }
         Action::Revoke { name } => {
-            if file.tokens.remove(&name).is_none() {
-                bail!("no token named {name:?} (`cubactl token list`)");
-            }
-            file.save(&path).map_err(anyhow::Error::msg)?;
+            client.token_revoke(&name).await?;
             println!("revoked {name:?}: its next request gets 401");
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn scope(e: &Entry) -> String {
+fn scope(t: &TokenInfo) -> String {
     let mut parts = Vec::new();
-    if let Some(h) = &e.hosts {
+    if let Some(h) = &t.hosts {
         parts.push(format!("hosts={}", h.join(",")));
     }
-    if let Some(a) = &e.allow {
+    if let Some(a) = &t.allow {
         parts.push(format!("allow={}", a.join(",")));
     }
-    if let Some(r) = &e.roots {
+    if let Some(r) = &t.roots {
         parts.push(format!("roots={}", r.join(",")));
     }
     match parts.is_empty() {

@@ -350,6 +350,16 @@ impl Asks {
         (self.store.all(), self.store.path().display().to_string())
     }
 
+    /// How the approvals file differs from the approvals in effect (edited by hand since).
+    pub fn unconfirmed(&self) -> Vec<String> {
+        self.store.unconfirmed()
+    }
+
+    /// Puts a hand edit of the approvals file in effect (a person confirmed it); what changed.
+    pub fn reload(&self) -> Vec<String> {
+        self.store.reload()
+    }
+
     pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, ProtocolError> {
         self.store.forget(which).map_err(ProtocolError::bad_request)
     }

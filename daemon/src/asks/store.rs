@@ -1,17 +1,20 @@
 //! Remembered approvals: `approvals.toml` beside the settings file, a file the user reads and
 //! edits. Each entry is a rule that is not asked about again (`ask_commands: git push`), where
 //! (a directory and everything below it; none: anywhere), who approved it, through which
-//! channel and when. The daemon reads it again whenever it changed, so an edit holds at once.
+//! channel and when.
 //!
-//! Like `config.toml`, it is the user's file: a command that can write anywhere in the user's
-//! home can change it, which is what the sandbox (`workspace-write`) stops.
+//! The daemon uses what it last read or wrote: a hand edit takes effect only when a person
+//! confirms it (`cubactl daemon reload`, or a restart), and until then `cubactl approvals` says
+//! how the file differs. Anything that can write the file could otherwise approve anything; the
+//! sandbox (`workspace-write`) keeps commands from writing it at all.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 use cuba_protocol::Remembered;
 use serde::{Deserialize, Serialize};
+
+use crate::person_file::Seen;
 
 /// The file's form.
 #[derive(Serialize, Deserialize, Default)]
@@ -38,11 +41,11 @@ struct Entry {
 
 const HEADER: &str = "\
 # Remembered approvals: cuba-exec does not ask about these rules again in their directory
-# (and below it; no dir: anywhere). Edit or delete entries freely; `cubactl approvals forget N`
-# does the same. Read again by the daemon whenever this file changes.
+# (and below it; no dir: anywhere). `cubactl approvals forget N` removes one. An edit by hand
+# takes effect once a person runs `cubactl daemon reload` (or restarts the daemon).
 ";
 
-/// The file and what it said when last read.
+/// The file and what the daemon uses of it.
 pub struct Store {
     path: PathBuf,
     cache: Mutex<Cache>,
@@ -50,19 +53,23 @@ pub struct Store {
 
 #[derive(Default)]
 struct Cache {
-    /// The file's modification time and length when read: read again when either changes.
-    seen: Option<(SystemTime, u64)>,
+    /// The file as the daemon last read or wrote it.
+    seen: Seen,
     entries: Vec<Remembered>,
-    /// Why the file could not be used, once (it is logged, and asks go on being asked).
-    error: Option<String>,
 }
 
 impl Store {
+    /// The store of `path`, read now.
     pub fn new(path: PathBuf) -> Store {
-        Store {
+        let store = Store {
             path,
             cache: Mutex::new(Cache::default()),
+        };
+        let lines = store.reload();
+        if let Some(why) = lines.iter().find(|l| l.contains("does not read")) {
+            tracing::warn!("{why}");
         }
+        store
     }
 
     pub fn path(&self) -> &Path {
@@ -73,17 +80,14 @@ impl Store {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Every remembered approval, the file read again if it changed.
+    /// Every remembered approval in effect.
     pub fn all(&self) -> Vec<Remembered> {
-        let mut cache = self.lock();
-        self.refresh(&mut cache);
-        cache.entries.clone()
+        self.lock().entries.clone()
     }
 
     /// The remembered approval of `rule` whose directory holds `cwd`, if any.
     pub fn find(&self, rule: &str, cwd: &Path) -> Option<Remembered> {
-        let mut cache = self.lock();
-        self.refresh(&mut cache);
+        let cache = self.lock();
         let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         cache
             .entries
@@ -102,7 +106,6 @@ impl Store {
     /// `cubactl approvals` shows stay) and writes the file.
     pub fn remember(&self, r: Remembered) -> Result<(), String> {
         let mut cache = self.lock();
-        self.refresh(&mut cache);
         let same = |e: &Remembered| (&e.rule, &e.dir) == (&r.rule, &r.dir);
         match cache.entries.iter().position(same) {
             Some(i) => cache.entries[i] = r,
@@ -115,7 +118,6 @@ impl Store {
     pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, String> {
         use cuba_protocol::ForgetRequest;
         let mut cache = self.lock();
-        self.refresh(&mut cache);
         let before = cache.entries.len();
         match which {
             ForgetRequest::All => cache.entries.clear(),
@@ -143,57 +145,89 @@ impl Store {
         Ok(gone)
     }
 
-    fn refresh(&self, cache: &mut Cache) {
-        let stamp = std::fs::metadata(&self.path)
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len())));
-        if stamp == cache.seen && (stamp.is_some() || cache.seen.is_some()) {
-            return;
+    /// How the file differs from what is in effect, when it was changed by something other
+    /// than the daemon: one line per approval added or removed.
+    pub fn unconfirmed(&self) -> Vec<String> {
+        let cache = self.lock();
+        if !cache.seen.changed(&self.path) {
+            return Vec::new();
         }
-        cache.seen = stamp;
-        if stamp.is_none() {
-            cache.entries.clear();
-            return;
-        }
-        let read = std::fs::read_to_string(&self.path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| toml::from_str::<File>(&t).map_err(|e| e.to_string()));
-        match read {
-            Ok(file) => {
-                cache.entries = file.approval.into_iter().map(remembered).collect();
-                cache.error = None;
-            }
-            Err(e) => {
-                // A file that does not read remembers nothing: asking again is the safe side.
-                if cache.error.as_deref() != Some(&e) {
-                    tracing::warn!(file = %self.path.display(), "approvals file unreadable: {e}");
-                }
-                cache.entries.clear();
-                cache.error = Some(e);
-            }
+        let name = self.name();
+        match self.read() {
+            Ok(entries) => diff(&name, &cache.entries, &entries),
+            Err(e) => vec![format!("{name} does not read: {e}")],
         }
     }
 
+    /// Reads the file again and puts it in effect (a person confirmed it); what changed. A
+    /// file that does not read remembers nothing: asking again is the safe side.
+    pub fn reload(&self) -> Vec<String> {
+        let mut cache = self.lock();
+        let seen = Seen::now(&self.path);
+        let name = self.name();
+        let (entries, mut lines) = match self.read() {
+            Ok(entries) => (entries, Vec::new()),
+            Err(e) => (Vec::new(), vec![format!("{name} does not read: {e}")]),
+        };
+        lines.extend(diff(&name, &cache.entries, &entries));
+        cache.entries = entries;
+        cache.seen = seen;
+        lines
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn read(&self) -> Result<Vec<Remembered>, String> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let file: File = toml::from_str(&text).map_err(|e| e.to_string())?;
+        Ok(file.approval.into_iter().map(remembered).collect())
+    }
+
     fn write(&self, cache: &mut Cache) -> Result<(), String> {
+        // A hand edit not confirmed is not lost: it is kept beside the file.
+        if cache.seen.changed(&self.path) && self.path.exists() {
+            let kept = self.path.with_extension("toml.edited");
+            if std::fs::rename(&self.path, &kept).is_ok() {
+                tracing::warn!(
+                    file = %self.path.display(),
+                    kept = %kept.display(),
+                    "approvals file edited by hand and not reloaded; the edit is kept aside"
+                );
+            }
+        }
         let file = File {
             approval: cache.entries.iter().map(entry).collect(),
         };
         let body = toml::to_string(&file).map_err(|e| e.to_string())?;
-        let text = format!("{HEADER}\n{body}");
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        }
-        // Written whole, then renamed over: a reader never sees half a file.
-        let tmp = self.path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
-        cache.seen = std::fs::metadata(&self.path)
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        cache.seen = crate::person_file::write_whole(&self.path, &format!("{HEADER}\n{body}"))?;
         Ok(())
     }
+}
+
+/// What changed from `was` to `now`: `+` and `-` lines, each naming the rule and where.
+fn diff(file: &str, was: &[Remembered], now: &[Remembered]) -> Vec<String> {
+    let key = |r: &Remembered| (r.rule.clone(), r.dir.clone());
+    let place = |r: &Remembered| match &r.dir {
+        Some(d) => format!("{} in {d}", r.rule),
+        None => format!("{} anywhere", r.rule),
+    };
+    let mut lines: Vec<String> = now
+        .iter()
+        .filter(|r| !was.iter().any(|w| key(w) == key(r)))
+        .map(|r| format!("{file}: + approval {}", place(r)))
+        .collect();
+    lines.extend(
+        was.iter()
+            .filter(|w| !now.iter().any(|r| key(w) == key(r)))
+            .map(|w| format!("{file}: - approval {}", place(w))),
+    );
+    lines
 }
 
 fn remembered(e: Entry) -> Remembered {
@@ -314,11 +348,20 @@ mod tests {
             .remember(approval("ask_commands: git push", Some(&p)))
             .unwrap();
         assert_eq!(store.all().len(), 2);
-        // The person edits the file: the next look reads it again.
+        // The person edits the file: nothing changes until a person confirms it.
         let text = std::fs::read_to_string(store.path()).unwrap();
         assert!(text.starts_with("# Remembered approvals"), "{text}");
         let edited = text.replace("ask_dirs: /srv", "ask_commands: npm publish");
         std::fs::write(store.path(), format!("{edited}\n")).unwrap();
+        assert!(store
+            .find("ask_commands: npm publish", Path::new("/x"))
+            .is_none());
+        let pending = store.unconfirmed();
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        assert!(pending[0].contains("+ approval ask_commands: npm publish anywhere"));
+        assert!(pending[1].contains("- approval ask_dirs: /srv anywhere"));
+        assert_eq!(store.reload(), pending);
+        assert!(store.unconfirmed().is_empty());
         assert!(store
             .find("ask_commands: npm publish", Path::new("/x"))
             .is_some());
@@ -338,8 +381,17 @@ mod tests {
             1
         );
         assert!(store.all().is_empty());
-        // A file that does not parse remembers nothing.
+        // An edit that is then overwritten by the daemon is kept aside, not lost.
+        store.remember(approval("ask_dirs: /srv", None)).unwrap();
+        std::fs::write(store.path(), "[[approval]]\nrule = \"ask_dirs: /x\"\n").unwrap();
+        store.remember(approval("ask_dirs: /y", None)).unwrap();
+        let kept = std::fs::read_to_string(store.path().with_extension("toml.edited")).unwrap();
+        assert!(kept.contains("ask_dirs: /x"), "{kept}");
+        assert_eq!(store.all().len(), 2);
+        // A file that does not parse remembers nothing once reloaded.
         std::fs::write(store.path(), "[[approval]]\nrule = 3\n").unwrap();
+        assert!(store.unconfirmed()[0].contains("does not read"));
+        assert!(store.reload()[0].contains("does not read"));
         assert!(store.all().is_empty());
     }
 }

@@ -60,17 +60,19 @@ impl Caller {
         }
     }
 
-    /// Refuses a person's part (approving, denying, giving a password) to a process that
-    /// runs inside one of the daemon's trees: an agent must not answer for the person.
+    /// Refuses a person's part (approving, denying, giving a password, changing the daemon,
+    /// its settings or its tokens) to a process that runs inside one of the daemon's trees: an
+    /// agent must not act as the person. The origin is the kernel's (the peer's ancestry at
+    /// accept), never what the client says of itself.
     pub fn must_be_a_person(&self, what: &str) -> Result<(), cuba_protocol::ProtocolError> {
         match &self.inside {
             None => Ok(()),
             Some(where_) => Err(cuba_protocol::ProtocolError::new(
                 cuba_protocol::ErrorKind::Blocked,
                 format!(
-                    "only a person can {what}: this request comes from inside {where_}, which \
-                     cuba-exec started; answer from a terminal of your own (`cubactl`) or in \
-                     the MCP client"
+                    "only a person can {what} (rule person_only): this request comes from \
+                     inside {where_}, which cuba-exec started; do it from a terminal of your \
+                     own (`cubactl`) or in the MCP client"
                 ),
             )),
         }

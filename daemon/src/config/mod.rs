@@ -67,6 +67,11 @@ pub struct Config {
     pub notify: Notify,
     /// Remembered approvals (`approvals.toml`).
     pub approvals_file: PathBuf,
+    /// The HTTP endpoint's bearer tokens (`tokens.toml`, hashes only).
+    pub tokens_file: PathBuf,
+    /// The settings file's values as this daemon read them (by the variable each key stands
+    /// for; empty without a file): a later edit is compared with these.
+    pub file_settings: std::collections::BTreeMap<&'static str, String>,
 }
 
 /// `notify = "auto" | "off" | PROGRAM` (`CUBA_EXEC_NOTIFY`): a desktop notification for every
@@ -141,12 +146,15 @@ impl Config {
             approval_timeout: Duration::from_secs(600),
             notify: Notify::default(),
             approvals_file: PathBuf::from("approvals.toml"),
+            tokens_file: PathBuf::from("tokens.toml"),
+            file_settings: Default::default(),
         }
     }
 
     /// The settings file (see `file.rs`), then the environment `lookup`.
     pub fn load(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
-        let from_file = match file::read(&lookup)? {
+        let read = file::read(&lookup)?;
+        let from_file = match &read {
             Some((path, vars)) => self
                 .apply_env(|k| vars.get(k).cloned())
                 .with_context(|| format!("config file {}", path.display()))?,
@@ -154,22 +162,61 @@ impl Config {
         };
         let mut config = from_file.apply_env(&lookup)?;
         config.approvals_file = approvals_file(&lookup);
+        config.tokens_file = beside_settings(&lookup, "CUBA_EXEC_TOKENS", "tokens.toml");
+        config.file_settings = read.map(|(_, vars)| vars).unwrap_or_default();
         Ok(config)
+    }
+
+    /// How the settings file now differs from what this daemon read at its start, one line
+    /// per setting (by the variable it stands for); a file that no longer reads is one line
+    /// saying why. `lookup` is the daemon's environment, whose variables win over the file.
+    pub fn file_changes(&self, lookup: impl Fn(&str) -> Option<String>) -> Vec<String> {
+        let now = match file::read(&lookup) {
+            Ok(read) => read.map(|(_, vars)| vars).unwrap_or_default(),
+            Err(e) => return vec![format!("the settings file does not read: {e:#}")],
+        };
+        let shown = |v: Option<&String>| match v {
+            None => "(unset)".to_string(),
+            Some(v) if v.chars().count() > 60 => {
+                format!("{}…", v.chars().take(60).collect::<String>())
+            }
+            Some(v) => format!("{v:?}"),
+        };
+        let keys: BTreeSet<&&str> = self.file_settings.keys().chain(now.keys()).collect();
+        keys.into_iter()
+            .filter(|k| self.file_settings.get(**k) != now.get(**k))
+            .map(|k| {
+                let wins = match lookup(k) {
+                    Some(_) => " (the environment's value wins)",
+                    None => "",
+                };
+                format!(
+                    "settings: {k} {} → {}{wins}",
+                    shown(self.file_settings.get(*k)),
+                    shown(now.get(*k))
+                )
+            })
+            .collect()
     }
 }
 
-/// `approvals.toml`: `$CUBA_EXEC_APPROVALS`, else beside the settings file where that is a
-/// file of its own (`$CUBA_EXEC_CONFIG=/dev/null` has no "beside"), else in the usual settings
-/// directory (`~/.config/cuba-exec/`).
+/// `approvals.toml`: `$CUBA_EXEC_APPROVALS`, else beside the settings file.
 fn approvals_file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
-    if let Some(p) = lookup("CUBA_EXEC_APPROVALS").filter(|p| !p.trim().is_empty()) {
+    beside_settings(lookup, "CUBA_EXEC_APPROVALS", "approvals.toml")
+}
+
+/// A file of the person's: `$VAR`, else `name` beside the settings file where that is a file
+/// of its own (`$CUBA_EXEC_CONFIG=/dev/null` has no "beside"), else in the usual settings
+/// directory (`~/.config/cuba-exec/`).
+fn beside_settings(lookup: &impl Fn(&str) -> Option<String>, var: &str, name: &str) -> PathBuf {
+    if let Some(p) = lookup(var).filter(|p| !p.trim().is_empty()) {
         return PathBuf::from(p);
     }
     let beside = cuba_protocol::paths::config_file(lookup)
         .map(|(p, _)| p)
         .filter(|p| p.extension().is_some_and(|e| e == "toml"));
     if let Some(dir) = beside.as_deref().and_then(|p| p.parent()) {
-        return dir.join("approvals.toml");
+        return dir.join(name);
     }
     let no_config = |k: &str| match k {
         "CUBA_EXEC_CONFIG" => None,
@@ -177,8 +224,8 @@ fn approvals_file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
     };
     let default = cuba_protocol::paths::config_file(&no_config).map(|(p, _)| p);
     match default.as_deref().and_then(|p| p.parent()) {
-        Some(dir) => dir.join("approvals.toml"),
-        None => PathBuf::from("approvals.toml"),
+        Some(dir) => dir.join(name),
+        None => PathBuf::from(name),
     }
 }
 
@@ -215,6 +262,22 @@ mod tests {
             c.blocked_side_effects,
             ["MAKES_NETWORK_REQUESTS".to_string()].into()
         );
+        assert!(c.file_changes(lookup).is_empty());
+        std::fs::write(&file, "max_procs = 9\nblocked_commands = [\"curl\"]\n").unwrap();
+        let changes = c.file_changes(lookup);
+        assert_eq!(changes.len(), 7, "{changes:?}");
+        assert!(
+            changes.iter().any(|l| l.contains(
+                "CUBA_EXEC_MAX_PROCS \"7\" → \"9\" (the \
+             environment's value wins)"
+            )),
+            "{changes:?}"
+        );
+        assert!(changes
+            .iter()
+            .any(|l| l.contains("CUBA_EXEC_TTL \"10m\" → (unset)")));
+        std::fs::write(&file, "max_procs = [\n").unwrap();
+        assert!(c.file_changes(lookup)[0].contains("does not read"));
     }
 
     #[test]

@@ -76,6 +76,7 @@ pub fn approvals(d: &Daemon) -> Response {
         pending: d.asks().pending(),
         remembered,
         file,
+        unconfirmed: d.asks().unconfirmed(),
     })
 }
 

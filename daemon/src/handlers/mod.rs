@@ -3,10 +3,12 @@
 //! through the [`Responder`] and end with their last.
 
 mod asks;
+mod bearer;
 mod follow;
 mod info;
 mod list;
 mod matcher;
+mod person;
 mod policy_check;
 mod prune;
 mod read;
@@ -95,18 +97,37 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(&d))),
         Request::Resize(r) => resize::resize(&d, r).await,
         Request::Screen(r) => screen::screen(&d, r.id),
-        Request::Shutdown(r) => return shutdown::shutdown(&d, r, &out).await,
-        Request::Upgrade(r) => return upgrade::upgrade(&d, r, &out).await,
+        Request::Shutdown(r) => return shutdown::shutdown(&d, &caller, r, &out).await,
+        Request::Upgrade(r) => return upgrade::upgrade(&d, &caller, r, &out).await,
         Request::Approve(r) => asks::approve(&d, &caller, r).await,
         Request::Deny(r) => asks::deny(&d, &caller, r).await,
         Request::Approvals => Ok(asks::approvals(&d)),
         Request::Forget(r) => asks::forget(&d, &caller, r),
         Request::AskSecret(r) => asks::ask_secret(&d, &caller, r).await,
         Request::AnswerSecret(r) => asks::answer_secret(&d, &caller, r),
+        Request::Reload => person::reload(&d, &caller),
+        Request::TokenCreate(r) => bearer::create(&d, &caller, r),
+        Request::TokenRevoke(name) => bearer::revoke(&d, &caller, &name),
+        Request::TokenList => Ok(bearer::list(&d)),
+        Request::TokenCheck(hash) => Ok(bearer::check(&d, &hash)),
+        Request::HttpStop(pid) => person::http_stop(&d, &caller, pid),
+        Request::Authorize(verb) => person::authorize(&d, &caller, verb),
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
     };
     out.send(result.unwrap_or_else(Response::Error)).await;
+}
+
+/// A person's verb: refused on a connection from inside one of the daemon's process trees
+/// (`what` says what only a person does), and audited either way as `verb`.
+fn person(d: &Daemon, caller: &Caller, verb: &str, what: &str) -> Result<(), ProtocolError> {
+    let verdict = caller.must_be_a_person(what);
+    let refused = verdict
+        .as_ref()
+        .err()
+        .map(|e| ("person_only", e.message.as_str()));
+    d.table().audit().control(caller.who(), verb, refused);
+    verdict
 }
 
 /// The refusal of a terminal request for a process on pipes.

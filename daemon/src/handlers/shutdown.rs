@@ -1,12 +1,18 @@
-//! `Shutdown`: refused while processes run unless forced; answered before the daemon starts
-//! going down (then every process is stopped gracefully: TERM, grace period, KILL).
+//! `Shutdown`: a person's verb; refused while processes run unless forced; answered before the
+//! daemon starts going down (then every process is stopped gracefully: TERM, grace period,
+//! KILL).
 
 use cuba_protocol::{ProtocolError, Response, ShutdownRequest};
 
 use super::Responder;
+use crate::caller::Caller;
 use crate::daemon::Daemon;
 
-pub async fn shutdown(d: &Daemon, r: ShutdownRequest, out: &Responder) {
+pub async fn shutdown(d: &Daemon, caller: &Caller, r: ShutdownRequest, out: &Responder) {
+    if let Err(e) = super::person(d, caller, "daemon stop", "stop the daemon") {
+        out.send(Response::Error(e)).await;
+        return;
+    }
     let running = d.table().count_running();
     if running > 0 && !r.force {
         let refusal = ProtocolError::invalid_state(format!(

@@ -1,27 +1,26 @@
-//! `Upgrade`: checks that the new binary can take the hand-over (and that nothing open cannot
-//! be handed over), answers `Ok`, and asks the server loop to hand over. A refusal is an
+//! `Upgrade`: a person's verb. Judges the new binary before anything runs it (only the
+//! installed program or a file only root may write: `handover::accept`), checks that it can
+//! take the hand-over (and that nothing open cannot be handed over), answers with what the
+//! new program will read differently, and asks the server loop to hand over. A refusal is an
 //! error reply, and the daemon carries on.
 
 use std::path::PathBuf;
 
-use cuba_protocol::{ProtocolError, Response, UpgradeRequest};
+use cuba_protocol::{Changes, ProtocolError, Response, UpgradeRequest};
 
 use super::Responder;
+use crate::caller::Caller;
 use crate::daemon::Daemon;
 
-pub async fn upgrade(d: &Daemon, r: UpgradeRequest, out: &Responder) {
+pub async fn upgrade(d: &Daemon, caller: &Caller, r: UpgradeRequest, out: &Responder) {
+    if let Err(e) = super::person(d, caller, "daemon upgrade", "upgrade or restart the daemon") {
+        out.send(Response::Error(e)).await;
+        return;
+    }
     let binary = match r.binary {
         Some(b) if !b.is_empty() => PathBuf::from(b),
         _ => d.config().exe.clone(),
     };
-    if !binary.is_absolute() {
-        let e = ProtocolError::bad_request(format!(
-            "binary {}: give an absolute path",
-            binary.display()
-        ));
-        out.send(Response::Error(e)).await;
-        return;
-    }
     // A held exec was received by this program, and a held command lives only in it: answered
     // first, nothing is left waiting on a question the next program never asked.
     let pending = d.asks().pending();
@@ -34,13 +33,25 @@ pub async fn upgrade(d: &Daemon, r: UpgradeRequest, out: &Responder) {
         out.send(Response::Error(e)).await;
         return;
     }
-    if let Err(why) = crate::handover::check_binary(d, &binary).await {
+    let accepted = match crate::handover::accept(&binary, &d.config().exe) {
+        Ok(a) => a,
+        Err(why) => {
+            let e = ProtocolError::invalid_state(format!("cannot upgrade: {why}"));
+            out.send(Response::Error(e)).await;
+            return;
+        }
+    };
+    if let Err(why) = crate::handover::check_binary(d, &accepted).await {
         out.send(Response::Error(ProtocolError::invalid_state(format!(
             "cannot upgrade: {why}"
         ))))
         .await;
         return;
     }
-    out.send(Response::Ok).await;
-    d.ask_upgrade(binary);
+    let lines = super::person::changes(d);
+    if !lines.is_empty() {
+        tracing::info!(changes = ?lines, "the new program reads changed settings");
+    }
+    out.send(Response::Upgrading(Changes { lines })).await;
+    d.ask_upgrade(accepted);
 }

@@ -10,8 +10,10 @@
 //! written, and the reaper collects no exit, so nothing is read, written or reaped twice or
 //! not at all: an exit during the hand-over is a zombie the new program reaps.
 //!
-//! `save.rs` is the old program's half, `load.rs` the new one's.
+//! `accept.rs` judges the program to become, `save.rs` is the old program's half, `load.rs`
+//! the new one's.
 
+mod accept;
 mod load;
 mod save;
 
@@ -26,6 +28,7 @@ use crate::launch::Confinement;
 use crate::record::StopCause;
 use crate::tokens::{Exported, Stamp};
 
+pub use accept::{accept, Accepted};
 pub use load::{read, Handed};
 pub use save::{check_binary, hand_over, Inherited};
 

@@ -7,8 +7,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use cuba_protocol::{wire, ProcKind};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
+use super::accept::Accepted;
 use super::{
     put, set_cloexec, Header, SavedProc, SavedSession, SavedStdin, SavedTerminal, VERSION,
 };
@@ -37,9 +37,10 @@ pub struct Inherited {
     pub lock: RawFd,
 }
 
-/// Asks `binary` which hand-over version it reads (`--handover-version`); refuses one that
-/// cannot take ours.
-pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
+/// Asks the accepted program which hand-over version it reads (`--handover-version`), run
+/// through its descriptor; refuses one that cannot take ours.
+pub async fn check_binary(d: &Daemon, accepted: &Accepted) -> Result<(), String> {
+    let binary = accepted.path.as_path();
     let cannot = |e: std::io::Error| format!("cannot run {}: {e}", binary.display());
     let (read_end, write_end) = crate::platform::pipe::pipe().map_err(cannot)?;
     let null = || {
@@ -48,7 +49,10 @@ pub async fn check_binary(d: &Daemon, binary: &Path) -> Result<(), String> {
             .write(true)
             .open("/dev/null")
     };
-    let mut cmd = Spawn::new(binary);
+    let mut cmd = Spawn::new(accepted.proc_path());
+    let fd = accepted.file.as_raw_fd();
+    // Open across the exec: a `#!` program reads itself through that descriptor's path.
+    cmd.uses(fd).hook(Box::new(move || set_cloexec(fd, false)));
     cmd.arg("--handover-version").stdio(
         null().map_err(cannot)?.into(),
         write_end,
@@ -102,9 +106,9 @@ struct Held {
     resume: Vec<oneshot::Sender<()>>,
 }
 
-/// Hands the daemon over to `binary`. Returns only when that failed (with the reason), after
-/// resuming everything; on success the exec replaced this program.
-pub async fn hand_over(d: &Daemon, inherited: Inherited, binary: &Path) -> String {
+/// Hands the daemon over to the accepted program. Returns only when that failed (with the
+/// reason), after resuming everything; on success the exec replaced this program.
+pub async fn hand_over(d: &Daemon, inherited: Inherited, binary: &Accepted) -> String {
     let reaper = d.launcher().reaper().clone();
     reaper.freeze(true);
     let mut attempt = 0;
@@ -288,9 +292,10 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
 fn write_and_exec(
     d: &Daemon,
     inherited: Inherited,
-    binary: &Path,
+    accepted: &Accepted,
     held: &[Held],
 ) -> Result<Infallible, String> {
+    let binary = accepted.path.as_path();
     let sessions = d.sessions().idle();
     let procs = held
         .iter()
@@ -331,7 +336,7 @@ fn write_and_exec(
         processes = procs.len(),
         "handing over to a new program"
     );
-    let err = exec(d, binary, file.as_raw_fd());
+    let err = exec(d, accepted, file.as_raw_fd());
     for &fd in &keep {
         let _ = set_cloexec(fd, true);
     }
@@ -349,12 +354,12 @@ fn write_file(file: &mut File, header: &Header, procs: &[SavedProc]) -> std::io:
     file.rewind()
 }
 
-/// `execve(binary, [binary, --socket S, --state-dir D, --handover FD])` with this environment;
-/// returns only on failure.
-fn exec(d: &Daemon, binary: &Path, fd: RawFd) -> std::io::Error {
+/// `execveat(accepted, [binary, --socket S, --state-dir D, --handover FD])` with this
+/// environment: the file judged, through its descriptor; returns only on failure.
+fn exec(d: &Daemon, accepted: &Accepted, fd: RawFd) -> std::io::Error {
     let c = |b: &[u8]| CString::new(b.to_vec()).map_err(std::io::Error::other);
     let args = [
-        c(binary.as_os_str().as_bytes()),
+        c(accepted.path.as_os_str().as_bytes()),
         c(b"--socket"),
         c(d.config().socket.as_os_str().as_bytes()),
         c(b"--state-dir"),
@@ -366,10 +371,45 @@ fn exec(d: &Daemon, binary: &Path, fd: RawFd) -> std::io::Error {
         Ok(a) => a,
         Err(e) => return e,
     };
+    let env: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.into_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
     let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    // SAFETY: execv with a NUL-terminated path and a NULL-terminated array of NUL-terminated
-    // strings, all alive across the call; it returns only on failure.
-    unsafe { libc::execv(ptrs[0], ptrs.as_ptr()) };
-    std::io::Error::last_os_error()
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let fd = accepted.file.as_raw_fd();
+    let run = || {
+        // SAFETY: execveat with an open descriptor, an empty NUL-terminated path and
+        // NULL-terminated arrays of NUL-terminated strings, all alive across the call; it
+        // returns only on failure.
+        unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                fd,
+                c"".as_ptr(),
+                ptrs.as_ptr(),
+                envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        std::io::Error::last_os_error()
+    };
+    let err = run();
+    if err.raw_os_error() != Some(libc::ENOENT) {
+        return err;
+    }
+    // A `#!` program reads itself through `/dev/fd/N`, which a close-on-exec descriptor
+    // cannot give it; a cubad (ELF) never gets here, so no descriptor is left behind for it.
+    if let Err(e) = set_cloexec(fd, false) {
+        return e;
+    }
+    let err = run();
+    let _ = set_cloexec(fd, true);
+    err
 }

@@ -58,6 +58,9 @@ pub async fn handle(d: &Arc<Daemon>, client: &Client, request: Request, out: Res
             }
         }
         Request::Cancel(_) => Ok(Response::Ok),
+        // No connection can be told to come from a command's tree here yet: the client's
+        // own verb goes ahead as before.
+        Request::Authorize(_) => Ok(Response::Ok),
         Request::Resize(r) => resize(d, r),
         Request::Screen(r) => d.table.get(r.id).and_then(|p| {
             let data = p.lock();
@@ -81,6 +84,12 @@ fn name(r: &Request) -> &'static str {
             "approvals (ask rules)"
         }
         Request::AskSecret(_) | Request::AnswerSecret(_) => "password asks",
+        Request::TokenCreate(_)
+        | Request::TokenRevoke(_)
+        | Request::TokenList
+        | Request::TokenCheck(_)
+        | Request::HttpStop(_) => "the HTTP endpoint's tokens",
+        Request::Reload => "reloading approvals and tokens",
         _ => "this request",
     }
 }

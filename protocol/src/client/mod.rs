@@ -5,6 +5,7 @@
 //! task owns the socket's write half. A request whose future is dropped (a cancelled MCP call, a
 //! Ctrl-C'd CLI) sends `Cancel` for itself, so the daemon stops working on it.
 
+mod access;
 mod asks;
 mod error;
 mod greet;

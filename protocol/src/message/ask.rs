@@ -103,6 +103,9 @@ pub struct Approvals {
     pub remembered: Vec<Remembered>,
     /// The file the remembered ones live in.
     pub file: String,
+    /// How the file differs from what the daemon uses, when it was edited by hand since the
+    /// daemon read it (`cubactl daemon reload` applies it); empty when it does not.
+    pub unconfirmed: Vec<String>,
 }
 
 /// Forget remembered approvals: the `index`th (from 1), or every one for `rule`. Answered by

@@ -5,6 +5,7 @@
 //! variants go at the end, and any change to a type bumps [`crate::PROTOCOL_VERSION`]. One file
 //! per topic; this one has the frames and the two enums that name every request and response.
 
+mod access;
 mod ask;
 mod control;
 mod daemon;
@@ -17,6 +18,7 @@ mod terminal;
 mod token;
 mod wait;
 
+pub use access::*;
 pub use ask::*;
 pub use control::*;
 pub use daemon::*;
@@ -119,6 +121,28 @@ pub enum Request {
     /// A person's answer to a password ask. Refused from inside a process tree. Answered by
     /// [`Response::Ok`].
     AnswerSecret(SecretAnswer),
+    /// Read `approvals.toml` and `tokens.toml` again (a hand edit takes effect only this way,
+    /// or at a restart), and compare the settings file with what the daemon runs with.
+    /// Refused from inside a process tree. Answered by [`Response::Reloaded`].
+    Reload,
+    /// Make a bearer token of the HTTP endpoint. Refused from inside a process tree.
+    /// Answered by [`Response::TokenMade`].
+    TokenCreate(TokenCreate),
+    /// Revoke a bearer token by name. Refused from inside a process tree. Answered by
+    /// [`Response::Ok`].
+    TokenRevoke(String),
+    /// Every bearer token (never the tokens themselves). Answered by [`Response::Tokens`].
+    TokenList,
+    /// What a presented bearer token is (by its SHA-256 in hex), for the HTTP endpoint.
+    /// Answered by [`Response::Token`].
+    TokenCheck(String),
+    /// Stop the HTTP endpoint of this pid (TERM), once the daemon sees that the pid runs
+    /// `cuba-exec`. Refused from inside a process tree. Answered by [`Response::Ok`], or
+    /// `NotFound`.
+    HttpStop(u32),
+    /// Whether this connection may do a person's verb the client carries out itself.
+    /// Answered by [`Response::Ok`], or refused from inside a process tree.
+    Authorize(Verb),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -150,4 +174,15 @@ pub enum Response {
     Approvals(Approvals),
     /// The answer to a [`Request::AskSecret`].
     Secret(Secret),
+    /// What a [`Request::Reload`] found changed.
+    Reloaded(Changes),
+    /// A token a [`Request::TokenCreate`] made.
+    TokenMade(TokenMade),
+    /// The tokens ([`Request::TokenList`]).
+    Tokens(TokenList),
+    /// What a [`Request::TokenCheck`] found.
+    Token(TokenVerdict),
+    /// An [`Request::Upgrade`] accepted: the daemon hands over now; what the new program
+    /// will read differently from the settings files.
+    Upgrading(Changes),
 }

@@ -236,6 +236,51 @@ fn golden_error_response() {
 }
 
 #[test]
+fn golden_token_check_and_its_verdict() {
+    let frame = RequestFrame {
+        id: 3,
+        request: Request::TokenCheck("ab".into()),
+    };
+    golden_request(
+        &frame,
+        &[
+            "03",      // id
+            "1d",      // Request::TokenCheck
+            "02 6162", // the token's hash, as text
+        ],
+    );
+    let frame = RequestFrame {
+        id: 1,
+        request: Request::Authorize(Verb::HttpStart),
+    };
+    golden_request(&frame, &["01", "1f", "00"]); // Request::Authorize(Verb::HttpStart)
+    let frame = ResponseFrame {
+        id: 3,
+        response: Response::Token(TokenVerdict::Valid(TokenInfo {
+            name: "p".into(),
+            created: 5,
+            expires: None,
+            hosts: Some(vec!["h".into()]),
+            allow: None,
+            roots: None,
+        })),
+    };
+    golden_response(
+        &frame,
+        &[
+            "03",          // id
+            "12",          // Response::Token
+            "00",          // TokenVerdict::Valid
+            "01 70",       // name "p"
+            "05",          // created
+            "00",          // expires None
+            "01 01 01 68", // hosts Some(["h"])
+            "00 00",       // allow, roots None
+        ],
+    );
+}
+
+#[test]
 fn golden_closing_notice() {
     let frame = ResponseFrame {
         id: 0,
@@ -276,7 +321,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000011",          // protocol version 17, fixed u32 big-endian
+            "00000012",          // protocol version 18, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -297,7 +342,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000011",      // protocol version 17
+            "00000012",      // protocol version 18
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -308,7 +353,7 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000011 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000012 00000063", "01", "6e6f"]);
 }
 
 #[test]

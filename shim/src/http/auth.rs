@@ -1,14 +1,13 @@
-//! Who a request comes from: a bearer token of `tokens.toml` (its SHA-256 looked up; the file
-//! read again when it changes, so a revoked or new token takes effect at once) or, when
-//! `[http.jwt]` is set, a JWT of that issuer, signature, `iss`, `aud` and `exp` checked.
+//! Who a request comes from: a bearer token the daemon made (its SHA-256 asked of the daemon
+//! for every request, so a revoked or expired token fails on its next one, and a token written
+//! into `tokens.toml` by anything but the daemon is not one) or, when `[http.jwt]` is set, a
+//! JWT of that issuer, signature, `iss`, `aud` and `exp` checked.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
-use cuba_protocol::tokens::{self, Entry, Refused, Tokens};
-use cuba_protocol::{ClientInfo, ClientKind};
+use cuba_protocol::tokens::{self, Refused};
+use cuba_protocol::{ClientInfo, ClientKind, TokenInfo, TokenVerdict};
 
 use super::jwt::Issuer;
 use super::settings::{Scope, Settings};
@@ -29,87 +28,41 @@ impl std::fmt::Debug for Caller {
     }
 }
 
-/// Callers kept at most (JWT subjects are not bounded by the file): more start the cache again.
+/// Callers kept at most: more start the cache again.
 const MAX_CALLERS: usize = 4096;
 
-pub struct Auth {
-    path: PathBuf,
-    file: Mutex<Loaded>,
-    issuer: Option<Issuer>,
-    /// The connections every caller's links are made from.
-    base: Arc<Link>,
-}
+/// Callers by key, each with what the daemon said of its token when it was made (a token
+/// whose scope changed gets a new caller); a JWT subject's has none.
+type Callers = HashMap<String, (Option<TokenInfo>, Arc<Caller>)>;
 
-#[derive(Default)]
-struct Loaded {
-    /// What the file looked like when read: length, modification time, inode.
-    stamp: Option<(u64, SystemTime, u64)>,
-    by_hash: HashMap<String, (String, Entry)>,
-    callers: HashMap<String, Arc<Caller>>,
-    error: Option<String>,
+pub struct Auth {
+    callers: Mutex<Callers>,
+    issuer: Option<Issuer>,
+    /// The connections every caller's links are made from, and the daemon's, which keeps the
+    /// tokens.
+    base: Arc<Link>,
 }
 
 impl Auth {
     pub fn new(settings: &Settings, base: Arc<Link>) -> Result<Auth, String> {
-        let lookup = |k: &str| std::env::var(k).ok();
         let issuer = settings
             .jwt
             .as_ref()
             .map(|j| Issuer::new(j, settings.url.as_deref()))
             .transpose()?;
-        let auth = Auth {
-            path: tokens::file(&lookup),
-            file: Mutex::new(Loaded::default()),
+        Ok(Auth {
+            callers: Mutex::new(HashMap::new()),
             issuer,
             base,
-        };
-        let mut loaded = auth.lock();
-        auth.refresh(&mut loaded);
-        if let Some(e) = &loaded.error {
-            return Err(e.clone());
-        }
-        drop(loaded);
-        Ok(auth)
-    }
-
-    pub fn tokens_file(&self) -> &std::path::Path {
-        &self.path
+        })
     }
 
     pub fn issuer(&self) -> Option<&str> {
         self.issuer.as_ref().map(Issuer::name)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Loaded> {
-        self.file.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Reads the file again if it changed since the last look (a stat per request).
-    fn refresh(&self, loaded: &mut Loaded) {
-        let stamp = stamp(&self.path);
-        if stamp == loaded.stamp && loaded.stamp.is_some() {
-            return;
-        }
-        match Tokens::load(&self.path) {
-            Ok(t) => {
-                loaded.by_hash = t
-                    .tokens
-                    .into_iter()
-                    .map(|(name, e)| (e.hash.clone(), (name, e)))
-                    .collect();
-                loaded.error = None;
-            }
-            Err(e) => {
-                // A file that cannot be read admits nobody: not the old tokens, one of which
-                // may have just been revoked.
-                tracing::warn!("{e}");
-                loaded.by_hash.clear();
-                loaded.error = Some(e);
-            }
-        }
-        loaded.stamp = stamp;
-        // A token's scope may have changed: its caller is made again on its next request.
-        loaded.callers.clear();
+    fn lock(&self) -> std::sync::MutexGuard<'_, Callers> {
+        self.callers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The caller `authorization` (the header's value) names, or why it is refused.
@@ -121,35 +74,50 @@ impl Auth {
         // Our own tokens by their prefix; anything else is the issuer's, if there is one.
         let issuer = match &self.issuer {
             Some(i) if !token.starts_with(tokens::PREFIX) => i,
-            _ => return self.check_token(token),
+            _ => return self.check_token(token).await,
         };
         let (subject, scope) = issuer.check(token).await?;
         let key = format!("jwt:{subject}");
-        let mut loaded = self.lock();
-        if let Some(c) = loaded.callers.get(&key) {
+        let mut callers = self.lock();
+        if let Some((_, c)) = callers.get(&key) {
             return Ok(c.clone());
         }
         let caller = self.caller(key.clone(), subject, &scope);
-        remember(&mut loaded, key, caller.clone());
+        remember(&mut callers, key, None, caller.clone());
         Ok(caller)
     }
 
-    fn check_token(&self, token: &str) -> Result<Arc<Caller>, Refused> {
+    async fn check_token(&self, token: &str) -> Result<Arc<Caller>, Refused> {
         let hash = tokens::hash(token);
-        let mut loaded = self.lock();
-        self.refresh(&mut loaded);
-        let (name, entry) = loaded.by_hash.get(&hash).ok_or(Refused::Unknown)?;
-        tokens::usable(entry, now())?;
-        if let Some(c) = loaded.callers.get(&hash) {
-            return Ok(c.clone());
+        let asked = self
+            .base
+            .daemon(|c| {
+                let hash = hash.clone();
+                async move { c.token_check(hash).await }
+            })
+            .await;
+        let info = match asked {
+            Ok(TokenVerdict::Valid(info)) => info,
+            Ok(TokenVerdict::Unknown) => return Err(Refused::Unknown),
+            Ok(TokenVerdict::Expired) => return Err(Refused::Expired),
+            Err(e) => {
+                tracing::warn!("cannot ask the daemon about a token: {e}");
+                return Err(Refused::Unavailable);
+            }
+        };
+        let mut callers = self.lock();
+        if let Some((Some(known), c)) = callers.get(&hash) {
+            if *known == info {
+                return Ok(c.clone());
+            }
         }
         let scope = Scope {
-            hosts: entry.hosts.clone(),
-            allow: entry.allow.clone(),
-            roots: entry.roots.clone(),
+            hosts: info.hosts.clone(),
+            allow: info.allow.clone(),
+            roots: info.roots.clone(),
         };
-        let caller = self.caller(hash.clone(), name.clone(), &scope);
-        remember(&mut loaded, hash, caller.clone());
+        let caller = self.caller(hash.clone(), info.name.clone(), &scope);
+        remember(&mut callers, hash, Some(info), caller.clone());
         Ok(caller)
     }
 
@@ -188,11 +156,11 @@ impl Auth {
     }
 }
 
-fn remember(loaded: &mut Loaded, key: String, caller: Arc<Caller>) {
-    if loaded.callers.len() >= MAX_CALLERS {
-        loaded.callers.clear();
+fn remember(callers: &mut Callers, key: String, info: Option<TokenInfo>, caller: Arc<Caller>) {
+    if callers.len() >= MAX_CALLERS {
+        callers.clear();
     }
-    loaded.callers.insert(key, caller);
+    callers.insert(key, (info, caller));
 }
 
 /// `Bearer <token>` (the scheme in any case, RFC 6750).
@@ -200,21 +168,6 @@ fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn stamp(path: &std::path::Path) -> Option<(u64, SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some((meta.len(), meta.modified().ok()?, inode))
 }
 
 #[cfg(test)]

@@ -94,6 +94,10 @@ impl Gate {
             .map(|v| v.as_bytes());
         let caller = match self.auth.check(authorization).await {
             Ok(c) => c,
+            Err(Refused::Unavailable) => {
+                let why = Refused::Unavailable.describe().to_string();
+                return plain(StatusCode::SERVICE_UNAVAILABLE, why);
+            }
             Err(why) => return self.unauthorized(&req, why),
         };
         let session: Option<Arc<str>> = req

@@ -80,10 +80,7 @@ pub async fn serve(settings: Settings) -> Result<(), String> {
 
     let url = format!("{}://{local}{}", settings.scheme(), gate::MCP_PATH);
     let _status = status::Written::new(&url, settings.url.as_deref());
-    eprintln!(
-        "cuba-exec: serving MCP on {url} (tokens: {}; `cubactl token create NAME` makes one)",
-        gate.auth.tokens_file().display()
-    );
+    eprintln!("cuba-exec: serving MCP on {url} (`cubactl token create NAME` makes a token)");
     let connections = Arc::new(Semaphore::new(settings.max_connections));
     let stop = stop_signal();
     tokio::pin!(stop);

@@ -59,7 +59,8 @@ async fn tokens_are_required_and_a_revoked_or_expired_one_fails_at_once() {
         "{file}"
     );
 
-    // Expired: the file says so (as `--expires` writes it), and the next request fails.
+    // Expired: the file says so (as `--expires` writes it), and once a person confirms that
+    // edit, the next request fails; before, the daemon keeps what it made.
     let expired = s.token(&["create", "old", "--expires", "1h"]).await;
     let ok = s.session(&expired).await;
     assert!(!ok.is_empty());
@@ -73,6 +74,16 @@ async fn tokens_are_required_and_a_revoked_or_expired_one_fails_at_once() {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(s.tokens_file(), past).unwrap();
+    let r = s.call(&expired, &ok, "list_processes", json!({})).await;
+    assert_eq!(r.status, 200, "a hand edit is not in effect yet: {r:?}");
+    let listed = s.token(&["list"]).await;
+    assert!(listed.contains("old"), "{listed}");
+    let reload = d.cubactl(&["daemon", "reload"]).output().await.unwrap();
+    let said = String::from_utf8_lossy(&reload.stdout);
+    assert!(
+        reload.status.success() && said.contains("~ token old"),
+        "{said}"
+    );
     let r = s.call(&expired, &ok, "list_processes", json!({})).await;
     assert_eq!(r.status, 401, "{r:?}");
     assert!(r.body.contains("expired"), "{r:?}");
@@ -558,13 +569,13 @@ async fn a_caller_gets_the_daemons_environment_with_its_secrets_hidden() {
             &token,
             &session,
             "run",
-            json!({"command": "echo $PLAIN_DAEMON_VAR; echo $DEPLOY_API_TOKEN; echo ${CUBA_EXEC_TOKENS:-none}"}),
+            json!({"command": "echo $PLAIN_DAEMON_VAR; echo $DEPLOY_API_TOKEN; echo config=$CUBA_EXEC_CONFIG"}),
         )
         .await;
     let text = r.text();
-    // The daemon's environment, not the endpoint's (which has CUBA_EXEC_TOKENS).
+    // The daemon's environment, not the endpoint's (whose settings file is its own).
     assert!(text.contains("from-the-daemon"), "{text}");
-    assert!(text.contains("none"), "{text}");
+    assert!(text.contains("config=/dev/null"), "{text}");
     assert!(
         !text.contains(secret),
         "a secret of the daemon's environment shown: {text}"

@@ -30,6 +30,7 @@ mod side_effects;
 mod sshd_fixture;
 mod symlinks;
 mod tree;
+mod trust;
 mod tty;
 mod upgrade;
 mod waiting_input;

@@ -1,5 +1,6 @@
-//! `daemon status|start|stop|restart|upgrade`: the cubad supervisor itself.
+//! `daemon status|start|stop|restart|upgrade|reload`: the cubad supervisor itself.
 
+mod reload;
 mod restart;
 mod start;
 mod status;
@@ -37,6 +38,10 @@ enum Action {
     /// Hand the running daemon over to a new cubad binary in place (same pid): running
     /// processes, their output, stdin, terminals and timers carry on; clients reconnect.
     Upgrade(upgrade::Args),
+    /// Put hand edits of approvals.toml and tokens.toml in effect (nothing else makes the
+    /// daemon read them again), and say how config.toml differs from what the daemon runs on
+    /// (`restart` applies that). Refused from inside a command cuba-exec runs.
+    Reload,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
@@ -46,6 +51,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         Action::Stop(a) => stop::run(ctx, a).await,
         Action::Restart(a) => restart::run(ctx, a).await,
         Action::Upgrade(a) => upgrade::run(ctx, a).await,
+        Action::Reload => reload::run(ctx).await,
     }
 }
 

@@ -50,8 +50,9 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
     let request = UpgradeRequest {
         binary: binary.map(|b| b.display().to_string()),
     };
-    match client.call(Request::Upgrade(request)).await {
-        Ok(Response::Ok) | Err(ClientError::Closed) => {}
+    let changes = match client.call(Request::Upgrade(request)).await {
+        Ok(Response::Upgrading(c)) => c.lines,
+        Ok(Response::Ok) | Err(ClientError::Closed) => Vec::new(),
         Ok(Response::Error(e)) | Err(ClientError::Remote(e)) => {
             eprintln!("cubactl: {}", e.message);
             eprintln!("cubad (pid {}) carries on as it was", before.pid);
@@ -59,7 +60,7 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
         }
         Ok(other) => bail!("unexpected reply to the upgrade: {other:?}"),
         Err(e) => return Err(e.into()),
-    }
+    };
     drop(client);
     ctx.forget().await;
     let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
@@ -74,6 +75,9 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
                         s.daemon_version,
                         s.running
                     )?;
+                    for line in &changes {
+                        outln!("  read again: {line}")?;
+                    }
                     return Ok(Some(ExitCode::SUCCESS));
                 }
                 if let Some(n) = s.notices.iter().find(|n| n.contains("upgrade did not")) {

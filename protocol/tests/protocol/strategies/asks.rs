@@ -56,13 +56,18 @@ pub fn approvals() -> impl Strategy<Value = Approvals> {
             command,
             ask,
         });
-    (vec(pending, 0..3), vec(remembered(), 0..3), text()).prop_map(|(pending, remembered, file)| {
-        Approvals {
+    (
+        vec(pending, 0..3),
+        vec(remembered(), 0..3),
+        text(),
+        vec(text(), 0..2),
+    )
+        .prop_map(|(pending, remembered, file, unconfirmed)| Approvals {
             pending,
             remembered,
             file,
-        }
-    })
+            unconfirmed,
+        })
 }
 
 /// The requests of the person's part.
@@ -93,8 +98,55 @@ pub fn request() -> BoxedStrategy<Request> {
         (id(), opt(id()), opt(bytes())).prop_map(|(id, ask, secret)| {
             Request::AnswerSecret(SecretAnswer { id, ask, secret })
         }),
+        Just(Request::Reload),
+        (
+            text(),
+            opt(vec(text(), 0..2)),
+            opt(vec(text(), 0..2)),
+            opt(vec(text(), 0..2)),
+            opt(any::<u64>()),
+            any::<bool>()
+        )
+            .prop_map(|(name, hosts, allow, roots, expires_in, replace)| {
+                Request::TokenCreate(TokenCreate {
+                    name,
+                    hosts,
+                    allow,
+                    roots,
+                    expires_in,
+                    replace,
+                })
+            }),
+        text().prop_map(Request::TokenRevoke),
+        Just(Request::TokenList),
+        text().prop_map(Request::TokenCheck),
+        any::<u32>().prop_map(Request::HttpStop),
+        Just(Request::Authorize(Verb::HttpStart)),
     ]
     .boxed()
+}
+
+fn token_info() -> impl Strategy<Value = TokenInfo> {
+    (
+        text(),
+        any::<u64>(),
+        opt(any::<u64>()),
+        opt(vec(text(), 0..2)),
+        opt(vec(text(), 0..2)),
+        opt(vec(text(), 0..2)),
+    )
+        .prop_map(|(name, created, expires, hosts, allow, roots)| TokenInfo {
+            name,
+            created,
+            expires,
+            hosts,
+            allow,
+            roots,
+        })
+}
+
+fn changes() -> impl Strategy<Value = Changes> {
+    vec(text(), 0..3).prop_map(|lines| Changes { lines })
 }
 
 /// The responses of the person's part.
@@ -106,6 +158,23 @@ pub fn response() -> BoxedStrategy<Response> {
             text().prop_map(Secret::Refused)
         ]
         .prop_map(Response::Secret),
+        changes().prop_map(Response::Reloaded),
+        (text(), token_info(), text())
+            .prop_map(|(token, info, file)| Response::TokenMade(TokenMade { token, info, file })),
+        (vec(token_info(), 0..3), text(), vec(text(), 0..2)).prop_map(
+            |(tokens, file, unconfirmed)| Response::Tokens(TokenList {
+                tokens,
+                file,
+                unconfirmed
+            })
+        ),
+        prop_oneof![
+            token_info().prop_map(TokenVerdict::Valid),
+            Just(TokenVerdict::Unknown),
+            Just(TokenVerdict::Expired),
+        ]
+        .prop_map(Response::Token),
+        changes().prop_map(Response::Upgrading),
     ]
     .boxed()
 }

@@ -156,6 +156,10 @@ impl TestDir {
                 "CUBA_EXEC_APPROVALS".into(),
                 s(self.path().join("approvals.toml")),
             ),
+            (
+                "CUBA_EXEC_TOKENS".into(),
+                s(self.path().join("tokens.toml")),
+            ),
             ("CUBA_EXEC_NOTIFY".into(), "off".into()),
         ]
     }
@@ -186,6 +190,7 @@ impl TestDir {
         }
         cmd.env("CUBA_EXEC_SHUTDOWN_TIMEOUT", GRACE);
         cmd.env("CUBA_EXEC_APPROVALS", self.path().join("approvals.toml"));
+        cmd.env("CUBA_EXEC_TOKENS", self.path().join("tokens.toml"));
         cmd.env("CUBA_EXEC_NOTIFY", "off");
         cmd.envs(env.iter().copied());
         self.daemon = Some(cmd.spawn().expect("cannot start cubad"));
