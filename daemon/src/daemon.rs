@@ -9,8 +9,8 @@ use cuba_protocol::now_ms;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::handover::Accepted;
 use crate::launch::Launcher;
+use crate::new_program::Accepted;
 use crate::session::Sessions;
 use crate::table::Table;
 use crate::tokens::Tokens;

@@ -45,6 +45,8 @@ pub mod health;
 mod journal;
 #[cfg(unix)]
 mod launch;
+#[cfg(unix)]
+mod new_program;
 mod new_record;
 pub mod output;
 #[cfg(unix)]

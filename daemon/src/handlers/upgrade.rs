@@ -1,5 +1,5 @@
 //! `Upgrade`: a person's verb. Judges the new binary before anything runs it (only the
-//! installed program or a file only root may write: `handover::accept`), checks that it can
+//! installed program or a file only root may write: `new_program`), checks that it can
 //! take the hand-over (and that nothing open cannot be handed over), answers with what the
 //! new program will read differently, and asks the server loop to hand over. A refusal is an
 //! error reply, and the daemon carries on.
@@ -33,7 +33,7 @@ pub async fn upgrade(d: &Daemon, caller: &Caller, r: UpgradeRequest, out: &Respo
         out.send(Response::Error(e)).await;
         return;
     }
-    let accepted = match crate::handover::accept(&binary, &d.config().exe) {
+    let accepted = match crate::new_program::accept(&binary, &d.config().exe) {
         Ok(a) => a,
         Err(why) => {
             let e = ProtocolError::invalid_state(format!("cannot upgrade: {why}"));

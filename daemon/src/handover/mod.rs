@@ -10,10 +10,9 @@
 //! written, and the reaper collects no exit, so nothing is read, written or reaped twice or
 //! not at all: an exit during the hand-over is a zombie the new program reaps.
 //!
-//! `accept.rs` judges the program to become, `save.rs` is the old program's half, `load.rs`
-//! the new one's.
+//! `save.rs` is the old program's half, `load.rs` the new one's; which program may take over
+//! is `crate::new_program`'s to judge.
 
-mod accept;
 mod load;
 mod save;
 
@@ -28,7 +27,6 @@ use crate::launch::Confinement;
 use crate::record::StopCause;
 use crate::tokens::{Exported, Stamp};
 
-pub use accept::{accept, Accepted};
 pub use load::{read, Handed};
 pub use save::{check_binary, hand_over, Inherited};
 

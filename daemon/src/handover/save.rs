@@ -15,12 +15,12 @@ use cuba_protocol::{wire, ProcKind};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-use super::accept::Accepted;
 use super::{
     put, set_cloexec, Header, SavedProc, SavedSession, SavedStdin, SavedTerminal, VERSION,
 };
 use crate::daemon::Daemon;
 use crate::launch::Confinement;
+use crate::new_program::Accepted;
 use crate::platform::spawn::Spawn;
 use crate::record::{Control, Paused, Proc, StdinMsg, StdinPaused};
 
@@ -384,6 +384,7 @@ fn exec(d: &Daemon, accepted: &Accepted, fd: RawFd) -> std::io::Error {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
     let fd = accepted.file.as_raw_fd();
+    #[cfg(target_os = "linux")]
     let run = || {
         // SAFETY: execveat with an open descriptor, an empty NUL-terminated path and
         // NULL-terminated arrays of NUL-terminated strings, all alive across the call; it
@@ -398,6 +399,16 @@ fn exec(d: &Daemon, accepted: &Accepted, fd: RawFd) -> std::io::Error {
                 libc::AT_EMPTY_PATH,
             )
         };
+        std::io::Error::last_os_error()
+    };
+    // No `execveat` elsewhere: the descriptor's own path (`/dev/fd/N`), as `fexecve` does.
+    #[cfg(not(target_os = "linux"))]
+    let run = || {
+        let Ok(path) = CString::new(accepted.proc_path().into_os_string().into_vec()) else {
+            return std::io::Error::from(std::io::ErrorKind::InvalidInput);
+        };
+        // SAFETY: as above, with a NUL-terminated path.
+        unsafe { libc::execve(path.as_ptr(), ptrs.as_ptr(), envp.as_ptr()) };
         std::io::Error::last_os_error()
     };
     let err = run();

@@ -1,4 +1,4 @@
-//! Which program the daemon may become. An upgrade runs a file as the daemon itself: outside
+//! Which program the daemon may become (`cubactl daemon upgrade`, `restart`). An upgrade runs a file as the daemon itself: outside
 //! every sandbox, with the socket, every process and the person's trust. So the file is judged
 //! before anything runs it, by who could have written it, and what was judged is what runs:
 //! it is opened once and executed through that descriptor (a path swapped afterwards changes
@@ -24,7 +24,11 @@ pub struct Accepted {
 impl Accepted {
     /// The path through which the accepted file itself is run, whatever its name is by now.
     pub fn proc_path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+        let fd = self.file.as_raw_fd();
+        match cfg!(target_os = "linux") {
+            true => PathBuf::from(format!("/proc/self/fd/{fd}")),
+            false => PathBuf::from(format!("/dev/fd/{fd}")),
+        }
     }
 }
 
