@@ -196,7 +196,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         config.sandbox.clone(),
     );
     let limits = (Arc::new(limiter), Arc::new(cgroups));
-    let exec = crate::launch::ExecChecking::start(config.exec_checks, &config.policy);
+    let exec = crate::launch::ExecChecking::start(&config);
     tracing::info!("exec checks: {}", exec.describe());
     let asks = crate::asks::Asks::new(
         table.clone(),

@@ -18,7 +18,7 @@ os.execvp(sys.argv[1], sys.argv[1:])\n";
 
 /// Each case: a name and the command, with `{M}` the marker's path and `{D}` the case's
 /// directory.
-pub const CASES: [(&str, &str); 18] = [
+pub const CASES: [(&str, &str); 27] = [
     ("wrapper written for the test", "{D}/runargs rm {M}"),
     ("wrapper of a wrapper", "{D}/runargs {D}/runargs rm {M}"),
     (
@@ -71,6 +71,40 @@ pub const CASES: [(&str, &str); 18] = [
         "for l in /lib64/ld-linux*.so.* /lib/ld-linux*.so.* /lib/ld-musl*; do \
          [ -e \"$l\" ] && exec \"$l\" /usr/bin/rm {M}; done",
     ),
+    (
+        "a renamed copy of the dynamic loader",
+        "for l in /lib64/ld-linux*.so.* /lib/ld-linux*.so.* /lib/ld-musl*; do \
+         [ -e \"$l\" ] && cp \"$l\" {D}/myld && exec {D}/myld /usr/bin/rm {M}; done",
+    ),
+    (
+        "a #! line naming a copy of the loader, given its program by the caller",
+        "{D}/ldscript /usr/bin/rm {M}",
+    ),
+    (
+        "the caller's own /dev/fd/N",
+        "exec 3< /usr/bin/rm; /dev/fd/3 {M}",
+    ),
+    (
+        "the caller's own /proc/self/fd/N",
+        "exec 3< /usr/bin/rm; /proc/self/fd/3 {M}",
+    ),
+    (
+        "the caller's own /dev/stdin",
+        "/dev/stdin {M} < /usr/bin/rm",
+    ),
+    (
+        "a copy in a memfd",
+        "python3 -c 'import os; f = os.memfd_create(\"x\"); \
+         os.write(f, open(\"/usr/bin/rm\", \"rb\").read()); os.execve(f, [\"rm\", \"{M}\"], {})'",
+    ),
+    (
+        "a copy deleted while open",
+        "python3 -c 'import os, shutil; shutil.copy(\"/usr/bin/rm\", \"{D}/gone\"); \
+         f = os.open(\"{D}/gone\", os.O_RDONLY); os.unlink(\"{D}/gone\"); \
+         os.execv(\"/proc/self/fd/%d\" % f, [\"rm\", \"{M}\"])'",
+    ),
+    ("a #! line whose name a NUL ends", "{D}/nulk {M}"),
+    ("#! lines five deep", "{D}/chain1 {M}"),
 ];
 
 /// Cases of a multi-call binary (Debian's `busybox`, which `.ci/run` installs): its tools run
@@ -126,6 +160,32 @@ impl Case {
         // run `rm {D}/k {M}`.
         let script = dir.join("k");
         exe(&script, "#!/usr/bin/rm\n");
+        // The kernel ends the name at the NUL and runs rm; a reader that splits at spaces
+        // only sees a path with a NUL in it.
+        exe(&dir.join("nulk"), "#!/usr/bin/rm\0 -f\n");
+        // Five interpreters, the last rm: as deep as the kernel follows.
+        for i in 1..5 {
+            let next = dir.join(format!("chain{}", i + 1));
+            exe(
+                &dir.join(format!("chain{i}")),
+                &format!("#!{}\n", next.display()),
+            );
+        }
+        exe(&dir.join("chain5"), "#!/usr/bin/rm\n");
+        // A copy of the loader as an interpreter: its `--argv0` takes the script, and the
+        // program it runs is the caller's first argument.
+        let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+            .into_iter()
+            .find(|l| Path::new(l).exists())
+            .unwrap_or("/lib64/ld-linux-x86-64.so.2");
+        let interp = dir.join("interp");
+        if std::fs::copy(loader, &interp).is_ok() {
+            std::fs::set_permissions(&interp, PermissionsExt::from_mode(0o755)).expect("chmod");
+        }
+        exe(
+            &dir.join("ldscript"),
+            &format!("#!{} --argv0\n", interp.display()),
+        );
         let marker = dir.join("marker");
         std::fs::write(&marker, "keep").expect("marker");
         let command = text

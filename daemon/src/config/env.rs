@@ -137,6 +137,13 @@ impl Config {
             self.exec_checks = super::ExecChecks::parse(&v)
                 .map_err(|e| anyhow::anyhow!("CUBA_EXEC_EXEC_CHECKS={e}"))?;
         }
+        if let Some(v) = lookup("CUBA_EXEC_NAMESPACES").filter(|v| !v.trim().is_empty()) {
+            self.allow_namespaces = match v.trim().to_ascii_lowercase().as_str() {
+                "allow" => true,
+                "refuse" => false,
+                _ => bail!("CUBA_EXEC_NAMESPACES={v:?}: expected refuse or allow"),
+            };
+        }
         if let Some(v) = lookup("CUBA_EXEC_AUDIT").filter(|v| !v.trim().is_empty()) {
             self.audit_stderr = match v.trim().to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => true,

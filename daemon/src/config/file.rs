@@ -40,6 +40,7 @@ struct File {
     notify: Option<String>,
     unresolved: Option<String>,
     exec_checks: Option<String>,
+    namespaces: Option<String>,
     audit: Option<bool>,
     sandbox: Option<String>,
     network: Option<bool>,
@@ -128,6 +129,9 @@ impl File {
         }
         if let Some(v) = self.exec_checks {
             vars.insert("CUBA_EXEC_EXEC_CHECKS", v);
+        }
+        if let Some(v) = self.namespaces {
+            vars.insert("CUBA_EXEC_NAMESPACES", v);
         }
         if let Some(v) = self.notify {
             vars.insert("CUBA_EXEC_NOTIFY", v);

@@ -61,6 +61,9 @@ pub struct Config {
     pub blocked_side_effects: BTreeSet<String>,
     /// Every exec in a command's tree checked by the daemon (`exec_checks`).
     pub exec_checks: ExecChecks,
+    /// Whether a checked tree may make namespaces and change mounts (`namespaces = "allow"`);
+    /// by default it may not, so every exec is judged in the daemon's view of the files.
+    pub allow_namespaces: bool,
     /// How long a question put to the person waits before it is denied (`approval_timeout`).
     pub approval_timeout: Duration,
     /// How the person is told of a question (`notify`).
@@ -143,6 +146,7 @@ impl Config {
             sandbox: Sandbox::default(),
             blocked_side_effects: crate::side_effects::default_blocked(),
             exec_checks: ExecChecks::default(),
+            allow_namespaces: false,
             approval_timeout: Duration::from_secs(600),
             notify: Notify::default(),
             approvals_file: PathBuf::from("approvals.toml"),

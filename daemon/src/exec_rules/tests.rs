@@ -3,7 +3,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
-use crate::platform::exec_check::target;
+use crate::platform::exec_check::{target, Run};
 
 fn exec_of(path: &Path) -> Exec {
     let t = target(path);
@@ -94,24 +94,71 @@ fn what_a_loader_or_a_multi_call_binary_is_told_to_run_is_checked() {
     let r = rules(&["rm"]);
     // `ld.so /usr/bin/rm …`: the loader maps rm without an exec of its own.
     let mut e = exec_of(Path::new("/usr/bin/env"));
-    e.runs.push(target(Path::new("/usr/bin/rm")).unwrap());
+    e.runs.push(Run {
+        target: target(Path::new("/usr/bin/rm")).unwrap(),
+        argv: vec!["/usr/bin/rm".into()],
+    });
     let refusal = r.refusal(&e).unwrap();
     assert!(
-        refusal.message.contains("the program the loader was given"),
+        refusal.message.contains("(given to env to run)"),
         "{}",
         refusal.message
     );
-    // `busybox rm …`, or a copy of it called `rm` by its argv[0].
+    // One whose arguments could not all be read runs what is not known.
     let mut e = exec_of(Path::new("/usr/bin/env"));
-    e.applet = Some("rm".to_string());
+    e.runs_unknown = true;
+    assert_eq!(r.refusal(&e).map(|x| x.rule), Some("unreadable"));
+    // `busybox rm …`, or a copy of it called `rm` by its argv[0], or any name.
+    let Some(bb) = target(Path::new("/bin/busybox")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("bb");
+    std::fs::copy("/bin/busybox", &copy).unwrap();
+    for (path, argv) in [
+        ("/bin/busybox", ["busybox", "rm"]),
+        ("/bin/busybox", ["rm", "-f"]),
+        (copy.to_str().unwrap(), ["bb", "rm"]),
+    ] {
+        let mut e = exec_of(Path::new(path));
+        assert!(r.wants_argv(e.target.as_ref().unwrap()), "{path}");
+        e.argv = Some(argv.iter().map(|a| a.to_string()).collect());
+        let refusal = r.refusal(&e).unwrap();
+        assert!(
+            refusal.message.contains("`rm` (run by "),
+            "{}",
+            refusal.message
+        );
+    }
+    let mut e = exec_of(Path::new("/bin/busybox"));
+    e.argv = Some(vec!["busybox".into(), "ls".into()]);
+    assert!(r.refusal(&e).is_none());
+    drop(bb);
+}
+
+#[test]
+fn a_file_the_daemon_cannot_read_is_refused() {
+    let mut e = exec_of(Path::new("/usr/bin/true"));
+    if let Some(t) = e.target.as_mut() {
+        t.readable = false;
+    }
+    let r = rules(&["rm"]);
+    assert_eq!(r.refusal(&e).map(|x| x.rule), Some("unreadable"));
+    // The size of a blocked program: the blocklist's refusal, as it could be a copy.
+    let mut e = exec_of(Path::new("/usr/bin/rm"));
+    let size = e.target.as_ref().unwrap().size;
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("same-size");
+    std::fs::write(&same, vec![0u8; size as usize]).unwrap();
+    e = exec_of(&same);
+    if let Some(t) = e.target.as_mut() {
+        t.readable = false;
+    }
     let refusal = r.refusal(&e).unwrap();
     assert!(
-        refusal.message.contains("`rm` (run by env)"),
-        "{}",
-        refusal.message
+        refusal.rule == "blocklist" && refusal.message.contains("cannot be told from a copy"),
+        "{refusal:?}"
     );
-    e.applet = Some("ls".to_string());
-    assert!(r.refusal(&e).is_none());
 }
 
 #[test]
@@ -140,7 +187,8 @@ fn an_exec_that_matches_an_ask_pattern_is_asked_about_by_its_arguments() {
         ..Policy::default()
     };
     let r = ExecRules::new(&Effective::daemon(&policy), false);
-    assert!(r.wants_argv("git") && r.wants_argv("/usr/bin/true") && !r.wants_argv("ls"));
+    let t = |p: &str| target(Path::new(p)).unwrap();
+    assert!(r.wants_argv(&t("/usr/bin/true")) && !r.wants_argv(&t("/usr/bin/env")));
     let mut e = exec_of(Path::new("/usr/bin/true"));
     // Without its arguments read, nothing to match beyond the name.
     assert!(matches!(r.decide(&e), Verdict::Allow));

@@ -15,10 +15,8 @@ pub enum ExecChecking {
 
 impl ExecChecking {
     /// Starts the checks as `setting` says.
-    pub fn start(
-        setting: crate::config::ExecChecks,
-        policy: &crate::policy::Policy,
-    ) -> ExecChecking {
+    pub fn start(config: &crate::config::Config) -> ExecChecking {
+        let (setting, policy) = (config.exec_checks, &config.policy);
         use crate::config::ExecChecks;
         if setting == ExecChecks::Off {
             return ExecChecking::Off;
@@ -27,13 +25,16 @@ impl ExecChecking {
         #[cfg(target_os = "linux")]
         {
             let how = crate::platform::exec_check::probe().and_then(|how| {
-                match super::exec_check::ExecService::start() {
+                match super::exec_check::ExecService::start(!config.allow_namespaces) {
                     Ok(s) => Ok((s, how)),
                     Err(e) => Err(format!("cannot start the exec checks' thread: {e}")),
                 }
             });
             match how {
-                Ok((service, how)) => {
+                Ok((service, mut how)) => {
+                    if !config.allow_namespaces {
+                        how.push_str("; namespaces and mounts refused");
+                    }
                     // The blocked names' files, found once now rather than at the first exec.
                     crate::exec_rules::ExecRules::preload(policy);
                     ExecChecking::Active(std::sync::Arc::new(service), how)

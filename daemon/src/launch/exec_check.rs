@@ -9,7 +9,7 @@ use cuba_protocol::ExecBlocked;
 
 use super::layer::Layer;
 use crate::asks::{Answer, Asks, Question};
-use crate::exec_rules::{Exec, ExecRules, Refusal, Verdict};
+use crate::exec_rules::{Exec, ExecRules, Refusal, Target, Verdict};
 use crate::platform::exec_check::{
     self, AskStart, Checker, ChildEnd, Judge, Pending, Reply, Source, Watch,
 };
@@ -26,13 +26,16 @@ const KEPT: usize = 8;
 pub struct ExecService {
     checker: Checker,
     no_new_privs: bool,
+    /// Namespace and mount calls in checked trees are refused (`namespaces = "refuse"`).
+    refuse_namespaces: bool,
 }
 
 impl ExecService {
-    pub fn start() -> std::io::Result<ExecService> {
+    pub fn start(refuse_namespaces: bool) -> std::io::Result<ExecService> {
         Ok(ExecService {
             checker: Checker::start()?,
             no_new_privs: !exec_check::privileged(),
+            refuse_namespaces,
         })
     }
 
@@ -84,8 +87,8 @@ impl Judge for ProcJudge {
         self.rules.decide(exec)
     }
 
-    fn wants_argv(&self, name: &str) -> bool {
-        self.rules.wants_argv(name)
+    fn wants_argv(&self, t: &Target) -> bool {
+        self.rules.wants_argv(t)
     }
 
     fn ask(&self, exec: &Exec, rule: String, reply: Reply) -> AskStart {
@@ -214,8 +217,16 @@ impl Layer for ExecLayer {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let mut pending =
             Pending::new().map_err(|e| format!("cannot set up the exec checks: {e}"))?;
-        pending.install(cmd, self.service.no_new_privs);
-        let (source, child) = pending.split();
+        pending.install(
+            cmd,
+            self.service.no_new_privs,
+            self.service.refuse_namespaces,
+        );
+        let cwd = cmd.cwd().map_or_else(
+            || std::env::current_dir().unwrap_or_default(),
+            std::path::Path::to_path_buf,
+        );
+        let (source, child) = pending.split(cwd);
         self.child = Some(child);
         let judge = self
             .judge

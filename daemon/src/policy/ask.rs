@@ -79,6 +79,39 @@ impl AskRules {
     }
 }
 
+/// git's global options that take the next word as their value (`git -C DIR push`).
+const GIT_VALUED: [&str; 8] = [
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--super-prefix",
+    "--config-env",
+    "--attr-source",
+];
+
+/// `args` as a pattern sees them: a program's global options before its subcommand left out
+/// (git's: `-C DIR`, `-c K=V`, `--no-pager`, `--git-dir=D` …, which git takes before the
+/// subcommand and nowhere else), and every `--` (the end of options changes no word's place
+/// in what the program does). A word known only at run time ends the options: it could be
+/// the subcommand.
+fn past_options<'a>(name: &str, args: &[Option<&'a str>]) -> Vec<Option<&'a str>> {
+    let mut rest = args;
+    if name == "git" {
+        while let Some((Some(word), after)) = rest.split_first() {
+            if !word.starts_with('-') || *word == "--" {
+                break;
+            }
+            rest = match GIT_VALUED.contains(word) {
+                true => after.get(1..).unwrap_or_default(),
+                false => after,
+            };
+        }
+    }
+    rest.iter().copied().filter(|a| *a != Some("--")).collect()
+}
+
 /// Whether pattern `p` (words, each a glob) matches a program `name` and its `args`: its first
 /// word the program's name, each next one the argument in the same place.
 fn matches(p: &str, name: &str, args: &[Option<&str>]) -> bool {
@@ -89,6 +122,7 @@ fn matches(p: &str, name: &str, args: &[Option<&str>]) -> bool {
     if !glob(first, name) {
         return false;
     }
+    let args = past_options(name, args);
     for (i, w) in words.enumerate() {
         match args.get(i) {
             None => return false,
@@ -169,6 +203,32 @@ mod tests {
         assert_eq!(
             r.command("kubectl", &some(&["delete", "pod", "x"])),
             Some("kubectl delete")
+        );
+    }
+
+    #[test]
+    fn git_global_options_and_an_end_of_options_are_looked_past() {
+        let r = rules(&["git push", "touch /etc/*"]);
+        let some = |a: &[&'static str]| a.iter().map(|x| Some(*x)).collect::<Vec<_>>();
+        for args in [
+            &["-C", ".", "push"][..],
+            &["--no-pager", "push"],
+            &["-c", "core.pager=cat", "-p", "push", "origin"],
+            &["--git-dir=.git", "--work-tree", "/src", "push"],
+            &["--", "push"],
+        ] {
+            assert_eq!(r.command("git", &some(args)), Some("git push"), "{args:?}");
+        }
+        assert_eq!(r.command("git", &some(&["-C", "push", "log"])), None);
+        assert_eq!(r.command("git", &some(&["log", "--", "push"])), None);
+        // A word only known at run time may be the subcommand.
+        assert_eq!(
+            r.command("git", &[Some("-C"), Some("x"), None]),
+            Some("git push")
+        );
+        assert_eq!(
+            r.command("touch", &some(&["--", "/etc/x"])),
+            Some("touch /etc/*")
         );
     }
 

@@ -1,6 +1,7 @@
 //! End-to-end tests across cubad, cuba-exec and cubactl, one binary (linked once): each
 //! module is one concern, its doc comment says which.
 
+mod ask_identity;
 mod asks;
 mod audit;
 mod autostart;
@@ -9,6 +10,7 @@ mod connections;
 mod descriptors;
 mod exactly_once;
 mod exec_checks;
+mod exec_views;
 mod full_disk;
 mod hostile;
 mod hosts_ssh;

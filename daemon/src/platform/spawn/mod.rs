@@ -48,6 +48,8 @@ pub struct Spawn {
     cgroup: Option<CgroupEntry>,
     /// The descriptors the hooks use (the child must have them at these numbers).
     uses: Vec<RawFd>,
+    /// Started with memory of its own (`own_memory`).
+    own_memory: bool,
 }
 
 /// A [`Spawn`] in the form the child reads: every string NUL-terminated, every pointer array
@@ -80,6 +82,7 @@ impl Spawn {
             hooks: Vec::new(),
             uses: Vec::new(),
             cgroup: None,
+            own_memory: false,
         }
     }
 
@@ -124,6 +127,13 @@ impl Spawn {
         self
     }
 
+    /// The child gets memory of its own (a fork) instead of sharing the daemon's until its
+    /// exec: for a child that changes what is per memory (its dumpable flag).
+    pub fn own_memory(&mut self) -> &mut Spawn {
+        self.own_memory = true;
+        self
+    }
+
     /// The child starts in this cgroup; both descriptors stay open until the spawn returns.
     pub fn cgroup(&mut self, entry: CgroupEntry) -> &mut Spawn {
         self.cgroup = Some(entry);
@@ -134,6 +144,11 @@ impl Spawn {
         &self.program
     }
 
+    /// The directory the child starts in (`None`: the daemon's).
+    pub fn cwd(&self) -> Option<&Path> {
+        self.cwd.as_deref()
+    }
+
     /// Starts the child; returns its pid once it has exec'd. An error (a program that cannot
     /// run, a hook that failed) leaves no child behind: it was reaped here. Call with the
     /// reaper's spawn lock held.
@@ -141,7 +156,7 @@ impl Spawn {
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))] mut self,
     ) -> io::Result<i32> {
         #[cfg(target_os = "linux")]
-        {
+        if !self.own_memory {
             let prepared = self.prepare()?;
             if let Some(started) = crate::platform::clone::start(prepared) {
                 return started;

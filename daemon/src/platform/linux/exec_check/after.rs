@@ -154,7 +154,7 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
         return Seen::Done;
     }
     // Neither what was checked nor what the caller ran: the rules decide on it as on an exec.
-    let Some(target) = notif::running(pid) else {
+    let Some(target) = super::inspect::running(pid) else {
         return Seen::Done;
     };
     let ran = Exec {
@@ -176,11 +176,16 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
             errno: libc::EACCES,
         }),
     };
-    if let Some(refusal) = refusal {
+    if let Some(mut refusal) = refusal {
         let argv = notif::cmdline(pid);
-        if kill_if_running(pid, now) {
-            a.judge.refused(refusal.report(pid, argv, true));
+        // Reported whether or not it was still there to kill: it ran.
+        if !kill_if_running(pid, now) {
+            refusal.message = format!(
+                "{}; it ran, and had ended before it could be killed",
+                refusal.message
+            );
         }
+        a.judge.refused(refusal.report(pid, argv, true));
     }
     Seen::Done
 }

@@ -2,21 +2,29 @@
 //! it happens (seccomp user notification, Linux 5.5+). The child installs the filter in a hook
 //! before its own exec and sends the listener back on a socket made for it (`filter.rs`); one
 //! thread of the daemon answers every listener (`serve.rs`), reading each call's path and
-//! arguments from the caller's memory and finding the file the kernel will run (`notif.rs`).
+//! arguments from the caller's memory (`notif.rs`) and finding what the kernel will run for
+//! the caller (`inspect.rs`: the file in the caller's view, `resolve.rs`; its interpreters and
+//! images, `image.rs`).
 //! What is allowed is the policy's (`crate::exec_rules`), behind [`Judge`].
 
 mod after;
 mod filter;
+mod held;
+mod image;
+mod inspect;
 mod notif;
 mod pace;
+mod resolve;
 mod serve;
+mod shared;
 mod types;
 
-pub use notif::target;
-pub use types::{unreadable, AskStart, Exec, Refusal, Target, Verdict};
+pub use inspect::target;
+pub use types::{unreadable, AskStart, Exec, Refusal, Run, Target, Verdict};
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use cuba_protocol::ExecBlocked;
@@ -32,19 +40,23 @@ pub trait Judge: Send + Sync + 'static {
     fn refused(&self, blocked: ExecBlocked);
     /// The tree's listener, once it has arrived (kept by its record for a hand-over).
     fn listening(&self, listener: Arc<OwnedFd>);
-    /// Whether the rules need the arguments of a program called `name` (an `ask` pattern
-    /// names it): they are read from the caller's memory only then.
-    fn wants_argv(&self, name: &str) -> bool;
+    /// Whether the rules need the call's arguments for the file `t` (an `ask` pattern names
+    /// it, or it is a multi-call program): they are read from the caller's memory only then.
+    fn wants_argv(&self, t: &Target) -> bool;
     /// Puts an exec the rules ask about (`rule`) to the person; `reply` is called once with
     /// the answer when it is [`AskStart::Held`].
     fn ask(&self, exec: &Exec, rule: String, reply: Reply) -> AskStart;
 }
 
 pub enum Source {
-    /// The daemon's end of the socket the child sends its listener on.
-    Socket(OwnedFd),
+    /// The daemon's end of the socket the child sends its listener on, and the directory the
+    /// child execs in.
+    Socket(OwnedFd, PathBuf),
     /// A listener already received (by the program before an upgrade).
     Listener(OwnedFd),
+    /// A listener just received from a child that has not exec'd yet, which execs in the
+    /// directory given.
+    First(OwnedFd, PathBuf),
 }
 
 pub struct Watch {
@@ -134,10 +146,10 @@ impl Pending {
     }
 
     /// The child enters the filter as its last hook before the exec.
-    pub fn install(&mut self, cmd: &mut Spawn, no_new_privs: bool) {
+    pub fn install(&mut self, cmd: &mut Spawn, no_new_privs: bool, refuse_namespaces: bool) {
         let Some(child) = &self.child_end else { return };
         let mut side = filter::ChildSide {
-            filter: filter::program(),
+            filter: filter::program(refuse_namespaces),
             socket: child.as_raw_fd(),
             no_new_privs,
             cmsg: Box::new([0u64; 4]),
@@ -147,9 +159,12 @@ impl Pending {
     }
 
     /// Before the spawn: the daemon's end is handed to the checker while the child end stays
-    /// here until [`Pending::spawned`].
-    pub fn split(self) -> (Source, ChildEnd) {
-        (Source::Socket(self.daemon_end), ChildEnd(self.child_end))
+    /// here until [`Pending::spawned`]. `cwd`: the directory the child execs in.
+    pub fn split(self, cwd: PathBuf) -> (Source, ChildEnd) {
+        (
+            Source::Socket(self.daemon_end, cwd),
+            ChildEnd(self.child_end),
+        )
     }
 }
 
@@ -158,12 +173,12 @@ pub struct ChildEnd(#[allow(dead_code)] Option<OwnedFd>);
 
 /// The thread that answers every listener.
 pub struct Checker {
-    shared: Arc<serve::Shared>,
+    shared: Arc<shared::Shared>,
 }
 
 impl Checker {
     pub fn start() -> io::Result<Checker> {
-        let shared = Arc::new(serve::Shared::new()?);
+        let shared = Arc::new(shared::Shared::new()?);
         let for_thread = shared.clone();
         std::thread::Builder::new()
             .name("cubad-exec".into())

@@ -1,40 +1,22 @@
 //! One notification: receiving it, reading the exec's path and arguments out of the caller's
-//! memory, finding the file the kernel will run (links, `#!` interpreters) and answering.
-//! Every system call here is on the path of a waiting exec: each is counted.
+//! memory, and answering. Every system call here is on the path of a waiting exec: each is
+//! counted. What the exec would run is found from it by `inspect.rs`.
 
-use std::ffi::{CString, OsStr};
-use std::fs::File;
 use std::io;
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::RawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 use super::filter;
-use super::types::{Exec, Target};
 
-const AT_EMPTY_PATH: u64 = 0x1000;
-/// `#!` nesting the kernel follows (BINPRM_MAX_RECURSION).
-const MAX_INTERPRETERS: usize = 4;
 /// Arguments read for a report, and the bytes of each.
-const MAX_ARGS: usize = 16;
-const MAX_ARG_BYTES: usize = 256;
+pub const MAX_ARGS: usize = 16;
+pub const MAX_ARG_BYTES: usize = 256;
+/// Arguments read whole at most, for a program whose arguments decide what it runs.
+const MAX_WHOLE_ARGS: usize = 4096;
 const PAGE: usize = 4096;
 /// Bytes of a string read at first.
 const FIRST_READ: usize = 256;
-/// Programs that run one of many tools named by their first argument or the name they are
-/// called by, without an exec of their own.
-const MULTI_CALL: [&str; 3] = ["busybox", "toybox", "coreutils"];
-/// Options of the dynamic loader that take a value (before the program it is to run).
-const LOADER_VALUES: [&str; 7] = [
-    "--library-path",
-    "--inhibit-rpath",
-    "--audit",
-    "--preload",
-    "--argv0",
-    "--glibc-hwcaps-prepend",
-    "--glibc-hwcaps-mask",
-];
 
 pub struct Notification {
     pub id: u64,
@@ -42,6 +24,11 @@ pub struct Notification {
     arch: u32,
     nr: i32,
     args: [u64; 6],
+    /// Whose memory holds the call's strings: the caller's, or the daemon's own for its own
+    /// child's first exec (see [`Notification::daemons_own`]).
+    mem_pid: i32,
+    /// The daemon's own child's first exec: it runs in this directory, in the daemon's view.
+    own: Option<PathBuf>,
 }
 
 /// Receives the pending notification of `listener` (call when it is readable).
@@ -58,6 +45,8 @@ pub fn recv(listener: RawFd) -> io::Result<Notification> {
         arch: n.data.arch,
         nr: n.data.nr,
         args: n.data.args,
+        mem_pid: n.pid as i32,
+        own: None,
     })
 }
 
@@ -140,7 +129,34 @@ fn read_cstr(pid: i32, addr: u64, max: usize) -> Option<Vec<u8>> {
 }
 
 impl Notification {
-    fn execveat(&self) -> bool {
+    /// This is the first exec of a child the daemon itself started in `cwd`, which still runs
+    /// the daemon's code in the daemon's memory (or a copy of it): what it names is read
+    /// there and found in the daemon's view, as the daemon's own `/proc` entries are closed to
+    /// itself through the child (not dumpable).
+    pub fn daemons_own(&mut self, cwd: PathBuf) {
+        self.mem_pid = std::process::id() as i32;
+        self.own = Some(cwd);
+    }
+
+    /// Who makes the call, as the resolver looks at it.
+    pub fn caller(&self) -> super::resolve::Caller {
+        super::resolve::Caller {
+            tid: self.pid,
+            own: self.own.clone(),
+        }
+    }
+
+    /// Whether this is an exec (else a namespace or mount call, where those are refused).
+    pub fn is_exec(&self) -> bool {
+        filter::is_exec(self.arch, self.nr)
+    }
+
+    /// The name of the namespace or mount call this is, for a report.
+    pub fn call_name(&self) -> &'static str {
+        filter::call_name(self.arch, self.nr)
+    }
+
+    pub fn execveat(&self) -> bool {
         filter::is_execveat(self.arch, self.nr)
     }
 
@@ -152,29 +168,71 @@ impl Notification {
         }
     }
 
+    /// `execveat`'s directory descriptor and flags (`AT_FDCWD` and none for `execve`).
+    pub fn dir_and_flags(&self) -> (i32, u64) {
+        match self.execveat() {
+            true => (self.args[0] as i32, self.args[4]),
+            false => (libc::AT_FDCWD, 0),
+        }
+    }
+
     /// The program's path as the caller gave it.
-    fn path(&self) -> Option<Vec<u8>> {
+    pub fn path(&self) -> Option<Vec<u8>> {
         let addr = if self.execveat() {
             self.args[1]
         } else {
             self.args[0]
         };
-        read_cstr(self.pid, addr, libc::PATH_MAX as usize)
+        read_cstr(self.mem_pid, addr, libc::PATH_MAX as usize)
     }
 
     /// The first arguments, shortened (for a report, and for the programs whose arguments
     /// name what they run).
     pub fn argv(&self) -> Vec<String> {
-        let base = if self.execveat() {
+        self.args_read(MAX_ARGS, MAX_ARG_BYTES)
+            .into_iter()
+            .map(|a| String::from_utf8_lossy(&a).into_owned())
+            .collect()
+    }
+
+    /// Every argument, whole, for a program whose arguments decide what it runs (the dynamic
+    /// loader); `None` when there are more than the checks read (or one cannot be read).
+    pub fn argv_whole(&self) -> Option<Vec<Vec<u8>>> {
+        let args = self.args_read(MAX_WHOLE_ARGS + 1, libc::PATH_MAX as usize + 1);
+        let whole = args.len() <= MAX_WHOLE_ARGS
+            && args.iter().all(|a| a.len() <= libc::PATH_MAX as usize)
+            && self.argc_at_most(args.len());
+        whole.then_some(args)
+    }
+
+    /// Whether the argument vector ends after `n` entries (its pointer there is NULL).
+    fn argc_at_most(&self, n: usize) -> bool {
+        let w = self.word();
+        let mut ptr = [0u8; 8];
+        read_mem(
+            self.mem_pid,
+            self.argv_base() + (n * w) as u64,
+            &mut ptr[..w],
+        ) == w
+            && ptr[..w].iter().all(|b| *b == 0)
+    }
+
+    fn argv_base(&self) -> u64 {
+        if self.execveat() {
             self.args[2]
         } else {
             self.args[1]
-        };
+        }
+    }
+
+    /// At most `count` arguments of at most `bytes` each (longer ones cut there).
+    fn args_read(&self, count: usize, bytes: usize) -> Vec<Vec<u8>> {
+        let base = self.argv_base();
         let w = self.word();
         let mut out = Vec::new();
-        for i in 0..MAX_ARGS {
+        for i in 0..count {
             let mut ptr = [0u8; 8];
-            if read_mem(self.pid, base + (i * w) as u64, &mut ptr[..w]) < w {
+            if read_mem(self.mem_pid, base + (i * w) as u64, &mut ptr[..w]) < w {
                 break;
             }
             let addr = match w {
@@ -184,237 +242,13 @@ impl Notification {
             if addr == 0 {
                 break;
             }
-            match read_cstr(self.pid, addr, MAX_ARG_BYTES) {
-                Some(a) => out.push(String::from_utf8_lossy(&a).into_owned()),
+            match read_cstr(self.mem_pid, addr, bytes) {
+                Some(a) => out.push(a),
                 None => break,
             }
         }
         out
     }
-
-    /// What the exec would run, as the caller's kernel sees it, with its arguments where
-    /// `wants` says the rules need them for a program of that name. `None` when its path
-    /// cannot be read from the caller's memory.
-    pub fn exec(&self, wants: &dyn Fn(&str) -> bool) -> Option<Exec> {
-        let given = self.path()?;
-        let dirfd = self.args[0] as i32;
-        let pid = self.pid;
-        let cwd = || PathBuf::from(format!("/proc/{pid}/cwd"));
-        let open_at = if given.first() == Some(&b'/') {
-            PathBuf::from(OsStr::from_bytes(&given))
-        } else {
-            let base = match self.execveat() && dirfd != libc::AT_FDCWD {
-                true => PathBuf::from(format!("/proc/{pid}/fd/{dirfd}")),
-                false => cwd(),
-            };
-            let empty = given.is_empty() && self.execveat() && self.args[4] & AT_EMPTY_PATH != 0;
-            match empty {
-                true => base,
-                false => base.join(OsStr::from_bytes(&given)),
-            }
-        };
-        let mut exec = Exec {
-            pid,
-            path: String::from_utf8_lossy(&given).into_owned(),
-            target: target(&open_at),
-            ..Exec::default()
-        };
-        // `#!` lines, as the kernel follows them (it execs the interpreter without asking).
-        let mut script = exec.target.as_ref().and_then(interpreter);
-        while let Some(path) = script.take() {
-            if exec.interpreters.len() >= MAX_INTERPRETERS {
-                break;
-            }
-            let at = match path.is_absolute() {
-                true => path,
-                false => cwd().join(path),
-            };
-            let Some(t) = target(&at) else { break };
-            script = interpreter(&t);
-            exec.interpreters.push(t);
-        }
-        let named = |n: &str| wants(n);
-        let asked = named(base_name(&exec.path)) || exec.files().any(|t| named(&t.name));
-        if asked {
-            exec.argv = Some(self.argv());
-        }
-        // Programs that run another without an exec: what their arguments name.
-        let last = exec.files().last().map(|t| t.name.clone());
-        if let Some(name) = last {
-            if is_loader(&name) {
-                let argv = exec.argv.get_or_insert_with(|| self.argv()).clone();
-                if let Some(program) = loader_program(&argv) {
-                    let at = match program.starts_with('/') {
-                        true => PathBuf::from(program),
-                        false => cwd().join(program),
-                    };
-                    exec.runs.extend(target(&at));
-                    if exec.runs.is_empty() {
-                        exec.applet = Some(base_name(program).to_string());
-                    }
-                }
-            } else if MULTI_CALL.contains(&name.as_str()) {
-                let argv = exec.argv.get_or_insert_with(|| self.argv());
-                exec.applet = applet(&name, argv);
-            }
-        }
-        Some(exec)
-    }
-}
-
-fn base_name(s: &str) -> &str {
-    s.rsplit('/').next().unwrap_or(s)
-}
-
-/// The dynamic loader (`ld-linux-x86-64.so.2`, `ld.so`, `ld-musl-x86_64.so.1`), which runs
-/// the program it is given by mapping it, not by an exec.
-fn is_loader(name: &str) -> bool {
-    name.starts_with("ld-linux") || name.starts_with("ld-musl") || name.starts_with("ld.so")
-}
-
-/// The program a loader's arguments name: the first that is not an option or its value.
-fn loader_program(argv: &[String]) -> Option<&str> {
-    let mut args = argv.iter().skip(1);
-    while let Some(a) = args.next() {
-        if a == "--" {
-            return args.next().map(String::as_str);
-        }
-        if LOADER_VALUES.contains(&a.as_str()) {
-            args.next();
-            continue;
-        }
-        if a.starts_with("--") {
-            continue;
-        }
-        return Some(a);
-    }
-    None
-}
-
-/// The tool a multi-call binary called `name` runs: the name it was called by, else its first
-/// argument (`busybox rm`), or coreutils' `--coreutils-prog=rm`.
-fn applet(name: &str, argv: &[String]) -> Option<String> {
-    let called = base_name(argv.first()?);
-    if called != name {
-        return Some(called.to_string());
-    }
-    let first = argv.get(1)?;
-    if let Some(prog) = first.strip_prefix("--coreutils-prog=") {
-        return Some(prog.to_string());
-    }
-    Some(base_name(first).to_string())
-}
-
-fn c_path(path: &Path) -> Option<CString> {
-    CString::new(path.as_os_str().as_bytes()).ok()
-}
-
-fn open_raw(path: &CString, flags: i32) -> io::Result<File> {
-    // SAFETY: a NUL-terminated path; the descriptor is owned by the File at once.
-    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// The file at `path` as an exec of it would find it (links followed).
-///
-/// The common case costs a `statx` and an open: a regular file whose last component is not a
-/// link is opened for reading without following links, and its name is that component. A
-/// link is followed and its name read back from the descriptor; anything that is not a
-/// regular file is opened as a path only, so that opening it has no effect of its own (a
-/// device's open can do things).
-pub fn target(path: &Path) -> Option<Target> {
-    let c = c_path(path)?;
-    let before = std::fs::symlink_metadata(path).ok()?;
-    let kind = before.mode() & libc::S_IFMT;
-    let read_flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK;
-    if kind == libc::S_IFREG {
-        // What the look found is what the checks use: a file swapped in after it is not what
-        // the kernel will read either, and the check after the exec is for that.
-        let found = |file, readable| Target {
-            name: base_of(path),
-            opened: path.to_path_buf(),
-            dev: before.dev(),
-            ino: before.ino(),
-            size: before.size(),
-            mode: before.mode(),
-            readable,
-            file,
-        };
-        match open_raw(&c, read_flags | libc::O_NOFOLLOW) {
-            Ok(file) => return Some(found(file, true)),
-            // Readable by nobody but the kernel's exec (mode --x): a path will do.
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                let file = open_raw(&c, libc::O_PATH | libc::O_NOFOLLOW).ok()?;
-                return Some(found(file, false));
-            }
-            // Replaced since the look (by a link, say): resolved the slow way below.
-            Err(_) => {}
-        }
-    }
-    // A link (or a magic link of /proc): followed, and the name read back.
-    let file = open_raw(&c, libc::O_PATH).ok()?;
-    let meta = file.metadata().ok()?;
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", {
-        use std::os::fd::AsRawFd;
-        file.as_raw_fd()
-    }))
-    .ok();
-    let name = real.as_deref().map_or_else(|| base_of(path), base_of);
-    if meta.mode() & libc::S_IFMT == libc::S_IFREG {
-        // Readable where it may be: a `#!` line or a copy's content is read from it.
-        if let Some(readable) = real
-            .as_ref()
-            .and_then(|r| c_path(r))
-            .and_then(|r| open_raw(&r, read_flags | libc::O_NOFOLLOW).ok())
-        {
-            let same = readable
-                .metadata()
-                .is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()));
-            if same {
-                return finish(readable, true, name, path);
-            }
-        }
-    }
-    finish(file, false, name, path)
-}
-
-fn base_of(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-fn finish(file: File, readable: bool, name: String, path: &Path) -> Option<Target> {
-    let meta = file.metadata().ok()?;
-    Some(Target {
-        name,
-        opened: path.to_path_buf(),
-        dev: meta.dev(),
-        ino: meta.ino(),
-        size: meta.size(),
-        mode: meta.mode(),
-        readable: readable && meta.mode() & libc::S_IFMT == libc::S_IFREG,
-        file,
-    })
-}
-
-/// The interpreter a `#!` line of `t` names.
-fn interpreter(t: &Target) -> Option<PathBuf> {
-    if !t.readable || t.size < 3 {
-        return None;
-    }
-    let mut head = [0u8; 256];
-    let n = t.file.read_at(&mut head, 0).ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
-    let name = line
-        .split(|b| *b == b' ' || *b == b'\t')
-        .find(|w| !w.is_empty())?;
-    Some(PathBuf::from(OsStr::from_bytes(name)))
 }
 
 /// What process `pid` runs now: the device and inode of its program (one `statx` of
@@ -424,9 +258,15 @@ pub fn running_id(pid: i32) -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
-/// The program process `pid` runs now, opened, for the rules.
-pub fn running(pid: i32) -> Option<Target> {
-    target(&PathBuf::from(format!("/proc/{pid}/exe")))
+/// The process (thread group) thread `tid` belongs to: an exec from another thread than the
+/// first ends with the process under the first one's number.
+pub fn tgid_of(tid: i32) -> i32 {
+    let status = std::fs::read(format!("/proc/{tid}/status")).unwrap_or_default();
+    let text = String::from_utf8_lossy(&status[..status.len().min(512)]).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(tid)
 }
 
 /// The arguments process `pid` runs with now (for the report of a program killed after its
@@ -445,54 +285,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_link_is_followed_and_named_by_what_it_names() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let real = dir.path().join("real");
-        std::fs::write(&real, b"#!/bin/sh\n").expect("write");
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        let t = target(&link).expect("target");
-        assert_eq!(t.name, "real");
-        assert!(t.readable);
-        assert_eq!(t.path(), real.canonicalize().expect("canonical"));
-        let direct = target(&real).expect("target");
-        assert_eq!((direct.name.as_str(), direct.id()), ("real", t.id()));
-        assert_eq!(interpreter(&direct), Some(PathBuf::from("/bin/sh")));
-    }
-
-    #[test]
-    fn a_device_is_not_opened_for_reading() {
-        let t = target(Path::new("/dev/null")).expect("target");
-        assert!(!t.readable);
-        assert_eq!(t.name, "null");
-        assert!(target(Path::new("/nonexistent/x")).is_none());
-    }
-
-    #[test]
-    fn what_a_loader_and_a_multi_call_binary_run() {
-        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let argv = v(&[
-            "ld.so",
-            "--library-path",
-            "/lib",
-            "--inhibit-cache",
-            "/bin/rm",
-            "-f",
-        ]);
-        assert_eq!(loader_program(&argv), Some("/bin/rm"));
-        assert_eq!(loader_program(&v(&["ld.so", "--", "rm"])), Some("rm"));
-        assert_eq!(loader_program(&v(&["ld.so", "--list"])), None);
-        assert!(is_loader("ld-linux-x86-64.so.2"));
-        assert_eq!(
-            applet("busybox", &v(&["busybox", "rm", "-rf"])).as_deref(),
-            Some("rm")
-        );
-        assert_eq!(applet("busybox", &v(&["rm", "-rf"])).as_deref(), Some("rm"));
-        let c = v(&["coreutils", "--coreutils-prog=rm", "x"]);
-        assert_eq!(applet("coreutils", &c).as_deref(), Some("rm"));
-    }
-
-    #[test]
     fn what_a_process_runs_is_read_from_its_exe() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
@@ -505,12 +297,15 @@ mod tests {
         while cmdline(pid).is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let (id, t, args) = (running_id(pid), running(pid), cmdline(pid));
+        let t = super::super::inspect::running(pid);
+        let (id, args) = (running_id(pid), cmdline(pid));
+        let tgid = tgid_of(pid);
         let _ = child.kill();
         let _ = child.wait();
         let t = t.expect("running");
         assert_eq!(id, Some(t.id()));
         assert!(t.name.starts_with("sleep") || t.name == "coreutils" || t.name == "busybox");
         assert_eq!(args, ["sleep", "30"]);
+        assert_eq!(tgid, pid);
     }
 }

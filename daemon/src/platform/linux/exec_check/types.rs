@@ -42,22 +42,37 @@ impl Target {
 /// One exec, as the daemon found it before the kernel goes on.
 #[derive(Debug, Default)]
 pub struct Exec {
+    /// The thread that made the call.
     pub pid: i32,
     /// The path the caller gave.
     pub path: String,
-    /// The file it names; `None` when there is none (the exec fails by itself).
+    /// The file it names.
     pub target: Option<Target>,
-    /// The interpreters of its `#!` lines, the script's own first.
+    /// What the kernel runs for it without another exec: the interpreters of its `#!` lines,
+    /// the script's own first.
     pub interpreters: Vec<Target>,
-    /// What a program that runs another without an exec of its own is told to run: the
-    /// program the dynamic loader is given, the applet of a multi-call binary (`busybox rm`).
-    pub runs: Vec<Target>,
-    pub applet: Option<String>,
+    /// The interpreter the ELF image at the end names (`PT_INTERP`: the dynamic loader), which
+    /// the kernel maps too.
+    pub elf_interpreter: Option<Target>,
+    /// What a program that runs another without an exec of its own (the dynamic loader, or a
+    /// program built like it) is given: every file its arguments name.
+    pub runs: Vec<Run>,
+    /// Such a program whose arguments could not all be read: what it runs is not known.
+    pub runs_unknown: bool,
     /// Whether the caller is a shell, once the rules asked (an allowlist governs them).
     pub shell_caller: std::cell::Cell<Option<bool>>,
-    /// Its arguments (the first few, shortened), where the rules need them: an `ask` pattern
-    /// names the program.
+    /// The caller's arguments (the first few, shortened), where the rules need them: an `ask`
+    /// pattern names the program, or it runs the tool it is called as (`busybox rm`).
     pub argv: Option<Vec<String>>,
+    /// The arguments the image at the end of a `#!` chain gets, where they differ.
+    pub image_argv: Option<Vec<String>>,
+}
+
+/// A file a loader-like program was given, and the arguments from it on.
+#[derive(Debug)]
+pub struct Run {
+    pub target: Target,
+    pub argv: Vec<String>,
 }
 
 /// What the rules say of an exec.
@@ -82,7 +97,15 @@ pub enum AskStart {
 impl Exec {
     /// Every file the kernel runs for this exec: the target, then its interpreters.
     pub fn files(&self) -> impl Iterator<Item = &Target> {
-        self.target.iter().chain(&self.interpreters)
+        self.target
+            .iter()
+            .chain(&self.interpreters)
+            .chain(&self.elf_interpreter)
+    }
+
+    /// The image at the end of the `#!` chain: what runs with the arguments.
+    pub fn image(&self) -> Option<&Target> {
+        self.interpreters.last().or(self.target.as_ref())
     }
 }
 

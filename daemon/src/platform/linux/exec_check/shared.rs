@@ -1,0 +1,153 @@
+//! What the checker thread and the spawns share: the `epoll` every listener is registered
+//! in, the entries added since the thread last looked, and the answers people gave to held
+//! execs (with the descriptor that wakes the thread for them).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{Judge, Source, Watch};
+
+/// The token of the descriptor that says answers to held execs are in.
+pub const ANSWERS: u64 = u64::MAX;
+
+/// What one registered descriptor is.
+pub enum Entry {
+    /// The socket a child sends its listener on, and the directory it starts in.
+    Socket(OwnedFd, Arc<dyn Judge>, PathBuf),
+    Listener(Tree),
+}
+
+/// A tree's listener as the thread keeps it.
+pub struct Tree {
+    pub listener: Arc<OwnedFd>,
+    pub judge: Arc<dyn Judge>,
+    /// Receives that failed on it in a row.
+    pub failures: u32,
+    /// Whether it asks for wake-ups on the current CPU.
+    pub sync: bool,
+    /// Until its first exec: the directory of the daemon's own child that makes it. That
+    /// child shares the daemon's memory, which is not dumpable, so its `/proc` entries are
+    /// closed to the daemon: its call is read from the daemon's own memory (the same, or a
+    /// copy of it), its paths from the daemon's root and that directory.
+    pub first: Option<PathBuf>,
+}
+
+impl Entry {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Entry::Socket(s, _, _) => s.as_raw_fd(),
+            Entry::Listener(t) => t.listener.as_raw_fd(),
+        }
+    }
+}
+
+/// What the thread and the spawns share: the `epoll` and the entries added since the thread
+/// last looked.
+pub struct Shared {
+    pub epoll: OwnedFd,
+    added: Mutex<Vec<(u64, Entry)>>,
+    next: AtomicU64,
+    /// Answers to held execs (by hold number), and the descriptor that wakes the thread for
+    /// them.
+    pub answers: Mutex<Vec<(u64, Result<(), String>)>>,
+    pub wake: OwnedFd,
+}
+
+impl Shared {
+    pub fn new() -> io::Result<Shared> {
+        // SAFETY: epoll_create1 takes flags; the new descriptor is owned at once.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        // SAFETY: eventfd takes a count and flags; the new descriptor is owned at once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: ANSWERS,
+        };
+        // SAFETY: registers the live eventfd with a valid event.
+        let r = unsafe {
+            libc::epoll_ctl(
+                epoll.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                wake.as_raw_fd(),
+                &mut ev,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Shared {
+            epoll,
+            added: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+            answers: Mutex::new(Vec::new()),
+            wake,
+        })
+    }
+
+    /// The answer to held exec `hold` (from any thread): the checker answers the kernel.
+    pub fn post(&self, hold: u64, answer: Result<(), String>) {
+        self.answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((hold, answer));
+        let one = 1u64;
+        // SAFETY: an eventfd takes 8 bytes; a full counter has woken the thread already.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Registers `w` (from any thread): its entry first, then its descriptor, so the thread
+    /// finds the entry of every event it gets.
+    pub fn add(&self, w: Watch) -> io::Result<()> {
+        let entry = match w.source {
+            Source::Socket(sock, cwd) => Entry::Socket(sock, w.judge, cwd),
+            Source::Listener(fd) => listening(fd, w.judge, None),
+            Source::First(fd, cwd) => listening(fd, w.judge, Some(cwd)),
+        };
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        let fd = entry.fd();
+        self.lock().push((token, entry));
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32,
+            u64: token,
+        };
+        // SAFETY: registers a live descriptor (owned by the entry just queued) with a valid event.
+        let r =
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            self.lock().retain(|(t, _)| *t != token);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Entry)>> {
+        self.added.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A listener as the thread keeps it, the record told of it (for a hand-over).
+pub fn listening(fd: OwnedFd, judge: Arc<dyn Judge>, first: Option<PathBuf>) -> Entry {
+    let listener = Arc::new(fd);
+    judge.listening(listener.clone());
+    Entry::Listener(Tree {
+        listener,
+        judge,
+        failures: 0,
+        sync: false,
+        first,
+    })
+}
