@@ -185,6 +185,8 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    // A person's connection (an approval, a password typed) is not for another process.
+    cuba_protocol::private::keep_to_itself();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let from_cli = matches.value_source("host") == Some(ValueSource::CommandLine);

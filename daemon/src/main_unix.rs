@@ -45,6 +45,8 @@ struct Args {
 const STARTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(8);
 
 pub fn main() -> ExitCode {
+    // Before anything else: no process of the same user traces the daemon or reads its memory.
+    cuba_protocol::private::keep_to_itself();
     let args = Args::parse();
     // Held here, not in `setup`: a failed start's error is in the log before the waiting
     // parent learns of the failure (the pipe closes when this is dropped) and the client reads it.

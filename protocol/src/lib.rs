@@ -9,6 +9,7 @@
 //! - [`quiet`]: a Unix stream watched for reading only (no wake-up per frame read).
 //! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
 //! - [`os_text`]: paths and environments on the wire, the same bytes from every OS.
+//! - [`private`]: each program keeps its memory and descriptors from the user's other processes.
 
 #![warn(clippy::unwrap_used)]
 
@@ -20,6 +21,7 @@ pub mod keys;
 pub mod message;
 pub mod os_text;
 pub mod paths;
+pub mod private;
 pub mod procargs;
 #[cfg(unix)]
 pub mod quiet;

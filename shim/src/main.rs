@@ -65,6 +65,8 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
 }
 
 fn main() -> ExitCode {
+    // Its connection to the daemon is the client's: no other process takes it (pidfd_getfd).
+    cuba_protocol::private::keep_to_itself();
     let args: Vec<String> = match std::env::args_os()
         .skip(1)
         .map(|a| a.into_string())

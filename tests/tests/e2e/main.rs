@@ -20,6 +20,7 @@ mod layout;
 mod lifecycle;
 mod limits;
 mod mcp_hostile;
+mod not_a_way_in;
 mod output;
 mod policy;
 mod policy_clients;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use landlock::{
     AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, ABI,
+    RulesetCreatedAttr, Scope, ABI,
 };
 
 use crate::config::Sandbox;
@@ -43,6 +43,9 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
     Ok(Prepared {
         ruleset,
         no_network: sandbox.no_network,
+        // Without the privilege for a network namespace, a user namespace is made too, whose
+        // id maps the child writes itself: see `Prepared::install`.
+        user_ns: sandbox.no_network && !super::exec_check::privileged(),
         uid_map: line(uid),
         gid_map: line(gid),
     })
@@ -58,6 +61,10 @@ fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_write(NEWEST))
         .context("cannot set up the Landlock rights")?
+        // No signal to a process outside the sandbox (Linux 6.12, ABI 6): a sandboxed command
+        // cannot stop or kill cubad, the person's processes or another command's.
+        .scope(Scope::Signal)
+        .context("cannot set up the Landlock signal scope")?
         .create()
         .context("cannot create a Landlock ruleset")?;
     for path in paths {
@@ -84,6 +91,7 @@ fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
 pub struct Prepared {
     ruleset: Option<OwnedFd>,
     no_network: bool,
+    user_ns: bool,
     uid_map: CString,
     gid_map: CString,
 }
@@ -99,6 +107,13 @@ impl Prepared {
     pub fn install(&self, cmd: &mut Spawn) {
         let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
         let no_network = self.no_network;
+        // The daemon keeps its memory from other processes (not dumpable), which makes
+        // `/proc/self/uid_map` root's in a child that shares that memory: a child that writes
+        // its own id maps gets memory of its own (a fork), where it may be dumpable again.
+        let own_memory = self.user_ns;
+        if own_memory {
+            cmd.own_memory();
+        }
         let uid_map = self.uid_map.clone();
         let gid_map = self.gid_map.clone();
         if let Some(fd) = ruleset {
@@ -107,7 +122,7 @@ impl Prepared {
         // The hook only makes system calls on data prepared before the spawn (no allocation,
         // no locks).
         cmd.hook(Box::new(move || {
-            enter(ruleset, no_network, &uid_map, &gid_map)
+            enter(ruleset, (no_network, own_memory), &uid_map, &gid_map)
         }));
     }
 }
@@ -116,12 +131,12 @@ impl Prepared {
 /// Landlock would then forbid), then Landlock.
 fn enter(
     ruleset: Option<RawFd>,
-    no_network: bool,
+    (no_network, own_memory): (bool, bool),
     uid_map: &CStr,
     gid_map: &CStr,
 ) -> io::Result<()> {
     if no_network {
-        new_netns(uid_map, gid_map)?;
+        new_netns(uid_map, gid_map, own_memory)?;
     }
     if let Some(fd) = ruleset {
         // SAFETY: plain system calls with integer arguments; `fd` is the ruleset descriptor the
@@ -140,7 +155,7 @@ fn enter(
 
 /// `unshare(CLONE_NEWNET)`; without the privilege for it, a user namespace too, mapping only
 /// our own uid and gid (what an unprivileged process may write itself).
-fn new_netns(uid_map: &CStr, gid_map: &CStr) -> io::Result<()> {
+fn new_netns(uid_map: &CStr, gid_map: &CStr, own_memory: bool) -> io::Result<()> {
     // SAFETY: unshare takes integer flags.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
         return Ok(());
@@ -148,6 +163,11 @@ fn new_netns(uid_map: &CStr, gid_map: &CStr) -> io::Result<()> {
     let first = io::Error::last_os_error();
     if first.raw_os_error() != Some(libc::EPERM) {
         return Err(first);
+    }
+    // Only in memory of its own: shared with the daemon, this would make the daemon dumpable.
+    // SAFETY: prctl with integer arguments.
+    if own_memory && unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: as above.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
