@@ -40,6 +40,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Only now: the daemon judged this process by its `/proc` entries (its program, tracer and
+    // environment) before it answered the handshake; from here on they are root's, and no
+    // other process of the user may trace it or read the password it is about to get.
+    cuba_protocol::private::keep_to_itself();
     match client.ask_secret(prompt).await {
         Ok(Secret::Given(secret)) => {
             let mut out = std::io::stdout().lock();

@@ -1,6 +1,6 @@
 //! The daemon's state as request handlers see it: its settings, the process table, the launcher
-//! and the sessions, and the connection count and shutdown signal. Fields are private; the
-//! table behind it has its own small API (`table.rs`).
+//! and the sessions, the genuine programs a password may go to, and the connection count and
+//! shutdown signal. Fields are private; the table behind it has its own small API (`table.rs`).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,7 @@ pub struct Daemon {
     shutdown: CancellationToken,
     upgrade: Upgrades,
     bearer: crate::bearer::Bearer,
+    genuine: crate::genuine::Genuine,
 }
 
 /// In-place upgrades: how many this pid went through, the one asked for now, the last failure.
@@ -41,7 +42,12 @@ struct Upgrades {
 
 impl Daemon {
     pub fn new(config: Config, launcher: Launcher) -> Daemon {
+        // Found once: what a password may go to does not change with what runs later.
+        let genuine =
+            crate::genuine::Genuine::find(&config.exe, std::env::var_os("PATH").as_deref());
+        tracing::info!("askpass: {}", genuine.describe());
         Daemon {
+            genuine,
             bearer: crate::bearer::Bearer::new(config.tokens_file.clone()),
             config,
             pid: std::process::id(),
@@ -101,6 +107,11 @@ impl Daemon {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The genuine programs a password may go to (`AskSecret`).
+    pub fn genuine(&self) -> &crate::genuine::Genuine {
+        &self.genuine
     }
 
     /// The HTTP endpoint's bearer tokens.

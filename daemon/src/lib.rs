@@ -38,6 +38,8 @@ mod exec_rules;
 #[cfg(unix)]
 mod fd;
 #[cfg(unix)]
+mod genuine;
+#[cfg(unix)]
 mod handlers;
 #[cfg(unix)]
 pub mod handover;

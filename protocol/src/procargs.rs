@@ -1,16 +1,26 @@
 //! Parsing the `KERN_PROCARGS2` buffer macOS gives for a process (its argument and environment
-//! block), where the daemon and `cubactl` find the environment markers of processes. Pure, so
-//! it is tested on every OS; only macOS reads such a buffer.
+//! block), where the daemon and `cubactl` find the environment markers of processes and the
+//! daemon the command line of a program asking for a password. Pure, so it is tested on every
+//! OS; only macOS reads such a buffer.
 
 /// The environment entries (`NAME=VALUE`) of a `KERN_PROCARGS2` buffer: argc (a native-endian
 /// `i32`), the executable path, NUL padding, argc arguments each NUL-terminated, then the
 /// environment entries each NUL-terminated, ended by an empty one (after which come the
 /// "apple" strings the loader passes, which are not environment). Empty when malformed.
 pub fn env_entries(buf: &[u8]) -> Vec<&[u8]> {
-    parse(buf).unwrap_or_default()
+    parse(buf).map(|(_, env)| env).unwrap_or_default()
 }
 
-fn parse(buf: &[u8]) -> Option<Vec<&[u8]>> {
+/// The arguments of a `KERN_PROCARGS2` buffer (`argv`, the program's name first). Empty when
+/// malformed.
+pub fn arguments(buf: &[u8]) -> Vec<&[u8]> {
+    parse(buf).map(|(args, _)| args).unwrap_or_default()
+}
+
+/// The arguments and the environment entries of a buffer.
+type Parts<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
+
+fn parse(buf: &[u8]) -> Option<Parts<'_>> {
     let argc = i32::from_ne_bytes(buf.get(..4)?.try_into().ok()?);
     let rest = buf.get(4..)?;
     // The executable path, then the NULs that pad it.
@@ -19,10 +29,10 @@ fn parse(buf: &[u8]) -> Option<Vec<&[u8]>> {
     let args_start = rest.iter().position(|b| *b != 0)?;
     let mut fields = rest[args_start..].split(|b| *b == 0);
     // Counted, not searched: an argument may be empty.
-    for _ in 0..argc.max(0) {
-        fields.next()?;
-    }
-    Some(fields.take_while(|f| !f.is_empty()).collect())
+    let args = (0..argc.max(0))
+        .map(|_| fields.next())
+        .collect::<Option<Vec<&[u8]>>>()?;
+    Some((args, fields.take_while(|f| !f.is_empty()).collect()))
 }
 
 #[cfg(test)]
@@ -58,6 +68,7 @@ mod tests {
         );
         let env = env_entries(&b);
         assert_eq!(env, vec![&b"A=1"[..], &b"CUBA_EXEC_PROCESS=x.7"[..]]);
+        assert_eq!(arguments(&b), vec![&b"sh"[..], &b"-c"[..], &b""[..]]);
     }
 
     #[test]
@@ -67,6 +78,7 @@ mod tests {
         assert!(env_entries(&[1, 0]).is_empty());
         // More arguments claimed than there are.
         assert!(env_entries(&buffer(9, "/bin/sh", 1, &["sh"])).is_empty());
+        assert!(arguments(&buffer(9, "/bin/sh", 1, &["sh"])).is_empty());
         // No terminator after the path.
         assert!(env_entries(&buffer(0, "/bin/sh", 0, &[])).is_empty());
     }

@@ -19,8 +19,8 @@ Covered:
   `cubactl approve` lets it run, and `wait` collects it;
 - an exec held at run time (a program the parser could not see, `$x`): asked by the same form,
   approved it runs, denied the shell reads EACCES (exit 126);
-- a password asked through the askpass helper is never put to the client: the reply names
-  `cubactl answer`, which gives it;
+- a password asked through the askpass helper (by the genuine git, of a stand-in server) is
+  never put to the client: the reply names `cubactl answer`, which gives it;
 - a client without elicitation: the reply names `cubactl approve`/`deny`; a person's `cubactl
   deny` reaches `wait` as DENIED.
 
@@ -30,9 +30,12 @@ the call's reply; `wait` blocks until the process moves on).
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -315,37 +318,81 @@ async def test_an_exec_held_at_run_time_is_asked_about_too(world: World, decisio
         assert approvals(world)["pending"] == []
 
 
+class GitServer:
+    """A stand-in git server on 127.0.0.1: a request without credentials gets 401 (Basic), one
+    with them is recorded and gets 404, so the genuine git asks for a username and a password
+    through the askpass helper, sends them here, and ends."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                auth = self.headers.get("Authorization")
+                if auth is None:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="x"')
+                else:
+                    seen.append(auth)
+                    self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/repo"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @limited()
 async def test_a_password_is_never_asked_through_the_client(world: World) -> None:
-    got = world.dir / "got"
     # Would approve anything it were asked: it must not be asked at all.
     person = Person(accept("approve_once"))
-    async with world.client(elicitation_callback=person, CUBA_EXEC_ASK_COMMANDS=ASK) as c:
-        # The helper prints the password for its caller: into a file, never the output.
-        command = f'"$SUDO_ASKPASS" \'Password:\' >{got}; echo "askpass $?"'
-        r = await call(c, "run", command=command)
-        assert person.forms == [] and person.other == [], person.messages()
-        assert not r.is_error, text(r)
-        pid_id = sc(r)["id"]
-        assert sc(r)["state"] == "waiting_input", text(r)
-        assert header(r).startswith(f"[id:{pid_id} state:waiting_input "), text(r)
-        hint = sc(r)["hint"]
-        assert "waiting for the user's password" in hint and '"Password:"' in hint, hint
-        assert f"`cubactl answer {pid_id}`" in hint, hint
-        assert "never send a password yourself" in hint, hint
-
-        [pending] = approvals(world)["pending"]
-        assert pending["id"] == pid_id and pending["ask"]["what"] == "Password:", pending
-        assert pending["ask"]["kind"] == "password", pending
-
-        # The person types it (here: on cubactl's stdin, not a terminal).
-        cubactl(world, "answer", str(pid_id), stdin="pw\n")
-        w = await call(c, "wait", id=pid_id, timeout_ms=WAIT_MS)
-        assert not w.is_error, text(w)
-        assert sc(w)["state"] == "exited" and sc(w)["output"] == "askpass 0\n", text(w)
-        assert got.read_text() == "pw\n"
-        assert "pw" not in text(w).replace("askpass", "")
-        assert person.forms == [], person.messages()
+    server = GitServer()
+    home = world.dir / "home"
+    home.mkdir()
+    secret = "pw-9x7"
+    try:
+        async with world.client(elicitation_callback=person, CUBA_EXEC_ASK_COMMANDS=ASK) as c:
+            # The genuine git, away from any credential helper of the machine's or a user's.
+            command = (
+                f"HOME='{home}' GIT_CONFIG_NOSYSTEM=1 git -c credential.helper= clone "
+                f"{server.url} '{world.dir / 'clone'}'; echo \"git $?\""
+            )
+            r = await call(c, "run", command=command)
+            assert person.forms == [] and person.other == [], person.messages()
+            assert not r.is_error, text(r)
+            pid_id = sc(r)["id"]
+            for answer, prompt in (("me", "Username for"), (secret, "Password for")):
+                assert sc(r)["state"] == "waiting_input", text(r)
+                assert header(r).startswith(f"[id:{pid_id} state:waiting_input "), text(r)
+                hint = sc(r)["hint"]
+                assert "waiting for the user's password" in hint and prompt in hint, hint
+                assert "git-remote-http" in hint, hint
+                assert f"`cubactl answer {pid_id}`" in hint, hint
+                assert "never send a password yourself" in hint, hint
+                [pending] = approvals(world)["pending"]
+                assert pending["id"] == pid_id and pending["ask"]["kind"] == "password", pending
+                assert pending["ask"]["what"].startswith(prompt), pending
+                # The person types it (here: on cubactl's stdin, not a terminal).
+                cubactl(world, "answer", str(pid_id), stdin=f"{answer}\n")
+                # Returns at the next question, or once git has ended.
+                r = await call(c, "wait", id=pid_id, timeout_ms=WAIT_MS)
+                assert not r.is_error, text(r)
+            assert sc(r)["state"] == "exited" and "git 128" in sc(r)["output"], text(r)
+            expected = base64.b64encode(f"me:{secret}".encode()).decode()
+            assert server.seen == [f"Basic {expected}"], server.seen
+            assert secret not in text(r)
+            assert person.forms == [], person.messages()
+    finally:
+        server.close()
 
 
 @limited()

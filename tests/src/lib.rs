@@ -6,6 +6,7 @@
 //!
 //! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
 //! - [`exec_corpus`]: the ways to reach a blocked program that the exec checks must stop.
+//! - [`git_http`]: a stand-in git server that asks for credentials and records what git sends.
 //! - [`http`]: `cuba-exec serve --http` for one test, and a hand-written HTTP/1.1 client.
 //! - [`machine`]: what this machine has (root, cgroups, kernel), and [`machine::skip`], the one
 //!   way a test that cannot run here says so.
@@ -20,6 +21,7 @@ pub mod cgroups;
 pub mod daemon;
 pub mod exec_corpus;
 pub mod follow;
+pub mod git_http;
 pub mod http;
 pub mod json_doc;
 pub mod machine;

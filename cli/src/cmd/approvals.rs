@@ -85,9 +85,9 @@ enum Forget {
 }
 
 const ANSWER_HELP: &str = "\
-A program in a command's tree that asks for a password (sudo -A, ssh, git over HTTPS, anything
-that honours SUDO_ASKPASS, SSH_ASKPASS or GIT_ASKPASS) asks you here instead of the agent: type
-it at the prompt (nothing is shown), or pipe it on stdin. The model never sees it.";
+A program in a command's tree that asks for a password (sudo -A, ssh, git over HTTPS: the
+genuine ones only, named with their command line) asks you here instead of the agent: type it
+at the prompt (nothing is shown), or pipe it on stdin. The model never sees it.";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = ANSWER_HELP)]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cuba_protocol::{ClientInfo, Owner};
 
 use crate::audit::Peer;
+use crate::genuine::Refusal;
 use crate::policy::{Effective, Policy};
 use crate::table::Table;
 pub use ancestry::Origin;
@@ -24,6 +25,9 @@ pub struct Caller {
     /// (or cannot be told): a process there may not answer a question put to the person.
     pub inside: Option<String>,
     tree: Option<u64>,
+    /// The process that made the connection, judged as the askpass helper when it connected
+    /// (from inside a tree only): its program, or why it may not ask for a password.
+    pub helper: Result<String, Refusal>,
 }
 
 impl Caller {
@@ -33,11 +37,12 @@ impl Caller {
         ancestry::origin(table, peer.pid)
     }
 
-    /// The caller once the handshake said who the client is.
+    /// The caller once the handshake said who the client is; `helper`: the peer judged as the
+    /// askpass helper when it connected.
     pub fn new(
         table: &Table,
         daemon_policy: &Policy,
-        origin: &Origin,
+        (origin, helper): (&Origin, Result<String, Refusal>),
         peer: Peer,
         client: ClientInfo,
     ) -> Caller {
@@ -57,6 +62,7 @@ impl Caller {
             peer,
             inside,
             tree,
+            helper,
         }
     }
 
@@ -141,6 +147,7 @@ pub mod tests {
             },
             inside: None,
             tree: None,
+            helper: Err(Refusal::new(1, "unknown", "not the askpass helper")),
         }
     }
 }

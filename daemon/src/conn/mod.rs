@@ -24,7 +24,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::codec::Framed;
 
 use crate::audit::Peer;
-use crate::caller::Caller;
+use crate::caller::{Caller, Origin};
 use crate::daemon::Daemon;
 use crate::handlers::{dispatch, Responder};
 pub use hello::refuse;
@@ -78,6 +78,15 @@ async fn write_replies(
 /// the socket closes, so a client that saw its connection close can connect again at once.
 pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSemaphorePermit) {
     let origin = Caller::origin(d.table(), peer);
+    // Before the handshake is answered: once it has been, the helper may hide its `/proc`.
+    let helper = match origin {
+        Origin::Outside => Err(crate::genuine::Refusal::new(
+            peer.pid.unwrap_or(0),
+            "unknown",
+            "not from inside a process cuba-exec started",
+        )),
+        _ => d.genuine().helper(peer.pid),
+    };
     let stream = match QuietStream::from_tokio(stream) {
         Ok(s) => s,
         Err(e) => {
@@ -92,7 +101,13 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSe
     tracing::debug!(name = %client.name, pid = client.pid, "client connected");
     let large = hello::env_bytes(&client.env) >= hello::LARGE_ENV;
     // The policy this connection (and everything it starts) is held to, computed once.
-    let caller = Caller::new(d.table(), &d.config().policy, &origin, peer, client);
+    let caller = Caller::new(
+        d.table(),
+        &d.config().policy,
+        (&origin, helper),
+        peer,
+        client,
+    );
     if let Some(by) = caller.policy.narrowed_by() {
         tracing::debug!(name = %caller.client.name, "policy narrowed by {by}");
     }

@@ -1,7 +1,8 @@
 //! The person's part: `Approve`, `Deny` and `AnswerSecret` (refused from inside any process tree
 //! the daemon started: only a person answers), `Approvals` and `Forget` (the pending asks and
-//! the remembered approvals), and `AskSecret` (from the askpass helper in a process's tree: put
-//! the password question to the person and answer with what they give).
+//! the remembered approvals), and `AskSecret` (from the askpass helper in a process's tree, run
+//! by a genuine sudo, ssh or git: put the password question to the person and answer with what
+//! they give).
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use cuba_protocol::{
 use crate::asks::{Answer, Question};
 use crate::caller::Caller;
 use crate::daemon::Daemon;
+use crate::genuine::{escaped, shortened};
 use crate::record::Proc;
 
 /// Longest password prompt kept (a program's prompt is a line).
@@ -104,8 +106,10 @@ pub fn answer_secret(
 }
 
 /// From the askpass helper: the process it runs in is found by where the connection comes
-/// from (the helper inherits its tree's marker); the person is asked, and the answer (or why
-/// there is none) goes back to the helper.
+/// from (the helper inherits its tree's marker). The helper (judged when it connected) and the
+/// program that ran it must be the genuine ones (`genuine.rs`), else the helper is refused at
+/// once and nobody is asked; otherwise the person is asked, and the answer (or why there is
+/// none) goes back to the helper.
 pub async fn ask_secret(
     d: &Daemon,
     caller: &Caller,
@@ -119,15 +123,25 @@ pub async fn ask_secret(
         ));
     };
     let p = d.table().get(id)?;
-    let mut prompt: String = r.prompt.chars().take(MAX_PROMPT).collect();
-    prompt = prompt.trim().to_string();
-    // The helper's parent: the program asking (sudo, ssh, git).
-    let asker = caller
-        .peer
-        .pid
-        .and_then(crate::platform::proc::stat)
-        .and_then(|s| crate::platform::proc::name(s.ppid))
-        .unwrap_or_else(|| "a program".to_string());
+    let helper = caller.peer.pid.unwrap_or(0);
+    let asker = match d.genuine().check(helper, &caller.helper) {
+        Ok(asker) => asker,
+        Err(no) => {
+            tracing::warn!(
+                id,
+                pid = no.pid,
+                program = %no.program,
+                "password ask refused: {}",
+                no.why
+            );
+            let pid = u32::try_from(no.pid).unwrap_or(0);
+            d.table()
+                .audit()
+                .askpass_refused(&p.info(), pid, &no.program, &no.why);
+            return Ok(Response::Secret(Secret::Refused(no.why)));
+        }
+    };
+    let prompt = shortened(&escaped(r.prompt.trim(), true), MAX_PROMPT);
     let cwd = p.lock().info.cwd.clone();
     let q = Question {
         kind: AskKind::Password,
@@ -136,8 +150,8 @@ pub async fn ask_secret(
         } else {
             prompt
         },
-        rule: asker,
-        pid: caller.peer.pid.unwrap_or(0).max(0) as u32,
+        rule: asker.shown,
+        pid: u32::try_from(asker.pid).unwrap_or(0),
         cwd,
     };
     let rx = d.asks().ask(&p, q)?;

@@ -34,8 +34,8 @@ pub struct Ask {
     pub kind: AskKind,
     /// The command text, the program and arguments of the exec, or the password prompt.
     pub what: String,
-    /// Why it is asked: the rule (`ask_commands: git push`), or the program asking for a
-    /// password (`sudo`).
+    /// Why it is asked: the rule (`ask_commands: git push`), or the genuine program asking for
+    /// a password, its path and command line (``/usr/bin/sudo `sudo -A apt update` ``).
     pub rule: String,
     /// The process that asked (the one held at its exec, or the askpass helper's parent); 0
     /// for a command not started.

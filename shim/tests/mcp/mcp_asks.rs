@@ -164,29 +164,53 @@ async fn another_clients_question_and_a_password_are_not_put_to_this_user() {
         "asked about another client's command"
     );
     assert!(!marker.exists());
-    // A password: only through cubactl.
-    let text = "\"$SUDO_ASKPASS\" 'Password:'; echo \"askpass $?\"";
+    // A password: only through cubactl. The genuine git asks for a username and a password,
+    // as the stand-in server wants credentials.
+    let server = cuba_tests::git_http::GitServer::start().await;
+    let home = t.path().join("home");
+    std::fs::create_dir(&home).expect("a home");
+    let text = server.clone_command(&home, &t.path().join("clone"));
     let r = c.call("run", json!({ "command": text })).await;
     assert_eq!(r.state(), "waiting_input", "{}", r.text());
     assert!(
-        r.text().contains(&format!("cubactl answer {}", r.id())),
+        r.text().contains(&format!("cubactl answer {}", r.id()))
+            && r.text().contains("git-remote-http"),
         "{}",
         r.text()
     );
+    let id = r.id();
+    let mut answered = Vec::new();
+    for secret in ["me", "pw"] {
+        let asked = || async {
+            let info = p.info(id).await.expect("the process");
+            info.asks
+                .iter()
+                .map(|a| a.id)
+                .find(|a| !answered.contains(a))
+        };
+        let waiting =
+            cuba_tests::wait_for_async(|| async { asked().await.is_some() }, cuba_tests::STEP);
+        assert!(waiting.await, "no question for the {secret}");
+        let ask = asked().await;
+        p.answer_secret(cuba_protocol::SecretAnswer {
+            id,
+            ask,
+            secret: Some(secret.as_bytes().to_vec()),
+        })
+        .await
+        .expect("the answer");
+        answered.extend(ask);
+    }
     assert!(
         forms.try_recv().is_err(),
         "a password was asked of the client"
     );
-    let id = r.id();
-    p.answer_secret(cuba_protocol::SecretAnswer {
-        id,
-        ask: None,
-        secret: Some(b"pw".to_vec()),
-    })
-    .await
-    .expect("the answer");
     let done = c.wait_exit(id, 0).await;
-    assert!(done.output().contains("askpass 0"), "{}", done.text());
+    assert!(done.output().contains("git 128"), "{}", done.text());
+    assert_eq!(
+        server.authorizations(),
+        [cuba_tests::git_http::basic("me", "pw")]
+    );
     c.close().await;
 }
 

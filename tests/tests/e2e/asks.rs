@@ -2,11 +2,15 @@
 //! in `awaiting_approval` (nothing runs: its marker stays unmade) until a person approves it
 //! once or always, denies it with a reason, or nobody does in time; an `ask` program reached
 //! through a runtime name or a wrapper no list names is held at its exec; only a person answers
-//! (an approval from inside a command's tree is refused); a held command can be stopped; a
-//! password goes from `cubactl answer` to the program that asked, through the askpass helper,
-//! seen by nothing else; and the real `sudo -A` takes its password that way.
+//! (an approval from inside a command's tree is refused); a held command can be stopped.
+//! Passwords asked through the askpass helper: `password` (the genuine git, the agent's own
+//! askpass program) and `sudo` (the real `sudo -A`, and programs that only call themselves
+//! sudo).
 
 #![allow(clippy::unwrap_used)]
+
+mod password;
+mod sudo;
 
 use std::path::Path;
 use std::time::Duration;
@@ -58,23 +62,34 @@ async fn held(c: &Client, id: u64) -> ProcessInfo {
     p
 }
 
-/// Waits until process `id` has ended, however long it is held or waits for a password on the
-/// way (a wait would end at each question): woken by the table's changes.
-async fn ended(c: &Client, id: u64) -> ProcessInfo {
+/// Waits until process `id`'s row satisfies `cond` (`what` names it), however often it is held
+/// or waits for a password on the way (a wait would end at each question): woken by the
+/// table's changes.
+async fn watch_until(
+    c: &Client,
+    id: u64,
+    what: &str,
+    cond: impl Fn(&ProcessInfo) -> bool,
+) -> ProcessInfo {
     let mut rows = c
         .subscribe(Request::WatchTable(ListRequest::default()))
         .await
         .unwrap();
-    let end = async {
+    let seen = async {
         while let Some(Ok(Response::List(l))) = rows.next().await {
             match l.processes.into_iter().find(|p| p.id == id) {
-                Some(p) if p.state.is_finished() => return p,
+                Some(p) if cond(&p) => return p,
                 _ => {}
             }
         }
-        panic!("the table watch ended before process {id} did");
+        panic!("the table watch ended before process {id} came to {what}");
     };
-    let p = cuba_tests::bounded(&format!("end of {id}"), Duration::from_secs(30), end).await;
+    cuba_tests::bounded(&format!("{what} of {id}"), Duration::from_secs(30), seen).await
+}
+
+/// Waits until process `id` has ended (see [`watch_until`]).
+async fn ended(c: &Client, id: u64) -> ProcessInfo {
+    let p = watch_until(c, id, "the end", |p| p.state.is_finished()).await;
     // Its output is all in once it has ended and its pipes are drained.
     wait_exit(c, id).await;
     p
@@ -395,220 +410,4 @@ async fn a_held_command_can_be_stopped_while_it_awaits_approval() {
     // An ended process has no question waiting.
     let pending = c.approvals().await.unwrap().pending;
     assert!(pending.is_empty(), "{pending:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_password_goes_from_cubactl_answer_to_the_program_and_nowhere_else() {
-    let d = TestDaemon::start().await;
-    let c = d.client().await;
-    // What sudo -A, ssh and git do: run the helper with a prompt and read its stdout.
-    // What the program read goes to a file (the command text itself is in the audit log).
-    let got = d.dir().join("got");
-    let text = format!(
-        "p=$(\"$SUDO_ASKPASS\" '[sudo] password for me: ') && printf %s \"$p\" > '{}' \
-         && echo read; [ \"$SSH_ASKPASS\" = \"$SUDO_ASKPASS\" ] && \
-         [ \"$GIT_ASKPASS\" = \"$SUDO_ASKPASS\" ] && [ \"$SSH_ASKPASS_REQUIRE\" = force ] \
-         && echo helpers",
-        got.display()
-    );
-    let p = c.spawn(spawn_req(&text)).step().await.unwrap();
-    let info = held(&c, p.id).await;
-    let ask = &info.asks[0];
-    assert_eq!(ask.kind, AskKind::Password);
-    assert_eq!(ask.what, "[sudo] password for me:");
-    assert_eq!(info.state, ProcState::WaitingInput);
-    // An agent cannot answer it.
-    let bin = cuba_tests::bin("cubactl");
-    let agent = format!(
-        "echo guess | '{}' --socket '{}' answer {} 2>&1",
-        bin.display(),
-        d.socket().display(),
-        p.id
-    );
-    let a = c.spawn(spawn_req(&agent)).step().await.unwrap();
-    wait_exit(&c, a.id).await;
-    let said = String::from_utf8_lossy(&cuba_tests::read_all(&c, a.id).await).into_owned();
-    assert!(
-        said.contains("only a person can answer a password question"),
-        "{said}"
-    );
-    // The person does.
-    let (ok, _, said) = cubactl(&d, &["answer", &p.id.to_string()], Some("s3cret-9\n")).await;
-    assert!(ok, "{said}");
-    let done = ended(&c, p.id).await;
-    let out = String::from_utf8_lossy(&cuba_tests::read_all(&c, p.id).await).into_owned();
-    assert_eq!(done.exit_code, Some(0), "{out}");
-    assert!(out.contains("read") && out.contains("helpers"), "{out}");
-    assert_eq!(std::fs::read_to_string(&got).unwrap(), "s3cret-9");
-    assert_eq!(ask_lines(&d, p.id), ["asked", "answered"]);
-    // Written nowhere by the daemon: not in its audit log, journal or log.
-    for file in ["audit.jsonl", "journal.jsonl", "cubad.log"] {
-        let text = std::fs::read_to_string(d.state_dir().join(file)).unwrap_or_default();
-        assert!(!text.contains("s3cret-9"), "{file} has the password");
-    }
-    assert!(!d.log().contains("s3cret-9"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_password_refused_or_unanswered_reaches_the_program_as_none() {
-    let d = TestDaemon::builder()
-        .env("CUBA_EXEC_APPROVAL_TIMEOUT", "300ms")
-        .start()
-        .await;
-    let c = d.client().await;
-    let text = "\"$SUDO_ASKPASS\" 'Password:'; echo \"askpass $?\"";
-    let p = c.spawn(spawn_req(text)).step().await.unwrap();
-    ended(&c, p.id).await;
-    let out = String::from_utf8_lossy(&cuba_tests::read_all(&c, p.id).await).into_owned();
-    assert!(
-        out.contains("askpass 1") && out.contains("nobody answered within"),
-        "{out}"
-    );
-    let d2 = TestDaemon::start().await;
-    let c2 = d2.client().await;
-    let q = c2.spawn(spawn_req(text)).step().await.unwrap();
-    held(&c2, q.id).await;
-    let (ok, _, said) = cubactl(&d2, &["answer", &q.id.to_string(), "--refuse"], None).await;
-    assert!(ok, "{said}");
-    wait_exit(&c2, q.id).await;
-    let out = String::from_utf8_lossy(&cuba_tests::read_all(&c2, q.id).await).into_owned();
-    assert!(
-        out.contains("askpass 1") && out.contains("gave no password"),
-        "{out}"
-    );
-}
-
-/// A user made for one test, allowed `sudo /usr/bin/true` with its password (asked once, never
-/// cached); removed with its sudoers file when dropped.
-struct SudoUser {
-    name: String,
-    uid: u32,
-    gid: u32,
-    password: String,
-    sudoers: std::path::PathBuf,
-}
-
-impl SudoUser {
-    /// `None` (with why) where this machine cannot: not root, or no `sudo`/`useradd`.
-    fn make() -> Result<SudoUser, String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("making a user for sudo needs root".into());
-        }
-        for tool in ["/usr/bin/sudo", "/usr/sbin/useradd", "/usr/sbin/chpasswd"] {
-            if !Path::new(tool).exists() {
-                return Err(format!("{tool} is not installed"));
-            }
-        }
-        let name = format!("cubasudo{}", std::process::id());
-        let run = |cmd: &mut std::process::Command| {
-            let out = cmd.output().map_err(|e| e.to_string())?;
-            match out.status.success() {
-                true => Ok(out),
-                false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-            }
-        };
-        run(std::process::Command::new("/usr/sbin/useradd").args(["-M", "-s", "/bin/sh", &name]))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let sudoers = Path::new("/etc/sudoers.d").join(&name);
-        // Dropped (and so removed) from here on, whatever fails next.
-        let mut user = SudoUser {
-            name: name.clone(),
-            uid: 0,
-            gid: 0,
-            password: format!("pw-{nanos:x}-ok"),
-            sudoers: sudoers.clone(),
-        };
-        let mut chpasswd = std::process::Command::new("/usr/sbin/chpasswd")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        if let Some(mut input) = chpasswd.stdin.take() {
-            use std::io::Write;
-            writeln!(input, "{name}:{}", user.password).map_err(|e| e.to_string())?;
-        }
-        if !chpasswd.wait().is_ok_and(|s| s.success()) {
-            return Err("chpasswd failed".into());
-        }
-        let rules = format!(
-            "Defaults:{name} !lecture, timestamp_timeout=0, passwd_tries=1\n\
-             {name} ALL=(root) /usr/bin/true\n"
-        );
-        std::fs::write(&sudoers, rules).map_err(|e| e.to_string())?;
-        let ids = run(std::process::Command::new("id").args(["-u", &name]))?;
-        user.uid = String::from_utf8_lossy(&ids.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        let ids = run(std::process::Command::new("id").args(["-g", &name]))?;
-        user.gid = String::from_utf8_lossy(&ids.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        assert!(user.uid != 0 && user.gid != 0, "the new user's ids");
-        Ok(user)
-    }
-}
-
-impl Drop for SudoUser {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.sudoers);
-        let _ = std::process::Command::new("pkill")
-            .args(["-KILL", "-u", &self.name])
-            .status();
-        let _ = std::process::Command::new("/usr/sbin/userdel")
-            .arg(&self.name)
-            .status();
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sudo_dash_a_takes_its_password_from_cubactl_answer() {
-    let user = match SudoUser::make() {
-        Ok(u) => u,
-        Err(why) => return machine::skip("sudo -A through cubactl answer", &why),
-    };
-    // sudo raises privileges: possible only where execs are not checked (a checked process
-    // may never gain any, see `privileges`).
-    let d = TestDaemon::builder()
-        .as_user(user.uid, user.gid)
-        .env("CUBA_EXEC_EXEC_CHECKS", "off")
-        .start()
-        .await;
-    let text = "sudo -A /usr/bin/true && echo sudo-ran; echo \"sudo $?\"";
-    for right in [true, false] {
-        let (ok, id, said) = cubactl(&d, &["start", text], None).await;
-        assert!(ok, "{said}");
-        let id = id.trim().to_string();
-        // Returns once sudo asks (a password question is a wait for input).
-        let (_, _, said) = cubactl(&d, &["wait", &id, "--timeout", "15s"], None).await;
-        let prompt = format!("[sudo] password for {}:", user.name);
-        assert!(
-            said.contains("sudo asks for a password") && said.contains(&format!("answer {id}")),
-            "{said}"
-        );
-        let (ok, listed, _) = cubactl(&d, &["approvals", "--json"], None).await;
-        assert!(ok && listed.contains(&prompt), "{listed}");
-        let given = match right {
-            true => format!("{}\n", user.password),
-            false => "wrong\n".to_string(),
-        };
-        let (ok, _, said) = cubactl(&d, &["answer", &id], Some(&given)).await;
-        assert!(ok, "{said}");
-        let (_, _, said) = cubactl(&d, &["wait", &id, "--timeout", "15s"], None).await;
-        assert!(said.contains("exited"), "{said}");
-        let (_, out, _) = cubactl(&d, &["logs", &id], None).await;
-        match right {
-            true => assert!(out.contains("sudo-ran") && out.contains("sudo 0"), "{out}"),
-            false => assert!(!out.contains("sudo-ran") && out.contains("sudo 1"), "{out}"),
-        }
-    }
-    for file in ["audit.jsonl", "journal.jsonl", "cubad.log"] {
-        let text = std::fs::read_to_string(d.state_dir().join(file)).unwrap_or_default();
-        assert!(!text.contains(&user.password), "{file} has the password");
-    }
-    assert!(!d.log().contains(&user.password));
-    drop(d);
 }

@@ -1,5 +1,6 @@
 //! Process facts from `/proc`: parent, group and start time (`stat`), the live processes, a
-//! process's children (every thread's), its environment and its working directory.
+//! process's children (every thread's), its environment and its working directory; and what
+//! the askpass check asks of a process (`exe`, `status`, `environ`, `cmdline`).
 
 use std::fs;
 use std::io::Read;
@@ -168,6 +169,86 @@ pub fn name(pid: i32) -> Option<String> {
     Some(text.trim_end_matches('\n').to_string()).filter(|n| !n.is_empty())
 }
 
+/// The program `pid` runs: its path, and the file itself (`/proc/PID/exe` is followed to the
+/// file the process was started from, even where that path now names another file or none).
+/// EACCES or EPERM: the kernel does not let this daemon look (a setuid program running as
+/// another user, a process that made itself undumpable).
+pub fn exe(pid: i32) -> std::io::Result<(PathBuf, fs::Metadata)> {
+    let link = format!("/proc/{pid}/exe");
+    let file = fs::metadata(&link)?;
+    Ok((fs::read_link(&link)?, file))
+}
+
+/// A process's user ids and whether something traces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creds {
+    pub ruid: u32,
+    pub euid: u32,
+    pub traced: bool,
+}
+
+/// The variables that make the dynamic loader put other code into a program that is not
+/// setuid (the loader ignores them in a setuid one); each holds paths separated by `:` (and by
+/// spaces or `;` in some).
+pub const LOADER_VARS: &[&str] = &["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"];
+
+/// `pid`'s user ids and tracer (`/proc/PID/status`, readable even for a setuid program).
+pub fn creds(pid: i32) -> Option<Creds> {
+    parse_status(&fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// The `Uid:` (real, effective, saved, filesystem) and `TracerPid:` lines of a status file.
+fn parse_status(text: &str) -> Option<Creds> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::split_whitespace)
+    };
+    let mut uids = field("Uid")?.map(str::parse::<u32>);
+    let (ruid, euid) = (uids.next()?.ok()?, uids.next()?.ok()?);
+    let tracer: u32 = field("TracerPid")?.next()?.parse().ok()?;
+    Some(Creds {
+        ruid,
+        euid,
+        traced: tracer != 0,
+    })
+}
+
+/// The variables `pid` was started with (`/proc/PID/environ`); `None` where they cannot be
+/// read.
+pub fn env_vars(pid: i32) -> Option<Vec<(String, String)>> {
+    Some(vars_of(&fs::read(format!("/proc/{pid}/environ")).ok()?))
+}
+
+/// The `NAME=VALUE` entries of a block of NUL-terminated ones (an entry with no `=` is all
+/// name).
+fn vars_of(block: &[u8]) -> Vec<(String, String)> {
+    block
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let text = String::from_utf8_lossy(kv);
+            match text.split_once('=') {
+                Some((name, value)) => (name.to_string(), value.to_string()),
+                None => (text.into_owned(), String::new()),
+            }
+        })
+        .collect()
+}
+
+/// `pid`'s arguments (`/proc/PID/cmdline`, readable for any process); `None` where it cannot be
+/// read or is empty.
+pub fn cmdline(pid: i32) -> Option<Vec<String>> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .strip_suffix(&[0])
+        .unwrap_or(&raw)
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!raw.is_empty()).then_some(args)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -209,5 +290,64 @@ mod tests {
         assert_eq!(s.pid, me);
         assert!(scan().iter().any(|p| p.pid == me));
         assert!(cwd(me as u32).is_some());
+    }
+
+    #[test]
+    fn reads_uids_and_the_tracer_from_a_status_file() {
+        let text = "Name:\tsudo\nUmask:\t0022\nState:\tS (sleeping)\nTracerPid:\t0\n\
+                    Uid:\t1000\t0\t0\t0\nGid:\t1000\t1000\t1000\t1000\n";
+        let c = parse_status(text).unwrap();
+        assert_eq!(
+            c,
+            Creds {
+                ruid: 1000,
+                euid: 0,
+                traced: false
+            }
+        );
+        let traced = text.replace("TracerPid:\t0", "TracerPid:\t4321");
+        assert!(parse_status(&traced).unwrap().traced);
+        assert_eq!(parse_status("Name:\tx\nUid:\t1\n"), None);
+        assert_eq!(parse_status("Uid:\t1\t2\t2\t2\n"), None);
+    }
+
+    #[test]
+    fn the_variables_of_an_environment_block() {
+        let block = b"A=1\0LD_PRELOAD=/tmp/x.so\0ODD\0B==2\0\0";
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            vars_of(block),
+            pairs(&[
+                ("A", "1"),
+                ("LD_PRELOAD", "/tmp/x.so"),
+                ("ODD", ""),
+                ("B", "=2")
+            ])
+        );
+        assert!(vars_of(b"").is_empty());
+    }
+
+    #[test]
+    fn this_processs_identity_is_read() {
+        let me = std::process::id() as i32;
+        let (path, file) = exe(me).unwrap();
+        let here = std::env::current_exe().unwrap();
+        assert_eq!(path, here);
+        use std::os::unix::fs::MetadataExt;
+        let want = fs::metadata(&here).unwrap();
+        assert_eq!((file.dev(), file.ino()), (want.dev(), want.ino()));
+        // SAFETY: getuid and geteuid have no preconditions.
+        let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+        let c = creds(me).unwrap();
+        assert_eq!((c.ruid, c.euid), (ruid, euid));
+        if let Ok(path) = std::env::var("PATH") {
+            assert!(env_vars(me).unwrap().contains(&("PATH".to_string(), path)));
+        }
+        let args = cmdline(me).unwrap();
+        assert_eq!(args.len(), std::env::args().count());
     }
 }

@@ -2,11 +2,14 @@
 //! (`PROC_PIDTBSDINFO`, which also answers for zombies), the live processes
 //! (`proc_listallpids`), a process's children (`proc_listchildpids`), its environment
 //! (`sysctl(KERN_PROCARGS2)`, readable for the daemon's own user's processes) and its working
-//! directory (`PROC_PIDVNODEPATHINFO`).
+//! directory (`PROC_PIDVNODEPATHINFO`); and what the askpass check asks of a process: its
+//! program (`proc_pidpath`), user ids and tracing (`PROC_PIDTBSDINFO`), environment and
+//! arguments (`KERN_PROCARGS2`).
 
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -219,6 +222,85 @@ pub fn cwd(pid: u32) -> Option<PathBuf> {
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
+/// The program `pid` runs: its path (`proc_pidpath`) and the file now at that path. Unlike
+/// Linux's `/proc/PID/exe` this is the path, not the file the process was started from: a file
+/// put at that path since is the one seen.
+pub fn exe(pid: i32) -> std::io::Result<(PathBuf, std::fs::Metadata)> {
+    let mut buf = vec![0u8; libc::PROC_PIDPATHINFO_MAXSIZE as usize];
+    let size = u32::try_from(buf.len()).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    // SAFETY: proc_pidpath writes at most `size` bytes (a NUL-terminated path) into the buffer.
+    let n = unsafe { libc::proc_pidpath(pid, buf.as_mut_ptr().cast(), size) };
+    let Ok(n) = usize::try_from(n) else {
+        return Err(std::io::Error::last_os_error());
+    };
+    if n == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(n.min(buf.len()));
+    let path = PathBuf::from(std::ffi::OsString::from_vec(buf));
+    let file = std::fs::metadata(&path)?;
+    Ok((path, file))
+}
+
+/// A process's user ids and whether something traces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creds {
+    pub ruid: u32,
+    pub euid: u32,
+    pub traced: bool,
+}
+
+/// `PROC_FLAG_TRACED` of `pbi_flags` (`<sys/proc_info.h>`): the process is being traced.
+const PROC_FLAG_TRACED: u32 = 2;
+
+/// The variables that make dyld put other code into a program (ignored in a setuid one and in
+/// the system's protected programs); each holds paths separated by `:`.
+pub const LOADER_VARS: &[&str] = &[
+    "DYLD_INSERT_LIBRARIES",
+    "DYLD_LIBRARY_PATH",
+    "DYLD_FRAMEWORK_PATH",
+    "DYLD_FALLBACK_LIBRARY_PATH",
+    "DYLD_FALLBACK_FRAMEWORK_PATH",
+];
+
+/// `pid`'s user ids and whether it is traced (`PROC_PIDTBSDINFO`, readable for any process).
+pub fn creds(pid: i32) -> Option<Creds> {
+    let info = bsdinfo(pid)?;
+    Some(Creds {
+        ruid: info.pbi_ruid,
+        euid: info.pbi_uid,
+        traced: info.pbi_flags & PROC_FLAG_TRACED != 0,
+    })
+}
+
+/// The variables `pid` was started with; `None` where they cannot be read (another user's
+/// process).
+pub fn env_vars(pid: i32) -> Option<Vec<(String, String)>> {
+    with_procargs2(pid, |buf| {
+        procargs::env_entries(buf)
+            .into_iter()
+            .map(|kv| {
+                let text = String::from_utf8_lossy(kv);
+                match text.split_once('=') {
+                    Some((name, value)) => (name.to_string(), value.to_string()),
+                    None => (text.into_owned(), String::new()),
+                }
+            })
+            .collect()
+    })
+}
+
+/// `pid`'s arguments; `None` where they cannot be read (another user's process) or are none.
+pub fn cmdline(pid: i32) -> Option<Vec<String>> {
+    with_procargs2(pid, |buf| {
+        procargs::arguments(buf)
+            .into_iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect::<Vec<String>>()
+    })
+    .filter(|args| !args.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -237,7 +319,16 @@ mod tests {
         assert_eq!(cwd(me as u32), here);
         if let Ok(path) = std::env::var("PATH") {
             assert!(has_env_entry(me, &format!("PATH={path}")));
+            let vars = env_vars(me).unwrap();
+            assert!(vars.contains(&("PATH".to_string(), path.clone())));
             assert_eq!(env_entry_after(me, b"PATH="), Some(path.into_bytes()));
         }
+        let (path, _) = exe(me).unwrap();
+        assert_eq!(Some(path), std::env::current_exe().ok());
+        assert_eq!(cmdline(me).unwrap().len(), std::env::args().count());
+        // SAFETY: getuid and geteuid have no preconditions.
+        let ids = unsafe { (libc::getuid(), libc::geteuid()) };
+        let c = creds(me).unwrap();
+        assert_eq!((c.ruid, c.euid), ids);
     }
 }
