@@ -267,12 +267,12 @@ impl ExecRules {
 
     /// What refuses file `f` (the `i`th the kernel runs for the exec, or one a loader was
     /// given: `role`), if anything; `given` is the name the caller called the program by.
-    fn file_refusal(&self, f: &Target, how: &str, given: &str) -> Option<Refusal> {
+    fn file_refusal(&self, f: &Target, how: &dyn Fn() -> String, given: &str) -> Option<Refusal> {
         let blocked = [f.name.as_str(), given]
             .into_iter()
             .find(|n| !n.is_empty() && self.rules.is_blocked(n));
         if let Some(n) = blocked {
-            let msg = format!("`{n}`{how} is on the blocklist; its exec was refused");
+            let msg = format!("`{n}`{} is on the blocklist; its exec was refused", how());
             return Some(refuse("blocklist", f, msg));
         }
         match self.identities.of(f) {
@@ -282,16 +282,18 @@ impl ExecRules {
                     false => "the same file as",
                 };
                 let msg = format!(
-                    "{}{how} is {what} `{n}`, which is on the blocklist; its exec was refused",
-                    f.path().display()
+                    "{}{} is {what} `{n}`, which is on the blocklist; its exec was refused",
+                    f.path().display(),
+                    how()
                 );
                 return Some(refuse("blocklist", f, msg));
             }
             Some(Known::Unreadable(n)) => {
                 let msg = format!(
-                    "{}{how} cannot be read by the daemon and is the size of `{n}`, which is on \
+                    "{}{} cannot be read by the daemon and is the size of `{n}`, which is on \
                      the blocklist: it cannot be told from a copy, so its exec was refused",
-                    f.path().display()
+                    f.path().display(),
+                    how()
                 );
                 return Some(refuse("blocklist", f, msg));
             }
@@ -312,9 +314,10 @@ impl ExecRules {
         }
         if f.is_regular() && !f.readable {
             let msg = format!(
-                "{}{how} cannot be read by the daemon, so what it runs cannot be told (a copy \
-                 of a blocked program, a script's interpreter); make it readable to run it",
-                f.path().display()
+                "{}{} cannot be read by the daemon, so what it runs cannot be told (a copy of \
+                 a blocked program, a script's interpreter); make it readable to run it",
+                f.path().display(),
+                how()
             );
             return Some(refuse("unreadable", f, msg));
         }
@@ -326,7 +329,8 @@ impl ExecRules {
         let t = e.target.as_ref()?;
         let given = file_name(Path::new(&e.path));
         for (i, f) in e.files().enumerate() {
-            let how = match i {
+            // Said only when refused: a file's path is read back from the kernel.
+            let how = || match i {
                 0 => String::new(),
                 _ => format!(" (the interpreter of {})", t.path().display()),
             };
@@ -337,7 +341,7 @@ impl ExecRules {
         }
         // What a loader-like program was given runs without an exec of its own.
         for r in &e.runs {
-            let how = format!(" (given to {} to run)", t.name);
+            let how = || format!(" (given to {} to run)", t.name);
             if let Some(refusal) = self.file_refusal(&r.target, &how, "") {
                 return Some(refusal);
             }

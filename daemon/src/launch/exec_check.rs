@@ -13,7 +13,7 @@ use crate::exec_rules::{Exec, ExecRules, Refusal, Target, Verdict};
 use crate::platform::exec_check::{
     self, AskStart, Checker, ChildEnd, Judge, Pending, Reply, Source, Watch,
 };
-use crate::platform::spawn::Spawn;
+use crate::platform::spawn::{Attend, Spawn};
 use crate::policy::Effective;
 use crate::record::Proc;
 use crate::table::Table;
@@ -33,7 +33,7 @@ pub struct ExecService {
 impl ExecService {
     pub fn start(refuse_namespaces: bool) -> std::io::Result<ExecService> {
         Ok(ExecService {
-            checker: Checker::start()?,
+            checker: Checker::start(refuse_namespaces)?,
             no_new_privs: !exec_check::privileged(),
             refuse_namespaces,
         })
@@ -213,6 +213,39 @@ impl ExecLayer {
     }
 }
 
+/// Who answers a tree's first exec: the starting thread itself where the start lets it, else
+/// the checker's thread.
+struct Attended {
+    service: Arc<ExecService>,
+    socket: Option<OwnedFd>,
+    cwd: std::path::PathBuf,
+    judge: Arc<dyn Judge>,
+}
+
+impl Attend for Attended {
+    fn first_exec(&mut self, _pid: i32, done: std::os::fd::RawFd) -> std::io::Result<()> {
+        let socket = self
+            .socket
+            .take()
+            .ok_or_else(|| std::io::Error::other("the first exec was answered twice"))?;
+        let checker = &self.service.checker;
+        checker.answer_first((&socket, done), &self.cwd, self.judge.clone())
+    }
+
+    fn elsewhere(&mut self) -> std::io::Result<()> {
+        let socket = self
+            .socket
+            .take()
+            .ok_or_else(|| std::io::Error::other("the first exec was answered twice"))?;
+        let source = Source::Socket(socket, self.cwd.clone());
+        let judge = self.judge.clone();
+        self.service
+            .checker
+            .watch(Watch { source, judge })
+            .map_err(std::io::Error::other)
+    }
+}
+
 impl Layer for ExecLayer {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
         let mut pending =
@@ -226,13 +259,19 @@ impl Layer for ExecLayer {
             || std::env::current_dir().unwrap_or_default(),
             std::path::Path::to_path_buf,
         );
-        let (source, child) = pending.split(cwd);
+        let (socket, child) = pending.split();
         self.child = Some(child);
         let judge = self
             .judge
             .take()
             .ok_or("the exec checks were set up twice")?;
-        self.service.checker.watch(Watch { source, judge })
+        cmd.attend(Box::new(Attended {
+            service: self.service.clone(),
+            socket: Some(socket),
+            cwd,
+            judge,
+        }));
+        Ok(())
     }
 
     fn after(&mut self, _pid: i32) -> Result<(), String> {

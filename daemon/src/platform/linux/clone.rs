@@ -9,13 +9,20 @@
 //! are blocked around the clone, so no daemon handler can run in the child on shared memory
 //! before the dispositions are reset. A failure is left in shared memory for the parent, which
 //! reaps the child before it answers.
+//!
+//! A child whose exec is checked cannot exec until its first exec is answered. Its start is a
+//! clone without `CLONE_VFORK`, which returns at once: the starting thread answers that exec
+//! itself (`Attend`, with no other thread woken for it), then waits for the exec on a pipe the
+//! exec closes, holding everything the child uses as a vfork parent would.
 
 use std::ffi::c_void;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::platform::spawn::{Group, Prepared};
+use super::clone3::{clone3, CloneArgs};
+use crate::platform::spawn::{Attend, Group, Prepared};
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// The child starts with every caught signal back to its default (Linux 5.5): no daemon handler
@@ -23,23 +30,6 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 /// The child's stack: hooks only make system calls.
 const STACK_SIZE: usize = 256 * 1024;
-
-/// The kernel's `struct clone_args` (version 2, with `cgroup`).
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
 
 /// clone3 (or its cgroup field) is missing from this kernel: std's start from now on.
 static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
@@ -139,10 +129,26 @@ static ALL_SIGNALS: [i32; 62] = {
 
 /// Starts the child of `p`. `None`: this kernel cannot (no clone3, or no `CLONE_INTO_CGROUP`),
 /// nothing was started and the caller starts it another way.
-pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
+///
+/// With `attend`, the child cannot exec until its first exec is answered: the clone does not
+/// wait for the exec (no `CLONE_VFORK`), `attend` answers it on this thread, and the start then
+/// waits for the exec on a pipe the exec closes. The memory the child uses (its stack, `p`) is
+/// kept until then, as a vfork parent's would be.
+pub fn start(mut p: Prepared<'_>, attend: Option<&mut Box<dyn Attend>>) -> Option<io::Result<i32>> {
     if UNAVAILABLE.load(Ordering::Relaxed) {
         return None;
     }
+    let done = match attend.is_some() {
+        true => match super::pipe::pipe() {
+            Ok(ends) => Some(ends),
+            Err(e) => return Some(Err(e)),
+        },
+        false => None,
+    };
+    if let Some((_, write)) = &done {
+        p.fds.push(std::os::fd::AsRawFd::as_raw_fd(write));
+    }
+    let vfork = done.is_none();
     let mut guard = STACK.lock().unwrap_or_else(|e| e.into_inner());
     let stack = match Stack::get(&mut guard) {
         Ok(s) => s,
@@ -161,17 +167,32 @@ pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
     // parent is suspended until the child has exec'd or exited); the stack is ours under
     // the lock. From the spawner thread, the child has the descriptors it uses at the same
     // numbers, and few others.
-    let clone = || unsafe { vfork_clone(stack, cgroup, clear, child_main, arg) };
-    let mut ret = match super::spawner::run(&fds, clone) {
-        Some(ret) => ret,
-        None => clone(),
+    let clone = || unsafe { vfork_clone(stack, cgroup, (clear, vfork), child_main, arg) };
+    let mut ret = match vfork {
+        true => super::spawner::run(&fds, clone).unwrap_or_else(clone),
+        false => clone(),
     };
     if ret == -(libc::EINVAL as isize) && clear {
         // A kernel before 5.5: the child resets all, from now on.
         NO_CLEAR_SIGHAND.store(true, Ordering::Relaxed);
         child.reset = &ALL_SIGNALS;
         // SAFETY: as above.
-        ret = unsafe { vfork_clone(stack, cgroup, false, child_main, arg) };
+        ret = unsafe { vfork_clone(stack, cgroup, (false, vfork), child_main, arg) };
+    }
+    if let (Some((read, write)), Some(attend), true) = (done, attend, ret > 0) {
+        // Only the child's copy of the write end may remain: its exec (or exit) closes it.
+        drop(write);
+        let answered = attend.first_exec(ret as i32, std::os::fd::AsRawFd::as_raw_fd(&read));
+        if answered.is_err() {
+            // SAFETY: kill(2) of the child just started, which nobody else reaps before us.
+            unsafe { libc::kill(ret as i32, libc::SIGKILL) };
+        }
+        wait_for_end_of_file(&read);
+        if let Err(e) = answered {
+            // SAFETY: reaps the child killed above; the spawn lock keeps the reaper away.
+            unsafe { libc::waitpid(ret as i32, std::ptr::null_mut(), 0) };
+            return Some(Err(e));
+        }
     }
     drop(guard);
     let cgroup = cgroup.is_some();
@@ -205,17 +226,33 @@ pub fn start(mut p: Prepared<'_>) -> Option<io::Result<i32>> {
     }
 }
 
+/// Reads `fd` until end of file (the child's exec or exit closed the last write end).
+fn wait_for_end_of_file(fd: &OwnedFd) {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: reads into a local buffer of the given length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)) {
+            return;
+        }
+    }
+}
+
 /// A vfork-style clone3 onto `stack`, into `cgroup` if given, with every signal blocked
-/// around it; the child runs `f(arg)`. The pid, or `-errno`.
+/// around it; the child runs `f(arg)`. `(clear_handlers, vfork)`: without `vfork` the clone
+/// returns at once (the memory is still shared). The pid, or `-errno`.
 unsafe fn vfork_clone(
     stack: *mut c_void,
     cgroup: Option<i32>,
-    clear_handlers: bool,
+    (clear_handlers, vfork): (bool, bool),
     f: extern "C" fn(*mut c_void) -> !,
     arg: *mut c_void,
 ) -> isize {
     let mut args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
+        flags: match vfork {
+            true => (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
+            false => libc::CLONE_VM as u64,
+        },
         exit_signal: libc::SIGCHLD as u64,
         stack: stack as u64,
         stack_size: STACK_SIZE as u64,
@@ -245,7 +282,15 @@ pub fn can_start_in(dir: i32) -> bool {
         return false;
     };
     // SAFETY: the child only calls _exit.
-    let pid = unsafe { vfork_clone(stack, Some(dir), false, exit_at_once, std::ptr::null_mut()) };
+    let pid = unsafe {
+        vfork_clone(
+            stack,
+            Some(dir),
+            (false, true),
+            exit_at_once,
+            std::ptr::null_mut(),
+        )
+    };
     if pid <= 0 {
         return false;
     }
@@ -347,73 +392,4 @@ unsafe fn prepare_and_exec(p: &mut Prepared<'_>, reset: &[i32]) -> i32 {
         libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
         errno()
     }
-}
-
-/// The raw clone3 system call. In the child (return value 0, on the new stack) it calls
-/// `f(arg)`, which never returns; in the parent it returns the pid or `-errno`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn clone3(
-    args: *mut CloneArgs,
-    f: extern "C" fn(*mut c_void) -> !,
-    arg: *mut c_void,
-) -> isize {
-    let ret: isize;
-    // SAFETY: the caller's contract; the child never comes back to this frame.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "mov rdi, r13",
-            "call r12",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 as isize => ret,
-            in("rdi") args,
-            in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") f,
-            in("r13") arg,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        )
-    };
-    ret
-}
-
-#[cfg(target_arch = "aarch64")]
-unsafe fn clone3(
-    args: *mut CloneArgs,
-    f: extern "C" fn(*mut c_void) -> !,
-    arg: *mut c_void,
-) -> isize {
-    let ret: isize;
-    // SAFETY: the caller's contract; the child never comes back to this frame.
-    unsafe {
-        std::arch::asm!(
-            "svc 0",
-            "cbnz x0, 2f",
-            "mov x0, x21",
-            "blr x20",
-            "brk #0",
-            "2:",
-            inlateout("x0") args => ret,
-            in("x1") std::mem::size_of::<CloneArgs>(),
-            in("x8") libc::SYS_clone3,
-            in("x20") f,
-            in("x21") arg,
-            options(nostack),
-        )
-    };
-    ret
-}
-
-/// Elsewhere: no raw clone here, std's start instead.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-unsafe fn clone3(
-    _args: *mut CloneArgs,
-    _f: extern "C" fn(*mut c_void) -> !,
-    _arg: *mut c_void,
-) -> isize {
-    -(libc::ENOSYS as isize)
 }

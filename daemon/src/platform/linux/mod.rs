@@ -8,6 +8,7 @@ mod cgroup_pool;
 mod cgroup_proc;
 mod cgroup_watch;
 pub mod clone;
+mod clone3;
 pub mod descriptors;
 pub mod exec_check;
 pub mod input;

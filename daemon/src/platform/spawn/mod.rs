@@ -18,6 +18,17 @@ use std::path::{Path, PathBuf};
 /// data prepared before the spawn: no allocation, no locks, no panics.
 pub type Hook = Box<dyn FnMut() -> io::Result<()> + Send + Sync>;
 
+/// What answers a child's first exec when the child cannot exec until somebody does (a
+/// checked tree: its filter is in place before its own exec).
+pub trait Attend: Send {
+    /// The start returned before the child's exec (a clone that shares memory but does not
+    /// wait): answer its first exec here, on the starting thread, with no other thread woken.
+    /// `done` reads end of file once the child has exec'd or ended.
+    fn first_exec(&mut self, pid: i32, done: RawFd) -> io::Result<()>;
+    /// The start waits for the exec itself (a fork): another thread must answer it.
+    fn elsewhere(&mut self) -> io::Result<()>;
+}
+
 /// How the child stands to the daemon's process groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
@@ -50,6 +61,8 @@ pub struct Spawn {
     uses: Vec<RawFd>,
     /// Started with memory of its own (`own_memory`).
     own_memory: bool,
+    /// What answers its first exec, where one must (`attend`).
+    attend: Option<Box<dyn Attend>>,
 }
 
 /// A [`Spawn`] in the form the child reads: every string NUL-terminated, every pointer array
@@ -83,6 +96,7 @@ impl Spawn {
             uses: Vec::new(),
             cgroup: None,
             own_memory: false,
+            attend: None,
         }
     }
 
@@ -127,6 +141,12 @@ impl Spawn {
         self
     }
 
+    /// `a` answers the child's first exec: see [`Attend`].
+    pub fn attend(&mut self, a: Box<dyn Attend>) -> &mut Spawn {
+        self.attend = Some(a);
+        self
+    }
+
     /// The child gets memory of its own (a fork) instead of sharing the daemon's until its
     /// exec: for a child that changes what is per memory (its dumpable flag).
     pub fn own_memory(&mut self) -> &mut Spawn {
@@ -157,10 +177,12 @@ impl Spawn {
     ) -> io::Result<i32> {
         #[cfg(target_os = "linux")]
         if !self.own_memory {
+            let mut attend = self.attend.take();
             let prepared = self.prepare()?;
-            if let Some(started) = crate::platform::clone::start(prepared) {
+            if let Some(started) = crate::platform::clone::start(prepared, attend.as_mut()) {
                 return started;
             }
+            self.attend = attend;
         }
         self.start_std()
     }
@@ -191,8 +213,12 @@ impl Spawn {
     }
 
     /// The start through std's `Command` (posix_spawn when there is no hook, else fork).
-    pub(crate) fn start_std(self) -> io::Result<i32> {
+    pub(crate) fn start_std(mut self) -> io::Result<i32> {
         use std::os::unix::process::CommandExt;
+        // A fork waits for the exec: the first exec is answered by another thread.
+        if let Some(a) = self.attend.as_mut() {
+            a.elsewhere()?;
+        }
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args).env_clear().envs(self.env);
         if let Some(dir) = &self.cwd {

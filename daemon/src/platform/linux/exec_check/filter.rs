@@ -22,9 +22,9 @@ struct Calls {
     arch: u32,
     /// `execve`, `execveat` (and the x32 ABI's two).
     exec: [u32; 4],
-    /// What makes a namespace or changes mounts: `unshare`, `setns`, `mount`, `umount2`,
-    /// `pivot_root`, and the mount API's `open_tree` … `fspick`, `mount_setattr`.
-    ns: [u32; 12],
+    /// What makes a namespace, changes mounts or the root: `unshare`, `setns`, `mount`,
+    /// `umount2`, `pivot_root`, `chroot`, and the mount API's `open_tree` … `mount_setattr`.
+    ns: [u32; 13],
     clone: u32,
     clone3: u32,
 }
@@ -32,15 +32,15 @@ struct Calls {
 /// The mount API's numbers, the same on every architecture (Linux 5.2+).
 const MOUNT_API: [u32; 7] = [428, 429, 430, 431, 432, 433, 442];
 
-const fn calls(arch: u32, exec: [u32; 4], old: [u32; 5], clone: u32) -> Calls {
-    let mut ns = [0u32; 12];
+const fn calls(arch: u32, exec: [u32; 4], old: [u32; 6], clone: u32) -> Calls {
+    let mut ns = [0u32; 13];
     let mut i = 0;
-    while i < 5 {
+    while i < 6 {
         ns[i] = old[i];
         i += 1;
     }
-    while i < 12 {
-        ns[i] = MOUNT_API[i - 5];
+    while i < 13 {
+        ns[i] = MOUNT_API[i - 6];
         i += 1;
     }
     Calls {
@@ -60,13 +60,13 @@ const ARCHES: [Calls; 2] = [
     calls(
         AUDIT_ARCH_X86_64,
         [59, 322, 520, 545],
-        [272, 308, 165, 166, 155],
+        [272, 308, 165, 166, 155, 161],
         56,
     ),
     calls(
         AUDIT_ARCH_I386,
         [11, 358, 11, 358],
-        [310, 346, 21, 52, 217],
+        [310, 346, 21, 52, 217, 61],
         120,
     ),
 ];
@@ -75,13 +75,13 @@ const ARCHES: [Calls; 2] = [
     calls(
         AUDIT_ARCH_AARCH64,
         [221, 281, 221, 281],
-        [97, 268, 40, 39, 41],
+        [97, 268, 40, 39, 41, 51],
         220,
     ),
     calls(
         AUDIT_ARCH_ARM,
         [11, 387, 11, 387],
-        [337, 375, 21, 52, 218],
+        [337, 375, 21, 52, 218, 61],
         120,
     ),
 ];
@@ -113,12 +113,13 @@ pub fn is_exec(arch: u32, nr: i32) -> bool {
 
 /// The name of namespace or mount call `nr` of `arch`, for a report.
 pub fn call_name(arch: u32, nr: i32) -> &'static str {
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "unshare",
         "setns",
         "mount",
         "umount2",
         "pivot_root",
+        "chroot",
         "open_tree",
         "move_mount",
         "fsopen",

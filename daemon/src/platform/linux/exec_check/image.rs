@@ -8,6 +8,9 @@ use std::os::unix::fs::FileExt;
 
 /// Bytes of a file the kernel looks at to choose a handler (`BINPRM_BUF_SIZE`).
 pub const HEAD: usize = 256;
+/// Bytes read first: the `#!` head, and an ELF image's program headers and interpreter path
+/// where they lie within (where a linker puts them).
+pub const FIRST_READ: usize = 1024;
 /// Program headers read at most.
 const MAX_PHDRS: usize = 64;
 /// Longest interpreter path an ELF may name that is read.
@@ -91,12 +94,18 @@ pub struct Elf {
 
 struct Reader<'a> {
     file: &'a File,
+    /// What was read of the file already, from its start.
+    head: &'a [u8],
     little: bool,
     wide: bool,
 }
 
 impl Reader<'_> {
     fn bytes(&self, at: u64, len: usize) -> Option<Vec<u8>> {
+        let end = (at as usize).checked_add(len)?;
+        if end <= self.head.len() {
+            return Some(self.head[at as usize..end].to_vec());
+        }
         let mut buf = vec![0u8; len];
         let mut done = 0;
         while done < len {
@@ -138,6 +147,7 @@ pub fn elf(file: &File, head: &[u8]) -> Option<Elf> {
     }
     let r = Reader {
         file,
+        head,
         little: head[5] == 1,
         wide: head[4] == 2,
     };

@@ -10,8 +10,10 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::image::{self, Shebang, HEAD};
+use super::image::{self, Shebang};
 use super::notif::{Notification, MAX_ARGS, MAX_ARG_BYTES};
 use super::resolve::{self, Base, Caller, Found};
 use super::types::{Exec, Run, Target};
@@ -33,8 +35,12 @@ pub enum Miss {
 /// A target of the file `found` (named `opened` when shown).
 fn target_of(found: Found, opened: PathBuf) -> Option<Target> {
     let Found { fd, name } = found;
-    let meta = File::from(fd.try_clone().ok()?).metadata().ok()?;
-    let regular = meta.file_type().is_file();
+    // SAFETY: fstat fills the zeroed buffer for a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } != 0 {
+        return None;
+    }
+    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
     let readable = regular.then(|| resolve::reopen(&fd)).flatten();
     let (file, readable) = match readable {
         Some(f) => (f, true),
@@ -43,10 +49,10 @@ fn target_of(found: Found, opened: PathBuf) -> Option<Target> {
     Some(Target {
         name: OsStr::from_bytes(&name).to_string_lossy().into_owned(),
         opened,
-        dev: meta.dev(),
-        ino: meta.ino(),
-        size: meta.size(),
-        mode: meta.mode(),
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: st.st_size as u64,
+        mode: st.st_mode,
         readable,
         file,
     })
@@ -70,12 +76,13 @@ pub fn running(pid: i32) -> Option<Target> {
     target(&PathBuf::from(format!("/proc/{pid}/exe")))
 }
 
-/// The first bytes of a readable target (what the kernel reads to choose its handler).
+/// The first bytes of a readable target: what the kernel reads to choose its handler, and
+/// enough for an ELF image's headers and interpreter in one read, as a linker lays them out.
 fn head(t: &Target) -> Vec<u8> {
     if !t.readable {
         return Vec::new();
     }
-    let mut buf = vec![0u8; HEAD];
+    let mut buf = vec![0u8; image::FIRST_READ];
     let n = t.file.read_at(&mut buf, 0).unwrap_or(0);
     buf.truncate(n);
     buf
@@ -97,9 +104,14 @@ struct Splice {
 
 /// What `n` would run. `wants` says, of a file, whether the rules need the call's arguments
 /// (an `ask` pattern names it, or it runs the tool it is called as).
-pub fn inspect(n: &Notification, wants: &dyn Fn(&Target) -> bool) -> Result<Exec, Miss> {
+pub fn inspect(
+    n: &Notification,
+    wants: &dyn Fn(&Target) -> bool,
+    view: &mut View,
+) -> Result<Exec, Miss> {
     let given = n.path().ok_or(Miss::Unreadable)?;
-    let c = &n.caller();
+    let View { root, interps } = view;
+    let c = &n.caller(root.as_ref());
     let (dirfd, flags) = n.dir_and_flags();
     let at_dir = dirfd != libc::AT_FDCWD;
     let found = if given.is_empty() && flags & AT_EMPTY_PATH != 0 && n.execveat() {
@@ -147,7 +159,7 @@ pub fn inspect(n: &Notification, wants: &dyn Fn(&Target) -> bool) -> Result<Exec
     let elf = exec.image().and_then(|t| image::elf(&t.file, &last));
     let loader_like = elf.as_ref().is_some_and(|e| e.loader_like);
     if let Some(interp) = elf.and_then(|e| e.interp) {
-        exec.elf_interpreter = Some(interpreter(c, &interp)?);
+        exec.elf_interpreter = Some(elf_interpreter(interps, c, &interp)?);
     }
     if exec.files().any(wants) {
         exec.argv = Some(n.argv());
@@ -166,6 +178,68 @@ pub fn inspect(n: &Notification, wants: &dyn Fn(&Target) -> bool) -> Result<Exec
     Ok(exec)
 }
 
+/// What the checker knows of its callers' view across execs: their root, where no command may
+/// change its own (namespaces refused: no `chroot`, `pivot_root`, `setns` or mount), and the
+/// ELF interpreters found lately there (the dynamic loader, named by nearly every program).
+pub struct View {
+    root: Option<OwnedFd>,
+    interps: Interps,
+}
+
+/// How long an interpreter found is used before it is looked for again.
+const INTERP_FOR: Duration = Duration::from_secs(1);
+/// Interpreters kept (a machine has one or two).
+const INTERPS: usize = 8;
+
+impl View {
+    /// `same_root`: every caller's root is the daemon's own.
+    pub fn new(same_root: bool) -> View {
+        let root = same_root
+            .then(|| {
+                File::options()
+                    .read(true)
+                    .custom_flags(libc::O_PATH)
+                    .open("/")
+            })
+            .and_then(Result::ok)
+            .map(OwnedFd::from);
+        View {
+            root,
+            interps: Vec::new(),
+        }
+    }
+}
+
+/// Interpreters found lately, by the name they were found by.
+type Interps = Vec<(Vec<u8>, Instant, Arc<Target>)>;
+
+/// The ELF interpreter `name`, from the callers' shared root: the one found lately while it is
+/// still there (not replaced: its link count above 0) and not a second old.
+fn elf_interpreter(
+    interps: &mut Interps,
+    c: &Caller<'_>,
+    name: &[u8],
+) -> Result<Arc<Target>, Miss> {
+    if !c.known_root() {
+        return interpreter(c, name).map(Arc::new);
+    }
+    let now = Instant::now();
+    if let Some(i) = interps.iter().position(|(n, _, _)| n == name) {
+        let (_, at, t) = &interps[i];
+        let linked = t.file.metadata().is_ok_and(|m| m.nlink() > 0);
+        if linked && now.duration_since(*at) < INTERP_FOR {
+            return Ok(t.clone());
+        }
+        interps.remove(i);
+    }
+    let t = Arc::new(interpreter(c, name)?);
+    if interps.len() >= INTERPS {
+        interps.remove(0);
+    }
+    interps.push((name.to_vec(), now, t.clone()));
+    Ok(t)
+}
+
 fn miss(e: resolve::Miss) -> Miss {
     match e {
         resolve::Miss::Errno(e) => Miss::Fails(e),
@@ -175,7 +249,7 @@ fn miss(e: resolve::Miss) -> Miss {
 
 /// An interpreter the kernel opens by `name` for the caller (as `open_exec` does: from its
 /// working directory when relative); one that cannot be found fails the exec.
-fn interpreter(c: &Caller, name: &[u8]) -> Result<Target, Miss> {
+fn interpreter(c: &Caller<'_>, name: &[u8]) -> Result<Target, Miss> {
     let found = resolve::find(c, Base::Cwd, name, true).map_err(miss)?;
     target_of(found, PathBuf::from(OsStr::from_bytes(name))).ok_or(Miss::Unreadable)
 }
@@ -198,7 +272,7 @@ fn built_argv(mut argv: Vec<Vec<u8>>, splices: &[Splice]) -> Vec<Vec<u8>> {
 /// What a loader-like image may run without an exec: every file its arguments name (the
 /// program it is given is one of them, whatever options come before), each with the
 /// arguments after it.
-fn loader_runs(c: &Caller, argv: Vec<Vec<u8>>) -> Vec<Run> {
+fn loader_runs(c: &Caller<'_>, argv: Vec<Vec<u8>>) -> Vec<Run> {
     let mut runs = Vec::new();
     for (i, arg) in argv.iter().enumerate().skip(1) {
         if arg.is_empty() {

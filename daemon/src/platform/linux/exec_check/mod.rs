@@ -9,6 +9,7 @@
 
 mod after;
 mod filter;
+mod first;
 mod held;
 mod image;
 mod inspect;
@@ -158,32 +159,55 @@ impl Pending {
             .hook(Box::new(move || filter::enter(&mut side)));
     }
 
-    /// Before the spawn: the daemon's end is handed to the checker while the child end stays
-    /// here until [`Pending::spawned`]. `cwd`: the directory the child execs in.
-    pub fn split(self, cwd: PathBuf) -> (Source, ChildEnd) {
-        (
-            Source::Socket(self.daemon_end, cwd),
-            ChildEnd(self.child_end),
-        )
+    /// Before the spawn: the daemon's end of the socket, and the child's, held until the spawn
+    /// returns.
+    pub fn split(self) -> (OwnedFd, ChildEnd) {
+        (self.daemon_end, ChildEnd(self.child_end))
     }
 }
 
 /// The child's end of the socket, held by the daemon until the spawn returns.
 pub struct ChildEnd(#[allow(dead_code)] Option<OwnedFd>);
 
-/// The thread that answers every listener.
+/// The thread that answers every listener (and what answers a tree's first exec on the
+/// thread that started it).
 pub struct Checker {
     shared: Arc<shared::Shared>,
+    first: std::sync::Mutex<inspect::View>,
 }
 
 impl Checker {
-    pub fn start() -> io::Result<Checker> {
+    /// `same_root`: checked trees may not change their root or mounts (namespaces refused),
+    /// so every caller's root is the daemon's own.
+    pub fn start(same_root: bool) -> io::Result<Checker> {
         let shared = Arc::new(shared::Shared::new()?);
         let for_thread = shared.clone();
         std::thread::Builder::new()
             .name("cubad-exec".into())
-            .spawn(move || serve::run(for_thread))?;
-        Ok(Checker { shared })
+            .spawn(move || serve::run(for_thread, same_root))?;
+        Ok(Checker {
+            shared,
+            first: std::sync::Mutex::new(inspect::View::new(true)),
+        })
+    }
+
+    /// Answers the first exec of the child that sends its listener on `socket` (it execs in
+    /// `cwd`; `done` reads end of file once it has exec'd or ended), on this thread, then
+    /// hands the listener to the checker's thread for the execs that follow.
+    pub fn answer_first(
+        &self,
+        (socket, done): (&OwnedFd, RawFd),
+        cwd: &std::path::Path,
+        judge: Arc<dyn Judge>,
+    ) -> io::Result<()> {
+        let listener = first::answer_first(socket, done, cwd, &judge, &self.first)?;
+        match listener {
+            Some(l) => self.shared.add(Watch {
+                source: Source::Listener(l),
+                judge,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Hands `w` to the thread: its descriptor goes straight into the thread's `epoll`, so a

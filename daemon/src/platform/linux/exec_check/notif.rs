@@ -138,12 +138,10 @@ impl Notification {
         self.own = Some(cwd);
     }
 
-    /// Who makes the call, as the resolver looks at it.
-    pub fn caller(&self) -> super::resolve::Caller {
-        super::resolve::Caller {
-            tid: self.pid,
-            own: self.own.clone(),
-        }
+    /// Who makes the call, as the resolver looks at it; `root`: its root directory where it
+    /// is known without a look (the daemon's, where no command may change its own).
+    pub fn caller<'a>(&self, root: Option<&'a std::os::fd::OwnedFd>) -> super::resolve::Caller<'a> {
+        super::resolve::Caller::new(self.pid, self.own.clone(), root)
     }
 
     /// Whether this is an exec (else a namespace or mount call, where those are refused).
@@ -261,8 +259,18 @@ pub fn running_id(pid: i32) -> Option<(u64, u64)> {
 /// The process (thread group) thread `tid` belongs to: an exec from another thread than the
 /// first ends with the process under the first one's number.
 pub fn tgid_of(tid: i32) -> i32 {
-    let status = std::fs::read(format!("/proc/{tid}/status")).unwrap_or_default();
-    let text = String::from_utf8_lossy(&status[..status.len().min(512)]).into_owned();
+    // Most calls come from a process's first thread, which `tgkill(tid, tid, 0)` finds without
+    // a look into `/proc`.
+    // SAFETY: signal 0 only checks that the thread is in that group.
+    if unsafe { libc::syscall(libc::SYS_tgkill, tid, tid, 0) } == 0 {
+        return tid;
+    }
+    // One read of the head of the file (open, read, close): `Tgid` is its fourth line.
+    let mut buf = [0u8; 512];
+    let n = std::fs::File::open(format!("/proc/{tid}/status"))
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut buf))
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
     text.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())

@@ -21,12 +21,46 @@ const MAX_LINKS: u32 = 40;
 const PROC_ROOT_INO: u64 = 1;
 
 /// Who execs: the thread that made the call.
-#[derive(Clone, Debug)]
-pub struct Caller {
+#[derive(Debug, Default)]
+pub struct Caller<'a> {
     pub tid: i32,
     /// The daemon's own child before its first exec, in this directory: seen as the daemon
     /// sees (its `/proc` entries are closed to the daemon).
     pub own: Option<std::path::PathBuf>,
+    /// Its root directory, where the daemon knows it without a look.
+    known_root: Option<&'a OwnedFd>,
+    /// Else its root, once opened: one exec's files (the program, its interpreters) share it.
+    root: std::cell::OnceCell<OwnedFd>,
+}
+
+impl<'a> Caller<'a> {
+    /// The caller `tid`; `root`: its root directory when the daemon knows it without a look.
+    pub fn new(tid: i32, own: Option<std::path::PathBuf>, root: Option<&'a OwnedFd>) -> Caller<'a> {
+        Caller {
+            tid,
+            own,
+            known_root: root,
+            root: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Its root directory (opened once).
+    pub fn root(&self) -> Result<&OwnedFd, Miss> {
+        if let Some(r) = self.known_root {
+            return Ok(r);
+        }
+        if let Some(r) = self.root.get() {
+            return Ok(r);
+        }
+        let r = open_of(self, "root")?;
+        Ok(self.root.get_or_init(|| r))
+    }
+
+    /// Whether its root is one the daemon knows (its own): what is found from it is the same
+    /// for every caller of the tree.
+    pub fn known_root(&self) -> bool {
+        self.known_root.is_some()
+    }
 }
 
 /// Where a relative path starts.
@@ -152,7 +186,7 @@ fn on_proc(fd: RawFd) -> bool {
 
 /// The caller's root directory, or its working directory or one of its descriptors, opened
 /// through `/proc` (in the caller's mount namespace, whatever the daemon's is).
-pub fn open_of(c: &Caller, what: &str) -> Result<OwnedFd, Miss> {
+pub fn open_of(c: &Caller<'_>, what: &str) -> Result<OwnedFd, Miss> {
     let path = match (&c.own, what) {
         (None, _) => format!("/proc/{}/{what}", c.tid).into_bytes(),
         (Some(_), "root") => b"/".to_vec(),
@@ -165,28 +199,32 @@ pub fn open_of(c: &Caller, what: &str) -> Result<OwnedFd, Miss> {
 
 /// The file `path` names for `c`, from `base` when it is relative; `follow`: a last component
 /// that is a link is followed (as `execve` does; `execveat` with `AT_SYMLINK_NOFOLLOW` not).
-pub fn find(c: &Caller, base: Base, path: &[u8], follow: bool) -> Result<Found, Miss> {
+pub fn find(c: &Caller<'_>, base: Base, path: &[u8], follow: bool) -> Result<Found, Miss> {
     let found = find_any(c, base, path, follow)?;
     // Not followed, a link is what was found, and an exec of it fails so.
-    let link = kind(found.fd.as_raw_fd()).map_err(Miss::Errno)?;
-    if !follow && is_type(link.mode, libc::S_IFLNK) {
+    if !follow
+        && is_type(
+            kind(found.fd.as_raw_fd()).map_err(Miss::Errno)?.mode,
+            libc::S_IFLNK,
+        )
+    {
         return Err(Miss::Errno(libc::ELOOP));
     }
     Ok(found)
 }
 
-fn find_any(c: &Caller, base: Base, path: &[u8], follow: bool) -> Result<Found, Miss> {
+fn find_any(c: &Caller<'_>, base: Base, path: &[u8], follow: bool) -> Result<Found, Miss> {
     if path.is_empty() {
         return Err(Miss::Errno(libc::ENOENT));
     }
-    let root = open_of(c, "root")?;
+    let root = c.root()?;
     let (start, absolute) = match (path[0] == b'/', base) {
         (true, _) => (None, true),
         (false, Base::Cwd) => (Some(open_of(c, "cwd")?), false),
         (false, Base::Dir(fd)) => (Some(open_of(c, &format!("fd/{fd}"))?), false),
     };
     let cpath = cstr(path).map_err(Miss::Errno)?;
-    let dir = start.as_ref().unwrap_or(&root).as_raw_fd();
+    let dir = start.as_ref().unwrap_or(root).as_raw_fd();
     // No link at all on the way: the walk is the caller's. Relative paths may not climb out
     // of where they start (`..` above it would need the caller's root as the limit).
     let plain = libc::RESOLVE_NO_SYMLINKS
@@ -217,13 +255,9 @@ fn find_any(c: &Caller, base: Base, path: &[u8], follow: bool) -> Result<Found, 
     }
     let start = match start {
         Some(s) => s,
-        None => dup(&root).map_err(Miss::Errno)?,
+        None => dup(root).map_err(Miss::Errno)?,
     };
-    let mut walk = Walk {
-        c: c.clone(),
-        root: &root,
-        links: 0,
-    };
+    let mut walk = Walk { c, root, links: 0 };
     walk.walk(start, path, follow).map_err(Miss::Errno)
 }
 
@@ -250,7 +284,7 @@ pub fn name_of(fd: &OwnedFd) -> Option<Vec<u8>> {
 
 /// A walk one name at a time, for paths through links `openat2` cannot follow for the caller.
 struct Walk<'a> {
-    c: Caller,
+    c: &'a Caller<'a>,
     root: &'a OwnedFd,
     links: u32,
 }

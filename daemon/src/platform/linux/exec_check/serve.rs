@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::after::{After, Afters};
 use super::held::{Denied, Held, DENIED_FOR};
-use super::inspect::{inspect, Miss};
+use super::inspect::{inspect, Miss, View};
 use super::notif::{self, Notification};
 use super::pace::Pace;
 use super::shared::{Entry, Shared, ANSWERS};
@@ -35,10 +35,13 @@ pub(super) struct Loop {
     /// Execs a person just denied, by caller: a shell that tries the same program again
     /// through the next `PATH` entry (`/bin` is `/usr/bin` here) is not asked twice.
     pub(super) denied: HashMap<i32, Denied>,
+    /// The callers' root and the interpreters found lately.
+    view: View,
 }
 
-pub fn run(shared: Arc<Shared>) {
+pub fn run(shared: Arc<Shared>, same_root: bool) {
     let mut l = Loop {
+        view: View::new(same_root),
         shared,
         entries: HashMap::new(),
         afters: Afters::default(),
@@ -166,7 +169,7 @@ impl Loop {
         let tgid = notif::tgid_of(n.pid);
         self.afters.settle(tgid, before);
         let wants = |t: &Target| judge.wants_argv(t);
-        let exec = match inspect(&n, &wants) {
+        let exec = match inspect(&n, &wants, &mut self.view) {
             Ok(exec) => exec,
             // What the kernel would answer (no such file, a loop): nothing to report.
             Err(Miss::Fails(errno)) => {

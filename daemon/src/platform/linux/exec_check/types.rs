@@ -53,7 +53,7 @@ pub struct Exec {
     pub interpreters: Vec<Target>,
     /// The interpreter the ELF image at the end names (`PT_INTERP`: the dynamic loader), which
     /// the kernel maps too.
-    pub elf_interpreter: Option<Target>,
+    pub elf_interpreter: Option<std::sync::Arc<Target>>,
     /// What a program that runs another without an exec of its own (the dynamic loader, or a
     /// program built like it) is given: every file its arguments name.
     pub runs: Vec<Run>,
@@ -100,7 +100,7 @@ impl Exec {
         self.target
             .iter()
             .chain(&self.interpreters)
-            .chain(&self.elf_interpreter)
+            .chain(self.elf_interpreter.as_deref())
     }
 
     /// The image at the end of the `#!` chain: what runs with the arguments.

@@ -20,7 +20,7 @@ impl Drop for Subject {
     }
 }
 
-fn subject(cwd: &std::path::Path, stdin: std::fs::File) -> (Subject, Caller) {
+fn subject(cwd: &std::path::Path, stdin: std::fs::File) -> (Subject, Caller<'static>) {
     let child = Command::new("/bin/sh")
         .args(["-c", "exec 3</bin/true; exec sleep 60"])
         .current_dir(cwd)
@@ -37,13 +37,7 @@ fn subject(cwd: &std::path::Path, stdin: std::fs::File) -> (Subject, Caller) {
         assert!(Instant::now() < deadline, "the subject never got ready");
         std::thread::sleep(Duration::from_millis(1));
     }
-    (
-        Subject(child),
-        Caller {
-            tid: pid,
-            own: None,
-        },
-    )
+    (Subject(child), Caller::new(pid, None, None))
 }
 
 fn id_of(f: &Found) -> (u64, u64) {
@@ -124,10 +118,7 @@ fn a_deleted_file_reads_through_its_descriptor() {
     std::fs::write(&path, b"#!/bin/sh\n").unwrap();
     let held = std::fs::File::open(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let me = Caller {
-        tid: std::process::id() as i32,
-        own: None,
-    };
+    let me = Caller::new(std::process::id() as i32, None, None);
     let n = held.as_raw_fd();
     let f = find(
         &me,
