@@ -6,6 +6,8 @@
 //!
 //! - `threads A B`: a second thread of the child rewrites the path in the child's memory
 //!   between `A` and `B` as fast as it can (the caller shares its memory with a thread);
+//! - `thread-exec A B`: the same, but the exec is made by a third thread, not the first: once
+//!   it has happened the process goes on under the first thread's number, not the caller's;
 //! - `links LINK A B`: another process swaps the link `LINK` between `A` and `B` (the caller
 //!   is single-threaded and the path never changes; what it names does).
 //!
@@ -38,12 +40,13 @@ struct Counts {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
-        eprintln!("usage: exec_racer threads A B WANT MAX | links LINK A B WANT MAX");
+        eprintln!("usage: exec_racer threads|thread-exec A B WANT MAX | links LINK A B WANT MAX");
         exit(2)
     };
     let (mode, rest) = args.split_first().unwrap_or_else(|| usage());
+    let from_thread = mode == "thread-exec";
     let (link, a, b, want, max) = match (mode.as_str(), rest) {
-        ("threads", [a, b, want, max]) => (None, a, b, want, max),
+        ("threads" | "thread-exec", [a, b, want, max]) => (None, a, b, want, max),
         ("links", [link, a, b, want, max]) => (Some(link), a, b, want, max),
         _ => usage(),
     };
@@ -57,7 +60,7 @@ fn main() {
     let mut counts = Counts::default();
     for _ in 0..max {
         let pid = match link {
-            None => fork_racing_thread(a, b),
+            None => fork_racing_thread(a, b, from_thread),
             Some(l) => fork_exec(l),
         };
         match end_of(pid) {
@@ -135,7 +138,7 @@ fn argv() -> [*const libc::c_char; 3] {
 static PATH: [AtomicU8; 4096] = [const { AtomicU8::new(0) }; 4096];
 static FLIPPING: AtomicBool = AtomicBool::new(false);
 
-fn fork_racing_thread(a: &str, b: &str) -> i32 {
+fn fork_racing_thread(a: &str, b: &str, from_thread: bool) -> i32 {
     let (a, b) = (a.as_bytes().to_vec(), b.as_bytes().to_vec());
     // Where the two paths differ: the bytes the flipping thread writes.
     let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
@@ -161,11 +164,21 @@ fn fork_racing_thread(a: &str, b: &str) -> i32 {
     while !FLIPPING.load(Ordering::Acquire) {
         std::hint::spin_loop();
     }
-    let argv = argv();
-    // SAFETY: PATH is NUL-terminated (its last byte is never written); argv ends in NULL.
-    unsafe {
-        libc::execv(PATH.as_ptr().cast(), argv.as_ptr());
-        libc::_exit(126);
+    let exec = || {
+        let argv = argv();
+        // SAFETY: PATH is NUL-terminated (its last byte is never written); argv ends in NULL.
+        unsafe {
+            libc::execv(PATH.as_ptr().cast(), argv.as_ptr());
+            libc::_exit(126);
+        }
+    };
+    if !from_thread {
+        exec();
+    }
+    std::thread::spawn(exec);
+    // The exec replaces this thread too; until then it waits.
+    loop {
+        std::thread::park();
     }
 }
 

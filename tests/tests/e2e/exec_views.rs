@@ -2,7 +2,9 @@
 //! a namespace or change mounts (the view the checks would then judge it in would be its own),
 //! unless the policy allows it, and then a file mounted over another in the command's own
 //! namespace is judged as what it is; a file the daemon cannot read the size of a blocked one is
-//! refused (an unprivileged daemon cannot read an execute-only copy).
+//! refused (an unprivileged daemon cannot read an execute-only copy); and an exec made by a
+//! thread other than the first, which wins the race against the check, is looked at after it
+//! happened under the process's number, and killed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -128,4 +130,38 @@ async fn an_execute_only_copy_the_daemon_cannot_read_is_refused() {
     }
     assert!(marker.exists(), "the copy ran: {said}");
     assert!(said.contains("cannot be told from a copy"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_won_by_an_exec_from_another_thread_is_killed_after_it() {
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_BLOCKED_COMMANDS", "run_b")
+        .start()
+        .await;
+    let c = d.client().await;
+    if !checking(&c, "exec checks: an exec from a second thread").await {
+        return;
+    }
+    let dir = d.dir().join("race");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy("/bin/true", dir.join("run_a")).unwrap();
+    std::fs::copy("/bin/sleep", dir.join("run_b")).unwrap();
+    let racer = cuba_tests::bin("cuba-test-exec-racer");
+    let text = format!(
+        "cd {} && '{}' thread-exec {} {} 3 3000",
+        dir.display(),
+        racer.display(),
+        dir.join("run_a").display(),
+        dir.join("run_b").display()
+    );
+    let (p, out) = ran(&c, &text).await;
+    assert_eq!(p.exit_code, Some(0), "a blocked program ran: {out}");
+    assert!(out.contains("killed=3 ran=0"), "{out}");
+    assert!(
+        p.blocked
+            .iter()
+            .any(|b| b.killed && b.program.ends_with("/run_b")),
+        "{:?}",
+        p.blocked
+    );
 }
