@@ -121,7 +121,7 @@ async fn an_execute_only_copy_the_daemon_cannot_read_is_refused() {
         .step()
         .await
         .unwrap();
-    if !String::from_utf8_lossy(&status.stdout).contains("exec checks  on") {
+    if !String::from_utf8_lossy(&status.stdout).contains("exec checks on") {
         let s = String::from_utf8_lossy(&status.stdout).into_owned();
         return machine::skip(
             "an execute-only copy",
