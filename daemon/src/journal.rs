@@ -28,6 +28,10 @@ pub struct Record {
     /// The request token it was started with: a retry after a restart finds this record.
     #[serde(default)]
     pub token: Option<Stamp>,
+    /// The confined caller it was started for (`Caller::tenant`): restored with it, so a
+    /// restart widens nobody's reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// A finished process's short output, kept here instead of in a spool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Inline>,
@@ -403,6 +407,7 @@ mod tests {
             start_time: crate::platform::StartTime::UNKNOWN,
             marker: String::new(),
             token: None,
+            tenant: None,
             output: None,
         }
     }

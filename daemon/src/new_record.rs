@@ -1,6 +1,7 @@
 //! A row to be: what a new record says before its process exists, on every OS.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use cuba_protocol::{now_ms, Owner, ProcKind, ProcState, ProcessInfo, SpawnRequest, TtySize};
 
@@ -19,6 +20,8 @@ pub struct NewRecord {
     pub session: Option<String>,
     /// The request token of the request that makes it.
     pub token: Option<Stamp>,
+    /// The confined caller it is started for (see `Caller::tenant`).
+    pub tenant: Option<Arc<str>>,
 }
 
 impl NewRecord {
@@ -34,6 +37,7 @@ impl NewRecord {
             tty: req.tty,
             session: req.session.clone(),
             token: Stamp::of_spawn(req),
+            tenant: None,
         }
     }
 

@@ -140,6 +140,9 @@ pub struct ProcData {
     /// The request token it was started with (journalled, so a retry finds it after a
     /// restart).
     pub token: Option<Stamp>,
+    /// The confined caller (a narrowed client or token) that started it, whose records only
+    /// that caller reaches; `None`: started by an unconfined one, in the shared table.
+    pub tenant: Option<Arc<str>>,
     /// Its CPU time at the last look: the recent rate in its row.
     pub cpu: CpuRate,
     /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
@@ -269,6 +272,7 @@ impl ProcData {
             policy: None,
             unresolved: Vec::new(),
             token: None,
+            tenant: None,
             cpu: CpuRate::default(),
             usage: None,
             exec_listener: None,

@@ -63,6 +63,7 @@ pub fn restore(
         };
         let mut data = ProcData::new(rec.info.clone(), output, true);
         data.token = rec.token;
+        data.tenant = rec.tenant.as_deref().map(Arc::from);
         procs.insert(id, Arc::new(Proc::new(data)));
         records.insert(id, rec);
     }

@@ -145,6 +145,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
             start_time: p.start_time,
             marker: p.marker.clone(),
             token: p.token,
+            tenant: p.tenant.clone(),
             output: None,
         };
         let id = p.info.id;
@@ -152,6 +153,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
             Ok((output, a)) => {
                 let mut data = ProcData::new(a.info.clone(), output, false);
                 data.token = record.token;
+                data.tenant = record.tenant.as_deref().map(Arc::from);
                 let proc = Arc::new(Proc::new(data));
                 contents.procs.insert(id, proc.clone());
                 records.insert(id, record);

@@ -137,12 +137,11 @@ impl Table {
     }
 
     pub fn get(&self, id: u64) -> Result<Arc<Proc>, ProtocolError> {
-        self.lock().procs.get(&id).cloned().ok_or_else(|| {
-            ProtocolError::new(
-                ErrorKind::NotFound,
-                format!("no process with id {id} (finished records are pruned after their TTL)"),
-            )
-        })
+        self.lock()
+            .procs
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| not_found(id))
     }
 
     pub fn all(&self) -> Vec<Arc<Proc>> {
@@ -186,7 +185,11 @@ impl Table {
         if reuse {
             let same = |p: &&Arc<Proc>| {
                 let rec = p.lock();
-                !rec.finished() && rec.info.name == new.name && rec.info.command == new.command
+                // Only the caller's own: a confined caller neither finds another's nor is found.
+                !rec.finished()
+                    && rec.info.name == new.name
+                    && rec.info.command == new.command
+                    && rec.tenant == new.tenant
             };
             let same = match &new.name {
                 Some(name) => contents.named(name).find(same),
@@ -203,7 +206,9 @@ impl Table {
                 .named(name)
                 .find(|p| {
                     let rec = p.lock();
-                    !rec.finished() && rec.info.name.as_ref() == Some(name)
+                    !rec.finished()
+                        && rec.info.name.as_ref() == Some(name)
+                        && rec.tenant == new.tenant
                 })
                 .map(|p| p.id)
         });
@@ -221,7 +226,7 @@ impl Table {
         let id = contents.next_id;
         contents.next_id += 1;
         let spool = Spool::create(self.settings.state.spool(id), self.settings.spool_cap);
-        let token = new.token;
+        let (token, tenant) = (new.token, new.tenant.clone());
         let (kind, name) = (new.kind, new.name.clone());
         let mut info = new.row(id);
         if let (Some(other), Some(name)) = (namesake, &info.name) {
@@ -233,6 +238,7 @@ impl Table {
         let output = Output::new(self.settings.buffer_size, Some(spool));
         let mut data = ProcData::new(info, output, false);
         data.token = token;
+        data.tenant = tenant;
         let p = Arc::new(Proc::new(data));
         contents.procs.insert(id, p.clone());
         contents.enter(id, kind, name.as_ref());
@@ -242,7 +248,7 @@ impl Table {
         let over = contents.procs.len() > max + running + max / 20 + 1;
         drop(contents);
         if over {
-            self.prune_where(None);
+            self.prune_where(None, None);
         }
         Ok(Reserved::New(p))
     }
@@ -256,9 +262,10 @@ impl Table {
         p: &Proc,
         start_time: crate::platform::StartTime,
     ) {
-        let (info, token, unresolved) = {
+        let (info, token, unresolved, tenant) = {
             let rec = p.lock();
-            (rec.snapshot(), rec.token, rec.unresolved.clone())
+            let tenant = rec.tenant.as_deref().map(String::from);
+            (rec.snapshot(), rec.token, rec.unresolved.clone(), tenant)
         };
         self.audit.allowed((client, peer), &info, &unresolved);
         self.journal.started(&Record {
@@ -266,6 +273,7 @@ impl Table {
             info,
             start_time,
             token,
+            tenant,
             output: None,
         });
     }
@@ -274,15 +282,20 @@ impl Table {
     /// its id stays taken across a restart, and it is listed after one. No audit line: the
     /// ask and its answer are the audit's account of it.
     pub fn never_started(&self, p: &Proc) {
-        let (info, token) = {
+        let (info, token, tenant) = {
             let rec = p.lock();
-            (rec.snapshot(), rec.token)
+            (
+                rec.snapshot(),
+                rec.token,
+                rec.tenant.as_deref().map(String::from),
+            )
         };
         self.journal.started(&Record {
             marker: self.marker(p.id),
             info,
             start_time: crate::platform::StartTime::UNKNOWN,
             token,
+            tenant,
             output: None,
         });
     }
@@ -326,11 +339,17 @@ impl Table {
     /// Removes finished records that ended more than `age` ago (all finished ones for zero),
     /// and the oldest beyond `max_finished`, with their spools. Returns how many.
     pub fn prune(&self, age: Duration) -> u64 {
-        self.prune_where(Some(age))
+        self.prune_where(Some(age), None)
     }
 
-    /// [`Table::prune`]; with no `age`, only the records beyond `max_finished`.
-    fn prune_where(&self, age: Option<Duration>) -> u64 {
+    /// Every finished record of confined caller `tenant` now (`None`: of everyone).
+    pub fn prune_of(&self, tenant: Option<&Arc<str>>) -> u64 {
+        self.prune_where(Some(Duration::ZERO), tenant)
+    }
+
+    /// [`Table::prune`]; with no `age`, only the records beyond `max_finished`; with a
+    /// `tenant`, only its records.
+    fn prune_where(&self, age: Option<Duration>, tenant: Option<&Arc<str>>) -> u64 {
         let cutoff =
             age.map(|a| now_ms().saturating_sub(u64::try_from(a.as_millis()).unwrap_or(u64::MAX)));
         let removed: Vec<Arc<Proc>> = {
@@ -341,12 +360,16 @@ impl Table {
                 .iter()
                 .filter_map(|(id, p)| {
                     let rec = p.lock();
-                    (rec.finished() && rec.drained)
+                    let theirs = tenant.is_none_or(|t| rec.tenant.as_ref() == Some(t));
+                    (rec.finished() && rec.drained && theirs)
                         .then(|| (rec.info.ended_at_ms.unwrap_or(0), *id))
                 })
                 .collect();
             done.sort_unstable();
-            let over = done.len().saturating_sub(self.settings.max_finished);
+            let over = match tenant {
+                None => done.len().saturating_sub(self.settings.max_finished),
+                Some(_) => 0,
+            };
             done.iter()
                 .enumerate()
                 .filter(|(i, (ended, _))| *i < over || cutoff.is_some_and(|c| *ended <= c))
@@ -394,6 +417,7 @@ impl Table {
                         .map_or(crate::platform::StartTime::UNKNOWN, |r| r.start_time),
                     marker: self.marker(*id),
                     token: rec.token,
+                    tenant: rec.tenant.as_deref().map(String::from),
                     output: rec.finished().then(|| rec.output.inline()).flatten(),
                 };
                 (*id, rec)
@@ -417,6 +441,15 @@ impl Tracked for Table {
     fn scope(&self) -> Scope {
         Table::scope(self)
     }
+}
+
+/// The answer for an id with no record (or none its caller may see: the same words, so a
+/// confined caller cannot tell another's record from a pruned one).
+pub fn not_found(id: u64) -> ProtocolError {
+    ProtocolError::new(
+        ErrorKind::NotFound,
+        format!("no process with id {id} (finished records are pruned after their TTL)"),
+    )
 }
 
 #[cfg(test)]
@@ -448,6 +481,7 @@ pub mod tests {
             tty: None,
             session: None,
             token: None,
+            tenant: None,
         }
     }
 

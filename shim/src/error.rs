@@ -58,7 +58,7 @@ pub fn remote(e: ClientError) -> Failure {
     let code = e.kind().map_or("UNAVAILABLE", |k| k.code());
     let hint = match code {
         "NOT_FOUND" => " Call list_processes to see the ids there are.",
-        "LIMIT" => " Stop a process you no longer need (send_signal), then retry.",
+        // Every LIMIT names its bound and what to do about it: no generic hint to mislead.
         "UNAVAILABLE" => " The cubad daemon could not be reached; retry, or check its log.",
         _ => "",
     };

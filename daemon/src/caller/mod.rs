@@ -6,12 +6,13 @@ mod ancestry;
 
 use std::sync::Arc;
 
-use cuba_protocol::{ClientInfo, Owner};
+use cuba_protocol::{ClientInfo, ClientKind, ErrorKind, Owner, ProtocolError};
 
 use crate::audit::Peer;
 use crate::genuine::Refusal;
 use crate::policy::{Effective, Policy};
-use crate::table::Table;
+use crate::record::ProcData;
+use crate::table::{NewRecord, Table};
 pub use ancestry::Origin;
 
 #[derive(Clone)]
@@ -25,6 +26,11 @@ pub struct Caller {
     /// (or cannot be told): a process there may not answer a question put to the person.
     pub inside: Option<String>,
     tree: Option<u64>,
+    /// Set for a confined caller: one whose own settings narrow what it may run or where
+    /// (`CUBA_EXEC_ALLOWED_COMMANDS` / `CUBA_EXEC_ALLOWED_DIRS`, as a narrowed token's do), or
+    /// one inside the tree of a confined caller's process. It reaches only the records it
+    /// started; `None` reaches the shared table.
+    pub tenant: Option<Arc<str>>,
     /// The process that made the connection, judged as the askpass helper when it connected
     /// (from inside a tree only): its program, or why it may not ask for a password.
     pub helper: Result<String, Refusal>,
@@ -56,12 +62,14 @@ impl Caller {
             Origin::Process { id, .. } => Some(*id),
             _ => None,
         };
+        let tenant = tenant(table, origin, &client);
         Caller {
             client,
             policy,
             peer,
             inside,
             tree,
+            tenant,
             helper,
         }
     }
@@ -112,6 +120,51 @@ impl Caller {
         (&self.client, self.peer)
     }
 
+    /// Whether this caller may see and act on `rec`: its own, or any when it is not confined.
+    pub fn reaches(&self, rec: &ProcData) -> bool {
+        self.tenant.is_none() || rec.tenant == self.tenant
+    }
+
+    /// Why this caller may not act on `rec` (type into it, signal it), if it may not: acting
+    /// on a process is held to the check its start was, in this caller's policy — a caller
+    /// may not steer a program it could not have started. A person at a terminal (`cubactl`
+    /// outside every tree) is not held to it: a stop must always be theirs to give.
+    pub fn may_act_on(&self, rec: &ProcData, act: &str) -> Result<(), ProtocolError> {
+        let person = self.inside.is_none() && self.client.kind == ClientKind::Cli;
+        if person || rec.info.kind == cuba_protocol::ProcKind::InSession {
+            // A session's command is its shell's: the shell's record is checked instead.
+            return Ok(());
+        }
+        let decision =
+            self.policy
+                .check_spawn(None, &rec.info.command, std::path::Path::new(&rec.info.cwd));
+        match decision.allowed {
+            true => Ok(()),
+            false => Err(ProtocolError::new(
+                ErrorKind::Blocked,
+                format!(
+                    "cannot {act} process {}: this client could not start it ({}; rule {}), \
+                     so it may not steer it either",
+                    rec.info.id,
+                    decision.message,
+                    decision.rule.as_deref().unwrap_or("policy")
+                ),
+            )),
+        }
+    }
+
+    /// The row of a command `req` this caller starts in `cwd`.
+    pub fn new_record(
+        &self,
+        req: &cuba_protocol::SpawnRequest,
+        cwd: &std::path::Path,
+    ) -> NewRecord {
+        NewRecord {
+            tenant: self.tenant.clone(),
+            ..NewRecord::of(self.owner(), req, cwd)
+        }
+    }
+
     /// The owner of what this caller starts.
     pub fn owner(&self) -> Owner {
         Owner {
@@ -120,6 +173,34 @@ impl Caller {
             pid: self.client.pid,
         }
     }
+}
+
+/// Variables of a client's own settings that confine it to its own records.
+const CONFINING: [&str; 2] = ["CUBA_EXEC_ALLOWED_COMMANDS", "CUBA_EXEC_ALLOWED_DIRS"];
+
+/// The tenant of a connection: from inside a tree, that tree's (none for an unconfined
+/// caller's); from outside, its own when its settings narrow what it may run or where (named by
+/// its kind and name, so an editor restarted with the same settings reaches what it started
+/// before), else none. Inside a tree that cannot be told, and with confined callers about, a
+/// tenant that owns nothing: the conservative answer, as the policy's is.
+fn tenant(table: &Table, origin: &Origin, client: &ClientInfo) -> Option<Arc<str>> {
+    match origin {
+        // Inside a tree, the tree's owner decides: what a command says of itself counts for
+        // nothing, and a confined caller's command is confined as its caller is.
+        Origin::Process { id, .. } => {
+            return table.get(*id).ok().and_then(|p| p.lock().tenant.clone());
+        }
+        Origin::Unknown(_) => {
+            let confined = table.all().iter().any(|p| p.lock().tenant.is_some());
+            return confined.then(|| Arc::from("\0unknown tree"));
+        }
+        Origin::Outside => {}
+    }
+    let confining = client
+        .env
+        .iter()
+        .any(|(k, v)| !v.is_empty() && k.to_str().is_some_and(|k| CONFINING.contains(&k)));
+    confining.then(|| Arc::from(format!("{:?}:{}", client.kind, client.name)))
 }
 
 #[cfg(test)]
@@ -147,6 +228,7 @@ pub mod tests {
             },
             inside: None,
             tree: None,
+            tenant: None,
             helper: Err(Refusal::new(1, "unknown", "not the askpass helper")),
         }
     }

@@ -241,7 +241,11 @@ fn refusal(in_flight: &HashMap<u64, AbortHandle>, id: u64) -> Option<(ErrorKind,
             format!("request id {id} is already in flight"),
         ))
     } else if in_flight.len() >= MAX_IN_FLIGHT {
-        let msg = format!("more than {MAX_IN_FLIGHT} requests in flight on one connection");
+        let msg = format!(
+            "{MAX_IN_FLIGHT} requests are already in flight on this connection (a `wait` is in \
+             flight until its process ends or its wait times out); retry when some have \
+             answered, or cancel the ones no longer needed"
+        );
         Some((ErrorKind::Limit, msg))
     } else {
         None

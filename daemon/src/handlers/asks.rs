@@ -72,10 +72,16 @@ pub async fn deny(d: &Daemon, caller: &Caller, r: DenyRequest) -> Result<Respons
     Ok(Response::Process(moved_on(&p).await))
 }
 
-pub fn approvals(d: &Daemon) -> Response {
+/// A confined caller sees the asks of its own processes only.
+pub fn approvals(d: &Daemon, caller: &Caller) -> Response {
     let (remembered, file) = d.asks().remembered_all();
+    let mut pending = d.asks().pending();
+    if caller.tenant.is_some() {
+        let table = d.table();
+        pending.retain(|a| table.get(a.id).is_ok_and(|p| caller.reaches(&p.lock())));
+    }
     Response::Approvals(Approvals {
-        pending: d.asks().pending(),
+        pending,
         remembered,
         file,
         unconfirmed: d.asks().unconfirmed(),
@@ -85,7 +91,7 @@ pub fn approvals(d: &Daemon) -> Response {
 pub fn forget(d: &Daemon, caller: &Caller, r: ForgetRequest) -> Result<Response, ProtocolError> {
     caller.must_be_a_person("forget an approval")?;
     d.asks().forget(&r)?;
-    Ok(approvals(d))
+    Ok(approvals(d, caller))
 }
 
 pub fn answer_secret(

@@ -74,6 +74,10 @@ pub async fn dispatch(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out
 }
 
 async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Responder) {
+    if let Err(e) = reachable(&d, &caller, &request) {
+        out.send(Response::Error(e)).await;
+        return;
+    }
     let result = match request {
         Request::Spawn(r) => spawn::spawn(&d, &caller, r).await.map(Response::Process),
         Request::Ensure(r) => {
@@ -89,10 +93,10 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Stdin(r) => stdin::stdin(&d, r).await,
         Request::Wait(r) => wait::wait(&d, r).await,
         Request::Signal(r) => signal::signal(&d, r).await,
-        Request::List(r) => Ok(Response::List(list::list(&d, &r))),
-        Request::WatchTable(r) => watch::watch(&d, r, &out).await,
+        Request::List(r) => Ok(Response::List(list::list(&d, &caller, &r))),
+        Request::WatchTable(r) => watch::watch(&d, &caller, r, &out).await,
         Request::Follow(r) => follow::follow(&d, r, &out).await,
-        Request::Prune => Ok(prune::prune(&d).await),
+        Request::Prune => Ok(prune::prune(&d, &caller).await),
         Request::PolicyCheck(text) => Ok(policy_check::policy_check(&caller, &text)),
         Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(&d))),
         Request::Resize(r) => resize::resize(&d, r).await,
@@ -101,7 +105,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Upgrade(r) => return upgrade::upgrade(&d, &caller, r, &out).await,
         Request::Approve(r) => asks::approve(&d, &caller, r).await,
         Request::Deny(r) => asks::deny(&d, &caller, r).await,
-        Request::Approvals => Ok(asks::approvals(&d)),
+        Request::Approvals => Ok(asks::approvals(&d, &caller)),
         Request::Forget(r) => asks::forget(&d, &caller, r),
         Request::AskSecret(r) => asks::ask_secret(&d, &caller, r).await,
         Request::AnswerSecret(r) => asks::answer_secret(&d, &caller, r),
@@ -116,6 +120,38 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Cancel(_) => Ok(Response::Ok),
     };
     out.send(result.unwrap_or_else(Response::Error)).await;
+}
+
+/// Refuses a request about a process `caller` does not reach, as if there were no such
+/// process (a confined caller is not told what others run); and input, signals and resizes of
+/// one it reaches but could not have started (`Caller::may_act_on`), audited.
+fn reachable(d: &Daemon, caller: &Caller, request: &Request) -> Result<(), ProtocolError> {
+    let (id, act) = match request {
+        Request::Info(r) => (r.id, None),
+        Request::Read(r) => (r.id, None),
+        Request::Wait(r) => (r.id, None),
+        Request::Follow(r) => (r.id, None),
+        Request::Screen(r) => (r.id, None),
+        Request::Stdin(r) => (r.id, Some(("send_input", "send input to"))),
+        Request::Signal(r) => (r.id, Some(("send_signal", "signal"))),
+        Request::Resize(r) => (r.id, Some(("resize", "resize the terminal of"))),
+        _ => return Ok(()),
+    };
+    let p = d.table().get(id)?;
+    let rec = p.lock();
+    if !caller.reaches(&rec) {
+        return Err(crate::table::not_found(id));
+    }
+    let Some((verb, what)) = act else {
+        return Ok(());
+    };
+    let verdict = caller.may_act_on(&rec, what);
+    drop(rec);
+    if let Err(e) = &verdict {
+        let refused = Some(("act_as_started", e.message.as_str()));
+        d.table().audit().control(caller.who(), verb, refused);
+    }
+    verdict
 }
 
 /// A person's verb: refused on a connection from inside one of the daemon's process trees

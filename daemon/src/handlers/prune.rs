@@ -5,13 +5,15 @@ use std::time::Duration;
 use cuba_protocol::Response;
 use tokio::time::{timeout_at, Instant};
 
+use crate::caller::Caller;
 use crate::daemon::Daemon;
 
 /// How long a prune waits for ended processes whose last output is still being collected
 /// (pipes held open a moment by what they left behind; the supervisor gives up after 1 s).
 const DRAIN_WAIT: Duration = Duration::from_secs(3);
 
-pub async fn prune(d: &Daemon) -> Response {
+/// A confined caller prunes only its own records.
+pub async fn prune(d: &Daemon, caller: &Caller) -> Response {
     // `kill 1 && prune` must remove 1: it has ended, but its output may not all be in yet.
     let deadline = Instant::now() + DRAIN_WAIT;
     let draining: Vec<_> = d
@@ -20,7 +22,7 @@ pub async fn prune(d: &Daemon) -> Response {
         .into_iter()
         .filter(|p| {
             let rec = p.lock();
-            rec.finished() && !rec.drained
+            rec.finished() && !rec.drained && caller.reaches(&rec)
         })
         .collect();
     for p in draining {
@@ -31,5 +33,5 @@ pub async fn prune(d: &Daemon) -> Response {
             }
         }
     }
-    Response::Pruned(d.table().prune(Duration::ZERO))
+    Response::Pruned(d.table().prune_of(caller.tenant.as_ref()))
 }

@@ -15,7 +15,7 @@ use crate::daemon::Daemon;
 use crate::launch::LaunchPlan;
 use crate::record::{Outcome, Proc};
 use crate::side_effects::{self, Refusal};
-use crate::table::{NewRecord, Reserved};
+use crate::table::Reserved;
 use crate::tokens::{Claim, Done, Stamp};
 
 /// Starts `req` for `caller`. A process that cannot start (bad cwd, missing shell) is still a
@@ -132,7 +132,7 @@ fn start(
             .map(|info| (info, false));
     }
     let table = d.table();
-    let p = match table.reserve(NewRecord::of(caller.owner(), &req, &cwd), reuse)? {
+    let p = match table.reserve(caller.new_record(&req, &cwd), reuse)? {
         Reserved::New(p) => p,
         Reserved::Existing(p) => return Ok((p.info(), true)),
     };

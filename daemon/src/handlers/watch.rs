@@ -3,13 +3,19 @@
 use cuba_protocol::{ListRequest, ProtocolError, Response};
 
 use super::{list::list, Responder};
+use crate::caller::Caller;
 use crate::daemon::Daemon;
 
-pub async fn watch(d: &Daemon, r: ListRequest, out: &Responder) -> Result<Response, ProtocolError> {
+pub async fn watch(
+    d: &Daemon,
+    caller: &Caller,
+    r: ListRequest,
+    out: &Responder,
+) -> Result<Response, ProtocolError> {
     let mut changes = d.table().subscribe();
     loop {
         changes.borrow_and_update();
-        if !out.send(Response::List(list(d, &r))).await {
+        if !out.send(Response::List(list(d, caller, &r))).await {
             return Ok(Response::End);
         }
         tokio::select! {

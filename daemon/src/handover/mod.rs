@@ -32,7 +32,7 @@ pub use save::{check_binary, hand_over, Inherited};
 
 /// The hand-over format this program writes and reads. A program that reads another
 /// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {
@@ -74,6 +74,8 @@ pub struct SavedProc {
     pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
     /// The listener of its tree's exec checks (version 6): the new program answers them.
     pub exec_listener: Option<RawFd>,
+    /// The confined caller it was started for (version 8).
+    pub tenant: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

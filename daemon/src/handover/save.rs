@@ -286,6 +286,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         policy: rec.policy.as_deref().cloned(),
         cgroup: rec.cgroup.as_ref().and_then(|c| c.slot()),
         exec_listener: rec.exec_listener.as_ref().map(|l| l.as_raw_fd()),
+        tenant: rec.tenant.as_deref().map(String::from),
     })
 }
 

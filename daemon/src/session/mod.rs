@@ -145,6 +145,14 @@ impl Sessions {
             .filter(|s| !s.shell.lock().finished())
             .cloned();
         if let Some(session) = live {
+            if session.shell.lock().tenant != caller.tenant {
+                // Another confined caller's shell (or a confined caller at a shared one): told
+                // as a name taken, not whose.
+                return Err(ProtocolError::new(
+                    ErrorKind::Denied,
+                    format!("session {name} is another client's; use another session name"),
+                ));
+            }
             if session.shared.confinement != self.launcher.confinement(caller) {
                 return Err(ProtocolError::new(
                     ErrorKind::Denied,
@@ -209,6 +217,7 @@ impl Sessions {
         let table = self.launcher.table();
         let new = NewRecord {
             kind: ProcKind::InSession,
+            tenant: caller.tenant.clone(),
             ..NewRecord::of(caller.owner(), req, &here)
         };
         let cmd = match table.reserve(new, false)? {

@@ -117,6 +117,7 @@ pub fn start(
         session: Some(name.to_string()),
         // The shell is made for the session, not by the request: its token names the command.
         token: None,
+        tenant: caller.tenant.clone(),
     };
     let p = match table.reserve(new, false)? {
         Reserved::New(p) | Reserved::Existing(p) => p,

@@ -251,6 +251,7 @@ mod tests {
             tty: None,
             session: None,
             token: None,
+            tenant: None,
         };
         let Ok(Reserved::New(p)) = table.reserve(new, false) else {
             panic!("no record");

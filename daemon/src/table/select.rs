@@ -3,25 +3,29 @@
 
 use std::sync::Arc;
 
-use cuba_protocol::{ListRequest, ProcessInfo};
+use cuba_protocol::ListRequest;
 
 use super::{live, Table};
-use crate::record::Proc;
+use crate::record::{Proc, ProcData};
 
 impl Table {
     /// The records `r` asks for, newest first, and how many finished and running ones matched
     /// but were left out by its `finished` and `running` limits. Unfiltered, the cost is that of the running records
     /// and the rows returned, however many finished records are kept; with a filter every
     /// record is compared (under its lock, nothing copied).
-    pub fn select(&self, r: &ListRequest) -> Selected {
-        let keep = |i: &ProcessInfo| {
-            r.state.is_none_or(|s| i.state == s)
+    /// With a `tenant`, only that confined caller's records.
+    pub fn select(&self, r: &ListRequest, tenant: Option<&Arc<str>>) -> Selected {
+        let keep = |rec: &ProcData| {
+            let i = &rec.info;
+            tenant.is_none_or(|t| rec.tenant.as_ref() == Some(t))
+                && r.state.is_none_or(|s| i.state == s)
                 && r.owner.as_ref().is_none_or(|o| &i.owner.name == o)
                 && r.name.as_ref().is_none_or(|n| i.name.as_ref() == Some(n))
         };
         let most = r.finished.map_or(usize::MAX, |n| n as usize);
         let most_running = r.running.map_or(usize::MAX, |n| n as usize);
-        let filtered = r.state.is_some() || r.owner.is_some() || r.name.is_some();
+        let filtered =
+            tenant.is_some() || r.state.is_some() || r.owner.is_some() || r.name.is_some();
         let contents = self.lock();
         let mut out = Selected::default();
         let (mut shown, mut shown_running) = (0usize, 0usize);
@@ -53,7 +57,7 @@ impl Table {
         }
         for p in contents.procs.values().rev() {
             let rec = p.lock();
-            if !keep(&rec.info) {
+            if !keep(&rec) {
                 continue;
             }
             let (count, limit, left_out) = match rec.finished() {
@@ -118,7 +122,7 @@ mod tests {
             finished: Some(3),
             ..ListRequest::default()
         };
-        let got = t.select(&unfiltered);
+        let got = t.select(&unfiltered, None);
         assert_eq!(ids(&got.rows), [20, 19, 18, 16, 11, 6, 1]);
         assert_eq!((got.hidden, got.hidden_running), (13, 0));
         // A filter compares every record: the same answer for the same question.
@@ -127,10 +131,10 @@ mod tests {
             finished: Some(3),
             ..ListRequest::default()
         };
-        let got = t.select(&exited);
+        let got = t.select(&exited, None);
         assert_eq!((ids(&got.rows), got.hidden), (vec![20, 19, 18], 13));
         let all_of_them = ListRequest::default();
-        assert_eq!(t.select(&all_of_them).rows.len(), 20);
+        assert_eq!(t.select(&all_of_them, None).rows.len(), 20);
         assert_eq!(t.count_running(), 4);
         assert_eq!(t.running().len(), 4);
         // No finished row at all: the running ones, the rest counted.
@@ -138,7 +142,7 @@ mod tests {
             finished: Some(0),
             ..ListRequest::default()
         };
-        let got = t.select(&none);
+        let got = t.select(&none, None);
         assert_eq!((ids(&got.rows), got.hidden), (vec![16, 11, 6, 1], 16));
         // At most two running: the newest two, the others counted; with a filter the same.
         for state in [None, Some(ProcState::Running)] {
@@ -148,7 +152,7 @@ mod tests {
                 running: Some(2),
                 ..ListRequest::default()
             };
-            let got = t.select(&two);
+            let got = t.select(&two, None);
             let finished = if state.is_none() { vec![20] } else { vec![] };
             let expected: Vec<u64> = finished.into_iter().chain([16, 11]).collect();
             assert_eq!(ids(&got.rows), expected, "{state:?}");

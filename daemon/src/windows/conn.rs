@@ -140,7 +140,10 @@ async fn requests(d: &Arc<Daemon>, client: &Arc<Client>, framed: Conn) {
         if in_flight.len() >= MAX_IN_FLIGHT {
             let limit = ProtocolError::new(
                 ErrorKind::Limit,
-                format!("{MAX_IN_FLIGHT} requests are in flight on this connection"),
+                format!(
+                    "{MAX_IN_FLIGHT} requests are already in flight on this connection; retry \
+                     when some have answered, or cancel the ones no longer needed"
+                ),
             );
             let _ = tx.send(error_frame(id, limit)).await;
             continue;

@@ -32,6 +32,7 @@ mod shared;
 mod side_effects;
 mod sshd_fixture;
 mod symlinks;
+mod tenants;
 mod tree;
 mod trust;
 mod tty;
