@@ -75,6 +75,12 @@ impl Shape {
         }
     }
 
+    /// `result` as this client should receive it, and within [`EVENT_BUDGET`] (`fit_event`).
+    pub fn shape(self, result: &mut CallToolResult) {
+        self.apply(result);
+        fit_event(result);
+    }
+
     /// `tools` as this client should see them.
     pub fn tools(self, mut tools: Vec<Tool>) -> Vec<Tool> {
         if !self.structured {
@@ -84,6 +90,87 @@ impl Shape {
         }
         tools
     }
+}
+
+/// The most one result may take as JSON: a transport carries it as one message (an SSE event
+/// over HTTP, a line over stdio), and the official SDKs refuse an event over 1 MiB; the rest is
+/// room for the JSON-RPC envelope and the event's framing.
+pub const EVENT_BUDGET: usize = 1024 * 1024 - 64 * 1024;
+
+/// Bounds `result` to [`EVENT_BUDGET`] as JSON. The output is sent once: when text and
+/// structured content together would pass it, `structuredContent.output` is emptied and
+/// `output_omitted` says how many bytes the text block carries instead; if the text alone still
+/// passes it (output escaped heavily in JSON), its middle is cut, with a marker saying so.
+pub fn fit_event(result: &mut CallToolResult) {
+    let text_len: usize = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.len())
+        .sum();
+    let structured_output = result
+        .structured_content
+        .as_ref()
+        .and_then(|v| v.get("output"))
+        .and_then(|o| o.as_str())
+        .map_or(0, str::len);
+    // Escaping at most doubles plain text; a reply this small fits whatever it holds… almost
+    // (a `\u00XX` is six bytes): only measure those that might not.
+    if (text_len + structured_output) * 2 < EVENT_BUDGET / 2 {
+        return;
+    }
+    let size = |r: &CallToolResult| serde_json::to_string(r).map_or(usize::MAX, |s| s.len());
+    if size(result) <= EVENT_BUDGET {
+        return;
+    }
+    if let Some(serde_json::Value::Object(o)) = &mut result.structured_content {
+        if let Some(serde_json::Value::String(out)) = o.get_mut("output") {
+            let n = out.len();
+            if n > 0 {
+                out.clear();
+                o.insert("output_omitted".into(), n.into());
+            }
+        }
+    }
+    for _ in 0..4 {
+        let now = size(result);
+        if now <= EVENT_BUDGET {
+            return;
+        }
+        let Some(rmcp::model::ContentBlock::Text(t)) = result
+            .content
+            .iter_mut()
+            .max_by_key(|c| c.as_text().map_or(0, |t| t.text.len()))
+        else {
+            return;
+        };
+        let escaped = serde_json::to_string(&t.text).map_or(t.text.len(), |s| s.len());
+        // Raw bytes to cut for `now - EVENT_BUDGET` escaped ones, with room for the marker.
+        let over = now - EVENT_BUDGET + 256;
+        let cut = (over as u128 * t.text.len() as u128 / escaped.max(1) as u128) as usize + 1;
+        cut_middle(&mut t.text, cut);
+    }
+}
+
+/// `text` with `cut` bytes taken from its middle, a quarter of what stays before the cut and
+/// three quarters after (as the output's own cut), and a line saying so.
+fn cut_middle(text: &mut String, cut: usize) {
+    let len = text.len();
+    let keep = len.saturating_sub(cut);
+    let mut start = keep / 4;
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (len - (keep - keep / 4)).max(start);
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let marker = format!(
+        "\n[… {} bytes cut here to keep this reply within the 1 MiB a transport message may \
+         carry; status with since/tail_bytes reads them …]\n",
+        end - start
+    );
+    text.replace_range(start..end, &marker);
 }
 
 /// What a reply adds to its output at most (header, error, hint and notice lines, the cut
@@ -124,6 +211,38 @@ pub fn drop_client_args(args: &mut Option<JsonObject>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn big(text: String, output: String) -> CallToolResult {
+        let mut r = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+        r.structured_content = Some(serde_json::json!({"id": 1, "output": output}));
+        r
+    }
+
+    #[test]
+    fn a_large_reply_sends_its_output_once_and_fits_one_event() {
+        let out = "line of output\n".repeat(60_000);
+        let mut r = big(format!("[id:1 exit:0]\n{out}"), out.clone());
+        fit_event(&mut r);
+        let s = r.structured_content.as_ref().unwrap();
+        assert_eq!(s["output"], "");
+        assert_eq!(s["output_omitted"], out.len());
+        assert!(serde_json::to_string(&r).unwrap().len() <= EVENT_BUDGET);
+        assert!(r.content[0].as_text().unwrap().text.ends_with(&out));
+
+        // Control bytes escape to six: the text's middle goes, head and tail stay.
+        let noisy = "\u{1}".repeat(1024 * 1024 - 64);
+        let mut r = big(format!("[id:2 exit:0]\n{noisy}END"), String::new());
+        fit_event(&mut r);
+        assert!(serde_json::to_string(&r).unwrap().len() <= EVENT_BUDGET);
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(text.starts_with("[id:2 exit:0]") && text.ends_with("END"));
+        assert!(text.contains("bytes cut here"), "{}", &text[..100]);
+
+        // Small replies are left as they are.
+        let mut r = big("[id:3 exit:0]\nhi".into(), "hi".into());
+        fit_event(&mut r);
+        assert_eq!(r.structured_content.unwrap()["output"], "hi");
+    }
 
     #[test]
     fn the_setting_reads_its_three_words_and_refuses_others() {

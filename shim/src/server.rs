@@ -222,7 +222,7 @@ impl ServerHandler for CubaExec {
             bad_arguments(result);
         }
         if let CallToolResponse::Complete(result) = &mut response {
-            shape.apply(result);
+            shape.shape(result);
         }
         Ok(response)
     }

@@ -191,7 +191,16 @@ async fn a_confined_client_reaches_only_what_it_started() {
     };
     assert!(!info.state.is_finished(), "{info:?}");
 
-    // After a restart the records keep whose they are.
+    // Across an upgrade in place, running records keep whose they are...
+    let up = d.cubactl(&["daemon", "upgrade"]).output();
+    let up = bounded("cubactl daemon upgrade", STEP, up).await.unwrap();
+    assert!(up.status.success(), "{up:?}");
+    let agent = confined(&d, "agent").await;
+    assert_unreachable(&agent, shell.id).await;
+    assert_unreachable(&agent, named.id).await;
+    assert!(listed(&agent).await.contains(&mine.id));
+
+    // ...and after a restart, finished ones too.
     let agent_named = mine.id;
     d.restart().await;
     let agent = confined(&d, "agent").await;
