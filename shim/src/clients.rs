@@ -210,6 +210,7 @@ pub fn drop_client_args(args: &mut Option<JsonObject>) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn big(text: String, output: String) -> CallToolResult {
