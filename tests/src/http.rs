@@ -71,6 +71,16 @@ impl Reply {
 impl HttpServer {
     /// Serves `d`'s daemon with `[http]` keys `http` (TOML lines) and other config lines `rest`.
     pub async fn start(d: &TestDaemon, http: &str, rest: &str) -> HttpServer {
+        HttpServer::start_logging(d, http, rest, Some("warn")).await
+    }
+
+    /// As [`HttpServer::start`], its log filter `CUBA_EXEC_LOG` = `filter` (`None`: its default).
+    pub async fn start_logging(
+        d: &TestDaemon,
+        http: &str,
+        rest: &str,
+        filter: Option<&str>,
+    ) -> HttpServer {
         let dir = d.dir();
         let config = dir.join("http-config.toml");
         std::fs::write(
@@ -91,6 +101,10 @@ impl HttpServer {
         };
         let logfile = std::fs::File::create(&server.log).expect("cannot create the log");
         let mut cmd = server.command(&bin("cuba-exec"));
+        match filter {
+            Some(f) => cmd.env("CUBA_EXEC_LOG", f),
+            None => cmd.env_remove("CUBA_EXEC_LOG"),
+        };
         cmd.args(["serve", "--http"])
             .stdout(Stdio::null())
             .stderr(logfile)

@@ -7,6 +7,7 @@
 //!   the [`Caller`] it is: its own daemon connections, owner name and narrowing.
 //! - `gate.rs`: the metadata document, 401s, session ownership and the bounds.
 //! - `tls.rs`: the certificate, read again when its files change.
+//! - `log.rs`: the log file, rotated.
 //!
 //! Each connection is one task; a header not received within `header_timeout` gets a 408 and
 //! the connection is closed.
@@ -14,6 +15,7 @@
 mod auth;
 mod gate;
 mod jwt;
+pub mod log;
 pub mod settings;
 mod status;
 mod tls;

@@ -582,3 +582,19 @@ async fn a_caller_gets_the_daemons_environment_with_its_secrets_hidden() {
     );
     assert!(text.contains("[REDACTED]"), "{text}");
 }
+
+#[tokio::test]
+async fn the_log_has_no_line_per_session_at_its_default_level() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start_logging(&d, "", "", None).await;
+    let token = s.token(&["create", "quiet"]).await;
+    let before = s.log().len();
+    for _ in 0..20 {
+        let session = s.session(&token).await;
+        let r = s.call(&token, &session, "list_processes", json!({})).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let grown = s.log().len() - before;
+    // Per-session lines are at debug: 20 sessions add (nearly) nothing.
+    assert!(grown < 400, "{grown} bytes for 20 sessions:\n{}", s.log());
+}
