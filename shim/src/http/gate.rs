@@ -93,7 +93,7 @@ impl Gate {
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         let caller = match self.auth.check(authorization).await {
-            Ok(c) => c,
+            Ok((c, _)) => c,
             Err(Refused::Unavailable) => {
                 let why = Refused::Unavailable.describe().to_string();
                 return plain(StatusCode::SERVICE_UNAVAILABLE, why);

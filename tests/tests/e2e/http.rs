@@ -584,6 +584,38 @@ async fn a_caller_gets_the_daemons_environment_with_its_secrets_hidden() {
 }
 
 #[tokio::test]
+async fn a_rooted_tokens_commands_start_in_its_first_root_on_a_host_too() {
+    let d = TestDaemon::start().await;
+    // A host reached through `cubactl bridge` to the same daemon: a remote caller, as an ssh
+    // host's would be.
+    let cubactl = cuba_tests::bin("cubactl");
+    let hosts = format!(
+        "[hosts.loop]\ncommand = [{:?}, \"bridge\"]\ncwd = \"/\"\n",
+        cubactl.to_str().unwrap()
+    );
+    let s = HttpServer::start(&d, "", &hosts).await;
+    let root = d.dir().join("root-on-host");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let root_text = root.to_str().unwrap();
+    let token = s.token(&["create", "rooted", "--roots", root_text]).await;
+    let session = s.session(&token).await;
+    let there = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "pwd", "host": "loop"}),
+        )
+        .await;
+    assert!(there.text().contains(root_text), "{there:?}");
+    let here = s
+        .call(&token, &session, "run", json!({"command": "pwd"}))
+        .await;
+    assert!(here.text().contains(root_text), "{here:?}");
+}
+
+#[tokio::test]
 async fn the_log_has_no_line_per_session_at_its_default_level() {
     let d = TestDaemon::start().await;
     let s = HttpServer::start_logging(&d, "", "", None).await;
