@@ -303,6 +303,16 @@ impl HttpServer {
         stream
     }
 
+    /// Request text `raw` (head and body, as written) on a new connection; the reply read to
+    /// the end of the connection.
+    pub async fn raw(&self, raw: &str) -> Reply {
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        stream.write_all(raw.as_bytes()).await.expect("cannot send");
+        read_reply(stream).await
+    }
+
     /// A tool call in `session`.
     pub async fn call(&self, token: &str, session: &str, tool: &str, args: Value) -> Reply {
         self.rpc(
@@ -342,6 +352,46 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     // A refused body may be cut off by the server's close: what was sent is enough.
     let _ = stream.write_all(body).await;
     read_reply(stream).await
+}
+
+/// A reply's head, read byte by byte (nothing after it).
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        let n = crate::bounded("a reply's head", STEP, stream.read(&mut byte))
+            .await
+            .expect("cannot read a reply");
+        assert!(
+            n == 1,
+            "the connection closed mid-head: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.push(byte[0]);
+    }
+    raw
+}
+
+/// The reply whose head is `raw`, its body read by `Content-Length`.
+async fn body_of<S: AsyncRead + Unpin>(stream: &mut S, mut raw: Vec<u8>) -> Reply {
+    let head = parse(&raw);
+    let length: usize = head
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream
+        .read_exact(&mut body)
+        .await
+        .expect("cannot read a body");
+    raw.extend_from_slice(&body);
+    parse(&raw)
+}
+
+/// One reply on a kept-alive `stream` (its body by `Content-Length`).
+pub async fn read_one<S: AsyncRead + Unpin>(stream: &mut S) -> Reply {
+    let raw = read_head(stream).await;
+    body_of(stream, raw).await
 }
 
 /// The reply on `stream`, read to the end of the connection.

@@ -19,6 +19,7 @@ use rmcp::transport::StreamableHttpService;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::Auth;
+use super::headers;
 use super::settings::Settings;
 use crate::CubaExec;
 use cuba_protocol::tokens::Refused;
@@ -40,6 +41,8 @@ pub struct Gate {
     /// token's sessions. Entries of ended sessions go when counted.
     sessions: Mutex<HashMap<Arc<str>, Arc<str>>>,
     in_flight: Arc<Semaphore>,
+    /// `Host` names served.
+    hosts: Vec<String>,
 }
 
 impl Gate {
@@ -51,6 +54,7 @@ impl Gate {
     ) -> Gate {
         Gate {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
+            hosts: settings.hosts(),
             settings,
             mcp,
             manager,
@@ -59,10 +63,36 @@ impl Gate {
         }
     }
 
+    /// Host and Origin first (nothing reads them before), CORS preflights, then the request.
     pub async fn handle(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> Reply {
+        let host = match headers::host(&req, &self.hosts) {
+            Ok(h) => h,
+            Err((status, why)) => return plain(status, why),
+        };
+        let origin = match headers::origin(req.headers(), &self.settings.allowed_origins) {
+            Ok(o) => o,
+            Err((status, why)) => return plain(status, why),
+        };
+        if headers::is_preflight(&req) {
+            let Some(origin) = origin else {
+                let why = "a CORS preflight needs an Origin header".to_string();
+                return plain(StatusCode::BAD_REQUEST, why);
+            };
+            let mut reply = Response::new(Full::new(Bytes::new()).boxed());
+            headers::preflight(&mut reply, origin);
+            return reply;
+        }
+        let mut reply = self.serve(req, &host).await;
+        if let Some(origin) = origin {
+            headers::allow(&mut reply, origin);
+        }
+        reply
+    }
+
+    async fn serve(&self, req: Request<hyper::body::Incoming>, host: &str) -> Reply {
         let path = req.uri().path();
         if path == METADATA_PATH || path.strip_prefix(METADATA_PATH) == Some(MCP_PATH) {
-            return self.metadata(&req);
+            return self.metadata(host);
         }
         if path != MCP_PATH {
             return plain(
@@ -98,7 +128,7 @@ impl Gate {
                 let why = Refused::Unavailable.describe().to_string();
                 return plain(StatusCode::SERVICE_UNAVAILABLE, why);
             }
-            Err(why) => return self.unauthorized(&req, why),
+            Err(why) => return self.unauthorized(host, why),
         };
         let session: Option<Arc<str>> = req
             .headers()
@@ -204,23 +234,19 @@ impl Gate {
         sessions.values().filter(|k| *k == key).count()
     }
 
-    /// The resource's URL: `url` from the settings, else the one this request was sent to.
-    fn resource<B>(&self, req: &Request<B>) -> String {
-        if let Some(url) = &self.settings.url {
-            return url.clone();
+    /// The resource's URL: `url` from the settings, else the one this request was sent to
+    /// (its Host checked).
+    fn resource(&self, host: &str) -> String {
+        match &self.settings.url {
+            Some(url) => url.clone(),
+            None => format!("{}://{host}{MCP_PATH}", self.settings.scheme()),
         }
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("127.0.0.1");
-        format!("{}://{host}{MCP_PATH}", self.settings.scheme())
     }
 
     /// RFC 9728: what this resource is and who issues its tokens.
-    fn metadata<B>(&self, req: &Request<B>) -> Reply {
+    fn metadata(&self, host: &str) -> Reply {
         let mut doc = serde_json::json!({
-            "resource": self.resource(req),
+            "resource": self.resource(host),
             "resource_name": "cuba-exec",
             "bearer_methods_supported": ["header"],
         });
@@ -236,8 +262,8 @@ impl Gate {
     }
 
     /// 401 with `WWW-Authenticate: Bearer` naming the metadata document (RFC 9728 §5.1).
-    fn unauthorized<B>(&self, req: &Request<B>, why: Refused) -> Reply {
-        let resource = self.resource(req);
+    fn unauthorized(&self, host: &str, why: Refused) -> Reply {
+        let resource = self.resource(host);
         let base = resource.strip_suffix(MCP_PATH).unwrap_or(&resource);
         let mut challenge = format!("Bearer resource_metadata=\"{base}{METADATA_PATH}\"");
         if why != Refused::Missing {
