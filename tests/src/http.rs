@@ -303,6 +303,21 @@ impl HttpServer {
         stream
     }
 
+    /// A POST of `body` as it is (escapes, batches) with `token`, and `session` when given.
+    pub async fn post(&self, token: &str, session: Option<&str>, body: &str) -> Reply {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", LEGACY),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        self.request("POST", &headers, body.as_bytes()).await
+    }
+
     /// Request text `raw` (head and body, as written) on a new connection; the reply read to
     /// the end of the connection.
     pub async fn raw(&self, raw: &str) -> Reply {
@@ -311,6 +326,57 @@ impl HttpServer {
             .expect("cannot connect");
         stream.write_all(raw.as_bytes()).await.expect("cannot send");
         read_reply(stream).await
+    }
+
+    /// A tool call in `session` whose reply has begun: on 200 the connection with its head
+    /// read and its body left unread (a call in flight, until dropped); else the reply.
+    pub async fn begin(
+        &self,
+        token: &str,
+        session: &str,
+        tool: &str,
+        args: Value,
+    ) -> Result<TcpStream, Reply> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}})
+        .to_string();
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: {LEGACY}\r\nMcp-Session-Id: {session}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("cannot send");
+        began(stream).await
+    }
+
+    /// `session`'s standalone stream (GET) whose reply has begun: on 200 the connection with
+    /// its head read and the stream left unread; else the reply.
+    pub async fn stream(&self, token: &str, session: &str) -> Result<TcpStream, Reply> {
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        let head = format!(
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Accept: text/event-stream\r\nMCP-Protocol-Version: {LEGACY}\r\n\
+             Mcp-Session-Id: {session}\r\n\r\n",
+            self.addr
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("cannot send");
+        began(stream).await
     }
 
     /// A tool call in `session`.
@@ -370,6 +436,15 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
         raw.push(byte[0]);
     }
     raw
+}
+
+/// A reply that has begun on `stream`: on 200 the stream, its body unread; else the reply.
+async fn began(mut stream: TcpStream) -> Result<TcpStream, Reply> {
+    let raw = read_head(&mut stream).await;
+    match parse(&raw).status {
+        200 => Ok(stream),
+        _ => Err(body_of(&mut stream, raw).await),
+    }
 }
 
 /// The reply whose head is `raw`, its body read by `Content-Length`.

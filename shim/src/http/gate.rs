@@ -1,9 +1,9 @@
-//! Every HTTP request, before rmcp's streamable HTTP service sees it: the metadata document,
-//! the bearer token (401 with `WWW-Authenticate` naming that document), the session's owner (a
-//! session is used only with the token that made it), and the bounds — requests in flight,
-//! body size, sessions per token — each refusal naming its limit.
+//! Every HTTP request, before rmcp's streamable HTTP service sees it: Host and Origin (and
+//! CORS), the metadata document, the bearer token (401 with `WWW-Authenticate` naming that
+//! document), the session's owner (every session is bound to the token that made it), and the
+//! bounds — requests in flight, body size, and per token: sessions, requests in flight,
+//! connections, streams — each refusal naming its limit.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -15,12 +15,15 @@ use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::StreamableHttpService;
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::auth::Auth;
 use super::headers;
 use super::settings::Settings;
+use super::tenants::{Held, Kind, Limits, Tenants};
 use crate::CubaExec;
 use cuba_protocol::tokens::Refused;
 
@@ -31,18 +34,34 @@ pub const MCP_PATH: &str = "/mcp";
 /// RFC 9728's well-known path (with the resource's path appended, or not).
 const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 const SESSION_HEADER: &str = "mcp-session-id";
-
 pub struct Gate {
     settings: Arc<Settings>,
     mcp: StreamableHttpService<CubaExec, LocalSessionManager>,
     manager: Arc<LocalSessionManager>,
     pub auth: Auth,
-    /// Each live session's caller key: kept to refuse it to another token and to count a
-    /// token's sessions. Entries of ended sessions go when counted.
-    sessions: Mutex<HashMap<Arc<str>, Arc<str>>>,
+    /// What each caller holds open, and its sessions.
+    tenants: Arc<Tenants>,
     in_flight: Arc<Semaphore>,
     /// `Host` names served.
     hosts: Vec<String>,
+}
+
+/// One connection: the caller it is counted against, the one of its latest request.
+#[derive(Default)]
+pub struct Conn {
+    owner: Mutex<Option<Held>>,
+}
+
+impl Conn {
+    /// Counts this connection against `key` (from now on), or the bound that refuses it.
+    fn claim(&self, tenants: &Arc<Tenants>, key: &Arc<str>) -> Result<(), usize> {
+        let mut owner = self.owner.lock().unwrap_or_else(|e| e.into_inner());
+        if owner.as_ref().is_some_and(|h| h.key() == key) {
+            return Ok(());
+        }
+        *owner = Some(tenants.take(key, Kind::Connection)?);
+        Ok(())
+    }
 }
 
 impl Gate {
@@ -52,6 +71,14 @@ impl Gate {
         manager: Arc<LocalSessionManager>,
         auth: Auth,
     ) -> Gate {
+        let tenants = Tenants::new(Limits {
+            held: [
+                settings.max_in_flight_per_token,
+                settings.max_connections_per_token,
+                settings.max_streams_per_token,
+            ],
+            sessions: settings.max_sessions_per_token,
+        });
         Gate {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
             hosts: settings.hosts(),
@@ -59,12 +86,16 @@ impl Gate {
             mcp,
             manager,
             auth,
-            sessions: Mutex::new(HashMap::new()),
+            tenants,
         }
     }
 
     /// Host and Origin first (nothing reads them before), CORS preflights, then the request.
-    pub async fn handle(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> Reply {
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<hyper::body::Incoming>,
+        conn: &Conn,
+    ) -> Reply {
         let host = match headers::host(&req, &self.hosts) {
             Ok(h) => h,
             Err((status, why)) => return plain(status, why),
@@ -82,14 +113,14 @@ impl Gate {
             headers::preflight(&mut reply, origin);
             return reply;
         }
-        let mut reply = self.serve(req, &host).await;
+        let mut reply = self.serve(req, &host, conn).await;
         if let Some(origin) = origin {
             headers::allow(&mut reply, origin);
         }
         reply
     }
 
-    async fn serve(&self, req: Request<hyper::body::Incoming>, host: &str) -> Reply {
+    async fn serve(&self, req: Request<hyper::body::Incoming>, host: &str, conn: &Conn) -> Reply {
         let path = req.uri().path();
         if path == METADATA_PATH || path.strip_prefix(METADATA_PATH) == Some(MCP_PATH) {
             return self.metadata(host);
@@ -102,7 +133,7 @@ impl Gate {
         }
         // Held until the reply's body ends: a streamed reply (a long `wait`) is in flight. A
         // session's standalone stream (GET) is not a request in flight: it lasts as long as
-        // the session, which `max_sessions_per_token` bounds.
+        // the session; `max_streams_per_token` bounds those.
         let permit = match req.method() == Method::GET {
             true => None,
             false => match self.in_flight.clone().try_acquire_owned() {
@@ -130,14 +161,30 @@ impl Gate {
             }
             Err(why) => return self.unauthorized(host, why),
         };
+        let key = caller.key.clone();
+        if let Err(limit) = conn.claim(&self.tenants, &key) {
+            let why = refused(Kind::Connection, limit);
+            let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, why);
+            reply
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return reply;
+        }
+        let kind = match req.method() == Method::GET {
+            true => Kind::Stream,
+            false => Kind::InFlight,
+        };
+        let held = match self.tenants.take(&key, kind) {
+            Ok(h) => h,
+            Err(limit) => return plain(StatusCode::TOO_MANY_REQUESTS, refused(kind, limit)),
+        };
         let session: Option<Arc<str>> = req
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(Into::into);
         if let Some(id) = &session {
-            let owner = self.lock().get(id).cloned();
-            if owner.is_some_and(|o| o != caller.key) {
+            if self.tenants.owner(id).is_some_and(|o| o != key) {
                 // As for an unknown session: whether it exists is not told to another token.
                 return plain(StatusCode::NOT_FOUND, "Not Found: Session not found".into());
             }
@@ -174,38 +221,40 @@ impl Gate {
                 )
             }
         };
-        let opens = session.is_none() && parts.method == Method::POST && is_initialize(&body);
-        if opens {
-            let open = self.count(&caller.key).await;
-            if open >= self.settings.max_sessions_per_token {
-                return plain(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!(
-                        "this token has {open} open sessions (max_sessions_per_token = {}); end \
-                         one (HTTP DELETE) or wait for idle ones to expire",
-                        self.settings.max_sessions_per_token
-                    ),
-                );
-            }
-        }
-        let key = caller.key.clone();
+        // Parsed once, decoded as rmcp decodes it: what the gate judges is what rmcp sees.
+        let posted = parts.method == Method::POST;
+        let doc: Option<Value> = posted.then(|| serde_json::from_slice(&body).ok()).flatten();
+        let opens = session.is_none() && doc.as_ref().is_some_and(opens_session);
+        let reserved = match opens {
+            false => None,
+            true => match self.reserve(&key).await {
+                Ok(r) => Some(r),
+                Err(open) => return plain(StatusCode::TOO_MANY_REQUESTS, self.full(open)),
+            },
+        };
         let deleting = parts.method == Method::DELETE;
         parts.extensions.insert(caller);
         let reply = self
             .mcp
             .handle(Request::from_parts(parts, Full::new(body)))
             .await;
-        match (&session, reply.headers().get(SESSION_HEADER)) {
-            (None, Some(id)) if opens => {
-                if let Ok(id) = id.to_str() {
-                    self.lock().insert(id.into(), key);
-                }
+        let made = reply
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        match (&session, made) {
+            // Every new session is its caller's, whatever the gate thought of the body.
+            (None, Some(id)) if !self.tenants.bind(&key, id, reserved.is_some()) => {
+                let id: Arc<str> = id.into();
+                let _ = self.manager.close_session(&id).await;
+                self.tenants.forget(&id);
+                let open = self.settings.max_sessions_per_token;
+                return plain(StatusCode::TOO_MANY_REQUESTS, self.full(open));
             }
-            (Some(id), _) if deleting && reply.status().is_success() => {
-                self.lock().remove(id);
-            }
+            (Some(id), _) if deleting && reply.status().is_success() => self.tenants.forget(id),
             _ => {}
         }
+        drop(reserved);
         let (mut parts, body) = reply.into_parts();
         if deleting && parts.status == StatusCode::ACCEPTED {
             // The session is gone: 204, which clients (the Python SDK) take as done, where
@@ -216,22 +265,28 @@ impl Gate {
             parts,
             Permitted {
                 body,
-                _permit: permit,
+                _places: Places {
+                    _permit: permit,
+                    _held: held,
+                },
             }
             .boxed(),
         )
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<str>>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    /// What refuses an initialize at the sessions bound.
+    fn full(&self, open: usize) -> String {
+        format!(
+            "this token has {open} open sessions (max_sessions_per_token = {}); end one (HTTP \
+             DELETE) or wait for idle ones to expire",
+            self.settings.max_sessions_per_token
+        )
     }
 
-    /// Live sessions of caller `key`; entries of sessions that ended (idle, deleted) go.
-    async fn count(&self, key: &Arc<str>) -> usize {
+    /// A session's place for `key`, counted against the sessions that still exist.
+    async fn reserve(&self, key: &Arc<str>) -> Result<super::tenants::Reserved, usize> {
         let live = self.manager.sessions.read().await;
-        let mut sessions = self.lock();
-        sessions.retain(|id, _| live.contains_key(id));
-        sessions.values().filter(|k| *k == key).count()
+        self.tenants.reserve(key, |id| live.contains_key(id))
     }
 
     /// The resource's URL: `url` from the settings, else the one this request was sent to
@@ -280,17 +335,31 @@ impl Gate {
     }
 }
 
-/// Whether `body` is an `initialize` request (the one that opens a session). A cheap look
-/// first: most bodies do not name it at all.
-fn is_initialize(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        method: Option<String>,
+/// The refusal at a caller's bound of `kind`.
+fn refused(kind: Kind, limit: usize) -> String {
+    match kind {
+        Kind::InFlight => format!(
+            "this token has {limit} requests in flight (max_in_flight_per_token = {limit}); \
+             wait for one to end, or cancel one"
+        ),
+        Kind::Stream => format!(
+            "this token has {limit} standalone streams open (GET; max_streams_per_token = \
+             {limit}); close one"
+        ),
+        Kind::Connection => format!(
+            "this token has {limit} connections open (max_connections_per_token = {limit}); \
+             close idle ones, or send more requests on each (keep-alive)"
+        ),
     }
-    let named = body.windows(12).any(|w| w == b"\"initialize\"");
-    named
-        && serde_json::from_slice::<Probe>(body)
-            .is_ok_and(|p| p.method.as_deref() == Some("initialize"))
+}
+
+/// Whether `doc` (a decoded body) asks for a session: an `initialize`, or a batch holding one.
+fn opens_session(doc: &Value) -> bool {
+    let initialize = |m: &Value| m.get("method").and_then(Value::as_str) == Some("initialize");
+    match doc {
+        Value::Array(batch) => batch.iter().any(initialize),
+        one => initialize(one),
+    }
 }
 
 /// A text reply with `status`.
@@ -304,10 +373,16 @@ pub fn plain(status: StatusCode, text: String) -> Reply {
     reply
 }
 
-/// A reply body that holds its request's place among those in flight until it ends.
+/// The places a request holds: among all requests in flight, and its caller's.
+struct Places {
+    _permit: Option<OwnedSemaphorePermit>,
+    _held: Held,
+}
+
+/// A reply body that holds its request's places until it ends.
 struct Permitted {
     body: BoxBody<Bytes, Infallible>,
-    _permit: Option<OwnedSemaphorePermit>,
+    _places: Places,
 }
 
 impl Body for Permitted {
@@ -332,16 +407,24 @@ impl Body for Permitted {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
-    fn initialize_is_told_from_other_requests() {
-        assert!(is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+    fn initialize_is_judged_on_the_decoded_body() {
+        let doc = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        let opens = |t: &str| opens_session(&doc(t));
+        assert!(opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
         ));
-        assert!(!is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}"#
+        assert!(opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"\u0069nitialize"}"#
         ));
-        assert!(!is_initialize(b"not json \"initialize\""));
+        assert!(opens(
+            r#"[{"jsonrpc":"2.0","method":"x"},{"id":2,"method":"initialize"}]"#
+        ));
+        assert!(!opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}"#
+        ));
     }
 }

@@ -7,6 +7,7 @@
 //!   the [`Caller`] it is: its own daemon connections, owner name and narrowing.
 //! - `headers.rs`: Host, Origin and CORS, judged first.
 //! - `gate.rs`: the metadata document, 401s, session ownership and the bounds.
+//! - `tenants.rs`: what each caller holds open, against its own bounds.
 //! - `tls.rs`: the certificate, read again when its files change.
 //! - `log.rs`: the log file, rotated.
 //!
@@ -20,6 +21,7 @@ mod jwt;
 pub mod log;
 pub mod settings;
 mod status;
+mod tenants;
 mod tls;
 
 use std::convert::Infallible;
@@ -149,9 +151,11 @@ where
         begun: Arc::new(AtomicBool::new(false)),
     };
     let begun = stream.begun.clone();
+    let conn = Arc::new(gate::Conn::default());
     let service = hyper::service::service_fn(move |req| {
         let gate = gate.clone();
-        async move { Ok::<_, Infallible>(gate.handle(req).await) }
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(gate.handle(req, &conn).await) }
     });
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
