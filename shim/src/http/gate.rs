@@ -14,6 +14,7 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::StreamableHttpService;
@@ -232,6 +233,17 @@ impl Gate {
                 Err(open) => return plain(StatusCode::TOO_MANY_REQUESTS, self.full(open)),
             },
         };
+        // A request of a session: if its client goes before its reply ends, the call goes on
+        // holding its places until it ends; a `wait`, which nobody reads then, is cancelled.
+        let call = match (&session, doc.as_ref().and_then(request_id)) {
+            (Some(s), Some(id)) => Some(Call {
+                manager: self.manager.clone(),
+                session: s.clone(),
+                id,
+                cancel: doc.as_ref().is_some_and(is_wait),
+            }),
+            _ => None,
+        };
         let deleting = parts.method == Method::DELETE;
         parts.extensions.insert(caller);
         let reply = self
@@ -263,12 +275,14 @@ impl Gate {
         }
         Response::from_parts(
             parts,
-            Permitted {
+            Guarded {
                 body,
-                _places: Places {
+                done: false,
+                call,
+                places: Some(Places {
                     _permit: permit,
                     _held: held,
-                },
+                }),
             }
             .boxed(),
         )
@@ -362,6 +376,21 @@ fn opens_session(doc: &Value) -> bool {
     }
 }
 
+/// Whether `doc` calls the `wait` tool: cancelling it ends only the wait (the process runs
+/// on), so a wait whose client went away is cancelled. Other calls are not: MCP 2025-06-18
+/// says a disconnection is no cancellation, and a cancelled `run` stops its process.
+fn is_wait(doc: &Value) -> bool {
+    doc.get("method").and_then(Value::as_str) == Some("tools/call")
+        && doc.pointer("/params/name").and_then(Value::as_str) == Some("wait")
+}
+
+/// The id of a JSON-RPC request (not a notification, not a batch).
+fn request_id(doc: &Value) -> Option<Value> {
+    let id = doc.get("id").filter(|id| !id.is_null())?;
+    doc.get("method")?;
+    Some(id.clone())
+}
+
 /// A text reply with `status`.
 pub fn plain(status: StatusCode, text: String) -> Reply {
     let mut reply = Response::new(Full::new(Bytes::from(text)).boxed());
@@ -373,19 +402,58 @@ pub fn plain(status: StatusCode, text: String) -> Reply {
     reply
 }
 
+/// A session's request whose reply is being sent.
+struct Call {
+    manager: Arc<LocalSessionManager>,
+    session: Arc<str>,
+    id: Value,
+    /// Cancelled in its session when its client goes away.
+    cancel: bool,
+}
+
+impl Call {
+    /// Hands the session `notifications/cancelled` for the request, as a client that is still
+    /// there would send: rmcp cancels the call, whose future ends (and its daemon request).
+    async fn cancel(&self) {
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the HTTP client went away"},
+        });
+        let Ok(message) = serde_json::from_value::<ClientJsonRpcMessage>(note) else {
+            return;
+        };
+        let handle = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .get(&self.session)
+            .cloned();
+        if let Some(handle) = handle {
+            // A session that ended meanwhile has nothing left to cancel.
+            let _ = handle.push_message(message, None).await;
+        }
+    }
+}
+
 /// The places a request holds: among all requests in flight, and its caller's.
 struct Places {
     _permit: Option<OwnedSemaphorePermit>,
     _held: Held,
 }
 
-/// A reply body that holds its request's places until it ends.
-struct Permitted {
+/// A reply body that holds its request's places until it ends. A session call's reply dropped before its end (the client went away) is read
+/// on to its end in the background, its places held: the call is still at the daemon, and
+/// counts against its caller until it ends (a `wait` is cancelled first, ending it at once).
+struct Guarded {
     body: BoxBody<Bytes, Infallible>,
-    _places: Places,
+    done: bool,
+    call: Option<Call>,
+    places: Option<Places>,
 }
 
-impl Body for Permitted {
+impl Body for Guarded {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -393,15 +461,46 @@ impl Body for Permitted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            self.done = true;
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.done || self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if self.done || self.body.is_end_stream() {
+            return;
+        }
+        let Some(call) = self.call.take() else {
+            // Stateless: rmcp cancels the call as its stream is dropped.
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut body = std::mem::replace(&mut self.body, Full::new(Bytes::new()).boxed());
+        let places = self.places.take();
+        runtime.spawn(async move {
+            if call.cancel {
+                call.cancel().await;
+            }
+            while let Some(Ok(_)) = body.frame().await {}
+            drop(places);
+        });
     }
 }
 
@@ -426,5 +525,16 @@ mod tests {
         assert!(!opens(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}"#
         ));
+        assert_eq!(
+            request_id(&doc(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#)),
+            Some(Value::from("a"))
+        );
+        assert_eq!(request_id(&doc(r#"{"jsonrpc":"2.0","method":"n"}"#)), None);
+        assert!(is_wait(&doc(
+            r#"{"id":1,"method":"tools/call","params":{"name":"wait","arguments":{}}}"#
+        )));
+        assert!(!is_wait(&doc(
+            r#"{"id":1,"method":"tools/call","params":{"name":"run","arguments":{}}}"#
+        )));
     }
 }

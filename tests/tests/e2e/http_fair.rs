@@ -1,7 +1,8 @@
 //! The HTTP endpoint shared by several tokens: every session counted and bound to its token
 //! however its `initialize` is spelled, and however many arrive at once; per-token bounds on
 //! requests in flight, connections and streams, so one token cannot take another's places or
-//! meet the daemon's own bound.
+//! meet the daemon's own bound; a `wait` whose client went away cancelled in its session, a
+//! `run` not (it holds its places until it ends).
 
 #![allow(clippy::unwrap_used)]
 
@@ -195,4 +196,86 @@ async fn read_reply_body(mut conn: tokio::net::TcpStream) -> String {
         }
     }
     String::from_utf8_lossy(&raw).into_owned()
+}
+
+#[tokio::test]
+async fn a_call_whose_client_went_away_is_cancelled_in_its_session() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+    let token = s.token(&["create", "leaver"]).await;
+    let session = s.session(&token).await;
+    let started = s
+        .call(&token, &session, "start", json!({"command": "sleep 120"}))
+        .await;
+    assert!(started.text().contains("id:1"), "{started:?}");
+    // Twice, 100 endless waits whose clients go away: were they not cancelled, their 200
+    // requests would hold the token's daemon connection, and the next 100 would pass its 256.
+    let endless = json!({"id": 1, "until": "never", "timeout_ms": 100000});
+    for _ in 0..2 {
+        let mut batch = Vec::new();
+        for _ in 0..100 {
+            batch.push(
+                s.begin(&token, &session, "wait", endless.clone())
+                    .await
+                    .unwrap(),
+            );
+        }
+        // The calls reach the daemon within milliseconds of their reply's head; nothing tells
+        // the client when. Were one not there yet, it would not count: the test would pass
+        // without cancellation, never fail with it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        drop(batch);
+    }
+    let short = json!({"id": 1, "until": "never", "timeout_ms": 1000});
+    let mut last = Vec::new();
+    for _ in 0..100 {
+        let conn = s.begin(&token, &session, "wait", short.clone()).await;
+        last.push(tokio::spawn(read_reply_body(conn.unwrap())));
+    }
+    for l in last {
+        let body = bounded("the last 100 waits", STEP, l).await.unwrap();
+        assert!(
+            !body.contains("LIMIT"),
+            "a dropped call was not cancelled: {body}"
+        );
+        assert!(body.contains("\"result\""), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_whose_client_went_away_runs_on_holding_its_place_until_it_ends() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "max_in_flight_per_token = 2", "").await;
+    let token = s.token(&["create", "runner"]).await;
+    let session = s.session(&token).await;
+    // A disconnection is no cancellation of a run (MCP 2025-06-18; a cancelled run stops its
+    // process): it runs on, and its call is still at the daemon, counted against the token.
+    let run = json!({"command": "sleep 3; echo finished", "yield_ms": 60000});
+    drop(s.begin(&token, &session, "run", run).await.unwrap());
+    let endless = json!({"id": 1, "until": "never", "timeout_ms": 60000});
+    let _wait = s.begin(&token, &session, "wait", endless).await.unwrap();
+    let full = s.call(&token, &session, "list_processes", json!({})).await;
+    assert_eq!(full.status, 429, "{full:?}");
+    assert!(
+        full.body.contains("max_in_flight_per_token = 2"),
+        "{full:?}"
+    );
+    // Its end gives the place back; it ended by itself, not stopped.
+    let freed = cuba_tests::wait_for_async(
+        || async {
+            s.call(&token, &session, "list_processes", json!({}))
+                .await
+                .status
+                == 200
+        },
+        STEP,
+    )
+    .await;
+    assert!(freed, "the run's place was never given back");
+    let status = s.call(&token, &session, "status", json!({"id": 1})).await;
+    let text = status.text();
+    assert!(
+        text.contains("exit:0") && text.contains("finished"),
+        "{text}"
+    );
 }
