@@ -102,6 +102,15 @@ impl Auth {
         Ok((caller, Some(ends)))
     }
 
+    /// Whether the token whose hash is `key` is still valid (`None`: the daemon cannot say).
+    pub async fn still_valid(&self, key: &str) -> Option<bool> {
+        match self.ask(key.to_string()).await {
+            Ok(TokenVerdict::Valid(_)) => Some(true),
+            Ok(TokenVerdict::Unknown | TokenVerdict::Expired) => Some(false),
+            Err(_) => None,
+        }
+    }
+
     async fn ask(&self, hash: String) -> Result<TokenVerdict, cuba_protocol::client::ClientError> {
         // Never closed: a failed acquire would only mean no bound.
         let _turn = self.checks.acquire().await;

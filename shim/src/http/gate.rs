@@ -2,12 +2,15 @@
 //! CORS), the metadata document, the bearer token (401 with `WWW-Authenticate` naming that
 //! document), the session's owner (every session is bound to the token that made it), and the
 //! bounds — requests in flight, body size, and per token: sessions, requests in flight,
-//! connections, streams — each refusal naming its limit.
+//! connections, streams — each refusal naming its limit. A token that is revoked or expires
+//! loses what it has open (see [`Gate::watch`]).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -20,8 +23,9 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::StreamableHttpService;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::auth::Auth;
+use super::auth::{Auth, JWT_PREFIX};
 use super::headers;
 use super::settings::Settings;
 use super::tenants::{Held, Kind, Limits, Tenants};
@@ -35,6 +39,10 @@ pub const MCP_PATH: &str = "/mcp";
 /// RFC 9728's well-known path (with the resource's path appended, or not).
 const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 const SESSION_HEADER: &str = "mcp-session-id";
+/// How often the tokens of callers holding anything open are asked about again: a revoked
+/// or expired token's streams, sessions and calls end within this (and the daemon's answer).
+pub const REVOKE_CHECK: Duration = Duration::from_secs(2);
+
 pub struct Gate {
     settings: Arc<Settings>,
     mcp: StreamableHttpService<CubaExec, LocalSessionManager>,
@@ -154,8 +162,8 @@ impl Gate {
             .headers()
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        let caller = match self.auth.check(authorization).await {
-            Ok((c, _)) => c,
+        let (caller, expires) = match self.auth.check(authorization).await {
+            Ok(c) => c,
             Err(Refused::Unavailable) => {
                 let why = Refused::Unavailable.describe().to_string();
                 return plain(StatusCode::SERVICE_UNAVAILABLE, why);
@@ -179,6 +187,10 @@ impl Gate {
             Ok(h) => h,
             Err(limit) => return plain(StatusCode::TOO_MANY_REQUESTS, refused(kind, limit)),
         };
+        if let Some(exp) = expires {
+            self.tenants.note_expiry(&key, exp);
+        }
+        let ended = self.tenants.cancel(&key);
         let session: Option<Arc<str>> = req
             .headers()
             .get(SESSION_HEADER)
@@ -277,6 +289,7 @@ impl Gate {
             parts,
             Guarded {
                 body,
+                ended: Box::pin(ended.cancelled_owned()),
                 done: false,
                 call,
                 places: Some(Places {
@@ -301,6 +314,42 @@ impl Gate {
     async fn reserve(&self, key: &Arc<str>) -> Result<super::tenants::Reserved, usize> {
         let live = self.manager.sessions.read().await;
         self.tenants.reserve(key, |id| live.contains_key(id))
+    }
+
+    /// Until `stop`: every [`REVOKE_CHECK`], the callers holding anything open are checked
+    /// again — a token asked of the daemon, a JWT's expiry compared — and those whose token
+    /// ended lose their streams, sessions and running calls.
+    pub async fn watch(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(REVOKE_CHECK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => return,
+            }
+            {
+                let live = self.manager.sessions.read().await;
+                self.tenants.retain_live(|id| live.contains_key(id));
+            }
+            let now = cuba_protocol::now_ms() / 1000;
+            for (key, expires) in self.tenants.open() {
+                let ended = match expires {
+                    Some(e) => now >= e,
+                    None if key.starts_with(JWT_PREFIX) => false,
+                    None => self.auth.still_valid(&key).await == Some(false),
+                };
+                if ended {
+                    let sessions = self.tenants.end(&key);
+                    tracing::info!(
+                        sessions = sessions.len(),
+                        "a token was revoked or expired: its streams, sessions and calls end"
+                    );
+                    for id in sessions {
+                        let _ = self.manager.close_session(&id).await;
+                    }
+                }
+            }
+        }
     }
 
     /// The resource's URL: `url` from the settings, else the one this request was sent to
@@ -443,11 +492,13 @@ struct Places {
     _held: Held,
 }
 
-/// A reply body that holds its request's places until it ends. A session call's reply dropped before its end (the client went away) is read
+/// A reply body that holds its request's places until it ends, and ends when its caller's
+/// token does. A session call's reply dropped before its end (the client went away) is read
 /// on to its end in the background, its places held: the call is still at the daemon, and
 /// counts against its caller until it ends (a `wait` is cancelled first, ending it at once).
 struct Guarded {
     body: BoxBody<Bytes, Infallible>,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
     done: bool,
     call: Option<Call>,
     places: Option<Places>,
@@ -462,6 +513,12 @@ impl Body for Guarded {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         if self.done {
+            return Poll::Ready(None);
+        }
+        // The token was revoked or expired: the stream ends here (its session is being
+        // closed, which ends its calls).
+        if self.ended.as_mut().poll(cx).is_ready() {
+            self.done = true;
             return Poll::Ready(None);
         }
         let frame = Pin::new(&mut self.body).poll_frame(cx);
@@ -493,12 +550,18 @@ impl Drop for Guarded {
             return;
         };
         let mut body = std::mem::replace(&mut self.body, Full::new(Bytes::new()).boxed());
+        let never = Box::pin(CancellationToken::new().cancelled_owned());
+        let ended = std::mem::replace(&mut self.ended, never);
         let places = self.places.take();
         runtime.spawn(async move {
             if call.cancel {
                 call.cancel().await;
             }
-            while let Some(Ok(_)) = body.frame().await {}
+            let drained = async { while let Some(Ok(_)) = body.frame().await {} };
+            tokio::select! {
+                () = drained => {}
+                () = ended => {}
+            }
             drop(places);
         });
     }

@@ -86,6 +86,7 @@ pub async fn serve(settings: Settings) -> Result<(), String> {
     let factory = base.clone();
     let mcp = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
     let gate = Arc::new(Gate::new(settings.clone(), mcp, manager, auth));
+    tokio::spawn(gate.clone().watch(shutdown.clone()));
 
     let url = format!("{}://{local}{}", settings.scheme(), gate::MCP_PATH);
     let _status = status::Written::new(&url, settings.url.as_deref());

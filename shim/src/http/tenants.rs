@@ -1,9 +1,12 @@
 //! What each caller (a token, a JWT subject) holds open — requests in flight, connections,
 //! standalone streams, sessions — counted against its own bounds, so that no caller can take
-//! the places of another.
+//! the places of another; and the cancellation token that ends all of it at once when the
+//! caller's token is revoked or expires.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
 
 /// What a caller holds, each with its own bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +38,10 @@ struct Tenant {
     sessions: HashSet<Arc<str>>,
     /// Initializes handed to rmcp whose session is not known yet: counted as sessions.
     reserved: usize,
+    /// Cancelled when the caller's token ends: its replies, streams and sessions end with it.
+    cancel: CancellationToken,
+    /// A JWT subject's: the latest `exp` seen (seconds since the epoch).
+    expires: Option<u64>,
 }
 
 impl Tenant {
@@ -129,6 +136,12 @@ impl Tenants {
         })
     }
 
+    /// The token that is cancelled when `key`'s token ends (call while holding a place).
+    pub fn cancel(&self, key: &Arc<str>) -> CancellationToken {
+        let mut inner = self.lock();
+        inner.tenants.entry(key.clone()).or_default().cancel.clone()
+    }
+
     /// The caller key session `id` is bound to.
     pub fn owner(&self, id: &str) -> Option<Arc<str>> {
         self.lock().owners.get(id).cloned()
@@ -181,6 +194,54 @@ impl Tenants {
             prune(&mut inner, &key);
         }
     }
+
+    /// Sessions that no longer exist (`live` says which do) are forgotten.
+    pub fn retain_live(&self, live: impl Fn(&str) -> bool) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        inner.owners.retain(|id, _| live(id));
+        for t in inner.tenants.values_mut() {
+            t.sessions.retain(|id| live(id));
+        }
+        inner.tenants.retain(|_, t| !t.idle());
+    }
+
+    /// A JWT subject's token expires at `exp`: what it holds ends then, unless a later token
+    /// of the same subject comes.
+    pub fn note_expiry(&self, key: &Arc<str>, exp: u64) {
+        let mut inner = self.lock();
+        if let Some(t) = inner.tenants.get_mut(key) {
+            t.expires = Some(t.expires.map_or(exp, |e| e.max(exp)));
+        }
+    }
+
+    /// Every caller holding anything, with its JWT expiry if it has one.
+    pub fn open(&self) -> Vec<(Arc<str>, Option<u64>)> {
+        let inner = self.lock();
+        inner
+            .tenants
+            .iter()
+            .map(|(k, t)| (k.clone(), t.expires))
+            .collect()
+    }
+
+    /// `key`'s token ended: everything it holds is cancelled, and its sessions are returned,
+    /// to be closed. What it makes next (a new JWT of the same subject) starts afresh.
+    pub fn end(&self, key: &Arc<str>) -> Vec<Arc<str>> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let Some(t) = inner.tenants.get_mut(key) else {
+            return Vec::new();
+        };
+        std::mem::take(&mut t.cancel).cancel();
+        t.expires = None;
+        let sessions: Vec<Arc<str>> = t.sessions.drain().collect();
+        for id in &sessions {
+            inner.owners.remove(id);
+        }
+        prune(inner, key);
+        sessions
+    }
 }
 
 #[cfg(test)]
@@ -227,5 +288,18 @@ mod tests {
         assert!(t.reserve(&a, |id| id == "s1").is_ok());
         assert_eq!(t.owner("s1").as_deref(), Some("a"));
         assert_eq!(t.owner("s2"), None);
+    }
+
+    #[test]
+    fn ending_a_caller_cancels_what_it_holds_and_starts_afresh() {
+        let t = tenants();
+        let a: Arc<str> = "a".into();
+        let _held = t.take(&a, Kind::Stream).unwrap();
+        let cancel = t.cancel(&a);
+        t.bind(&a, "s1", false);
+        assert_eq!(t.end(&a), vec![Arc::<str>::from("s1")]);
+        assert!(cancel.is_cancelled());
+        assert!(!t.cancel(&a).is_cancelled());
+        assert_eq!(t.owner("s1"), None);
     }
 }

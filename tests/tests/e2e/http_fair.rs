@@ -1,8 +1,8 @@
 //! The HTTP endpoint shared by several tokens: every session counted and bound to its token
 //! however its `initialize` is spelled, and however many arrive at once; per-token bounds on
 //! requests in flight, connections and streams, so one token cannot take another's places or
-//! meet the daemon's own bound; a `wait` whose client went away cancelled in its session, a
-//! `run` not (it holds its places until it ends).
+//! meet the daemon's own bound; a call whose client went away cancelled in its session; and a
+//! revoked token's streams, sessions and calls ended within seconds.
 
 #![allow(clippy::unwrap_used)]
 
@@ -240,6 +240,40 @@ async fn a_call_whose_client_went_away_is_cancelled_in_its_session() {
         );
         assert!(body.contains("\"result\""), "{body}");
     }
+}
+
+#[tokio::test]
+async fn a_revoked_token_loses_its_streams_sessions_and_calls_within_seconds() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+    let token = s.token(&["create", "leaving"]).await;
+    let session = s.session(&token).await;
+    let started = s
+        .call(
+            &token,
+            &session,
+            "start",
+            json!({"command": "sleep 1; echo late-output; sleep 60"}),
+        )
+        .await;
+    assert!(started.text().contains("id:1"), "{started:?}");
+    let stream = s.stream(&token, &session).await.unwrap();
+    let wait = json!({"id": 1, "until": "never", "timeout_ms": 60000});
+    let call = s.begin(&token, &session, "wait", wait).await.unwrap();
+    s.token(&["revoke", "leaving"]).await;
+    let revoked = Instant::now();
+    // The stream and the call end (the endpoint checks every 2 s), the call with no result:
+    // not its output, delivered after the revocation.
+    let ends = Duration::from_secs(8);
+    let streamed = bounded("the stream to end", ends, read_reply_body(stream)).await;
+    let answered = bounded("the call to end", ends, read_reply_body(call)).await;
+    assert!(revoked.elapsed() < ends, "{:?}", revoked.elapsed());
+    assert!(!answered.contains("\"result\""), "{answered}");
+    assert!(!streamed.contains("late-output"), "{streamed}");
+    // The session is gone, for any token.
+    let other = s.token(&["create", "next"]).await;
+    let r = s.call(&other, &session, "list_processes", json!({})).await;
+    assert_eq!(r.status, 404, "{r:?}");
 }
 
 #[tokio::test]
