@@ -1,8 +1,9 @@
 //! The HTTP endpoint shared by several tokens: every session counted and bound to its token
 //! however its `initialize` is spelled, and however many arrive at once; per-token bounds on
 //! requests in flight, connections and streams, so one token cannot take another's places or
-//! meet the daemon's own bound; a call whose client went away cancelled in its session; and a
-//! revoked token's streams, sessions and calls ended within seconds.
+//! meet the daemon's own bound; a `wait` whose client went away cancelled in its session, a
+//! `run` not (it holds its places until it ends); and a revoked or expired token's streams,
+//! sessions and calls ended within seconds.
 
 #![allow(clippy::unwrap_used)]
 
@@ -312,4 +313,29 @@ async fn a_run_whose_client_went_away_runs_on_holding_its_place_until_it_ends() 
         text.contains("exit:0") && text.contains("finished"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn an_expired_token_loses_its_stream_within_seconds() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "", "").await;
+    let token = s.token(&["create", "lapsing", "--expires", "1h"]).await;
+    let session = s.session(&token).await;
+    let stream = s.stream(&token, &session).await.unwrap();
+    // Its expiry moved into the past, put in effect as a person does (`daemon reload`).
+    let text = std::fs::read_to_string(s.tokens_file()).unwrap();
+    let past: Vec<String> = text
+        .lines()
+        .map(|l| match l.starts_with("expires = ") {
+            true => "expires = 1".to_string(),
+            false => l.to_string(),
+        })
+        .collect();
+    std::fs::write(s.tokens_file(), past.join("\n")).unwrap();
+    let reload = d.cubactl(&["daemon", "reload"]).output().await.unwrap();
+    assert!(reload.status.success(), "{reload:?}");
+    let expired = Instant::now();
+    let ends = Duration::from_secs(8);
+    bounded("the stream to end", ends, read_reply_body(stream)).await;
+    assert!(expired.elapsed() < ends, "{:?}", expired.elapsed());
 }
