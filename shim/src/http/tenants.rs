@@ -302,4 +302,17 @@ mod tests {
         assert!(!t.cancel(&a).is_cancelled());
         assert_eq!(t.owner("s1"), None);
     }
+
+    #[test]
+    fn a_jwt_callers_end_is_its_latest_tokens() {
+        let t = tenants();
+        let a: Arc<str> = "jwt:a".into();
+        let _held = t.take(&a, Kind::InFlight).unwrap();
+        t.note_expiry(&a, 200);
+        // An older token used after a newer one does not bring the end closer.
+        t.note_expiry(&a, 100);
+        assert_eq!(t.open(), vec![(a.clone(), Some(200))]);
+        t.end(&a);
+        assert_eq!(t.open(), vec![(a, None)]);
+    }
 }
