@@ -121,8 +121,11 @@ impl Issuer {
             .get("exp")
             .and_then(|v| v.as_f64())
             .ok_or(Refused::Unknown)?;
-        // Past its expiry by the leeway the check allows, what the caller holds ends.
-        let ends = (exp.max(0.0) as u64).saturating_add(validation.leeway);
+        // The first second the check refuses it (past `exp` by more than the leeway): what
+        // the caller holds ends then.
+        let ends = (exp.max(0.0) as u64)
+            .saturating_add(validation.leeway)
+            .saturating_add(1);
         Ok((owner.to_string(), self.scope.clone(), ends))
     }
 

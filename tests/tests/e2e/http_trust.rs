@@ -317,4 +317,29 @@ async fn tokens_of_an_authorization_server_are_checked_with_its_keys() {
     // The server's own tokens work beside the issuer's.
     let own = s.token(&["create", "local"]).await;
     assert!(!s.session(&own).await.is_empty());
+
+    // A JWT within a few seconds of its end (exp plus the 60 s leeway): what its subject has
+    // open ends then, without a request.
+    let lapsing = sign(
+        json!({"iss": iss, "aud": aud, "exp": now - 56, "email": "lapsing@example.com"}),
+        &key,
+        "k1",
+    );
+    let session = s.session(&lapsing).await;
+    let mut stream = s.stream(&lapsing, &session).await.unwrap();
+    let mut rest = Vec::new();
+    let mut buf = [0u8; 1024];
+    bounded("the stream to end with its JWT", STEP, async {
+        while !rest.ends_with(b"0\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => rest.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let later = s
+        .call(&lapsing, &session, "list_processes", json!({}))
+        .await;
+    assert_eq!(later.status, 401, "{later:?}");
 }
