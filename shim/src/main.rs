@@ -125,7 +125,7 @@ fn runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runti
 
 /// `serve --http`: many sessions at once, so a runtime with a worker per core.
 fn serve_http(addr: Option<&str>) -> ExitCode {
-    init_log("info");
+    init_http_log();
     let settings = match cuba_exec::http::settings::Settings::load(&|k| std::env::var(k).ok(), addr)
     {
         Ok(s) => s,
@@ -144,6 +144,34 @@ fn serve_http(addr: Option<&str>) -> ExitCode {
             eprintln!("cuba-exec: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The endpoint's log: INFO, without a line per session or notification (rmcp's, at its
+/// WARN); to the file `cubactl http start` names, rotated, else to stderr.
+fn init_http_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CUBA_EXEC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let file = std::env::var_os(cuba_exec::http::log::ENV).map(std::path::PathBuf::from);
+    let rotating = file.and_then(|path| {
+        match cuba_exec::http::log::Rotating::new(&path, cuba_exec::http::log::MAX_BYTES) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!(
+                    "cuba-exec: cannot open {}: {e}; logging to stderr",
+                    path.display()
+                );
+                None
+            }
+        }
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .log_internal_errors(false)
+        .with_env_filter(filter);
+    match rotating {
+        Some(r) => builder.with_writer(r).init(),
+        None => builder.with_writer(std::io::stderr).init(),
     }
 }
 

@@ -71,6 +71,16 @@ impl Reply {
 impl HttpServer {
     /// Serves `d`'s daemon with `[http]` keys `http` (TOML lines) and other config lines `rest`.
     pub async fn start(d: &TestDaemon, http: &str, rest: &str) -> HttpServer {
+        HttpServer::start_logging(d, http, rest, Some("warn")).await
+    }
+
+    /// As [`HttpServer::start`], its log filter `CUBA_EXEC_LOG` = `filter` (`None`: its default).
+    pub async fn start_logging(
+        d: &TestDaemon,
+        http: &str,
+        rest: &str,
+        filter: Option<&str>,
+    ) -> HttpServer {
         let dir = d.dir();
         let config = dir.join("http-config.toml");
         std::fs::write(
@@ -91,6 +101,10 @@ impl HttpServer {
         };
         let logfile = std::fs::File::create(&server.log).expect("cannot create the log");
         let mut cmd = server.command(&bin("cuba-exec"));
+        match filter {
+            Some(f) => cmd.env("CUBA_EXEC_LOG", f),
+            None => cmd.env_remove("CUBA_EXEC_LOG"),
+        };
         cmd.args(["serve", "--http"])
             .stdout(Stdio::null())
             .stderr(logfile)
@@ -289,6 +303,82 @@ impl HttpServer {
         stream
     }
 
+    /// A POST of `body` as it is (escapes, batches) with `token`, and `session` when given.
+    pub async fn post(&self, token: &str, session: Option<&str>, body: &str) -> Reply {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", LEGACY),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        self.request("POST", &headers, body.as_bytes()).await
+    }
+
+    /// Request text `raw` (head and body, as written) on a new connection; the reply read to
+    /// the end of the connection.
+    pub async fn raw(&self, raw: &str) -> Reply {
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        stream.write_all(raw.as_bytes()).await.expect("cannot send");
+        read_reply(stream).await
+    }
+
+    /// A tool call in `session` whose reply has begun: on 200 the connection with its head
+    /// read and its body left unread (a call in flight, until dropped); else the reply.
+    pub async fn begin(
+        &self,
+        token: &str,
+        session: &str,
+        tool: &str,
+        args: Value,
+    ) -> Result<TcpStream, Reply> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}})
+        .to_string();
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: {LEGACY}\r\nMcp-Session-Id: {session}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("cannot send");
+        began(stream).await
+    }
+
+    /// `session`'s standalone stream (GET) whose reply has begun: on 200 the connection with
+    /// its head read and the stream left unread; else the reply.
+    pub async fn stream(&self, token: &str, session: &str) -> Result<TcpStream, Reply> {
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .expect("cannot connect");
+        let head = format!(
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Accept: text/event-stream\r\nMCP-Protocol-Version: {LEGACY}\r\n\
+             Mcp-Session-Id: {session}\r\n\r\n",
+            self.addr
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("cannot send");
+        began(stream).await
+    }
+
     /// A tool call in `session`.
     pub async fn call(&self, token: &str, session: &str, tool: &str, args: Value) -> Reply {
         self.rpc(
@@ -328,6 +418,55 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     // A refused body may be cut off by the server's close: what was sent is enough.
     let _ = stream.write_all(body).await;
     read_reply(stream).await
+}
+
+/// A reply's head, read byte by byte (nothing after it).
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        let n = crate::bounded("a reply's head", STEP, stream.read(&mut byte))
+            .await
+            .expect("cannot read a reply");
+        assert!(
+            n == 1,
+            "the connection closed mid-head: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.push(byte[0]);
+    }
+    raw
+}
+
+/// A reply that has begun on `stream`: on 200 the stream, its body unread; else the reply.
+async fn began(mut stream: TcpStream) -> Result<TcpStream, Reply> {
+    let raw = read_head(&mut stream).await;
+    match parse(&raw).status {
+        200 => Ok(stream),
+        _ => Err(body_of(&mut stream, raw).await),
+    }
+}
+
+/// The reply whose head is `raw`, its body read by `Content-Length`.
+async fn body_of<S: AsyncRead + Unpin>(stream: &mut S, mut raw: Vec<u8>) -> Reply {
+    let head = parse(&raw);
+    let length: usize = head
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream
+        .read_exact(&mut body)
+        .await
+        .expect("cannot read a body");
+    raw.extend_from_slice(&body);
+    parse(&raw)
+}
+
+/// One reply on a kept-alive `stream` (its body by `Content-Length`).
+pub async fn read_one<S: AsyncRead + Unpin>(stream: &mut S) -> Reply {
+    let raw = read_head(stream).await;
+    body_of(stream, raw).await
 }
 
 /// The reply on `stream`, read to the end of the connection.

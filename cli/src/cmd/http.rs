@@ -142,6 +142,9 @@ fn start(state: &Path, addr: Option<String>, bin_dir: Option<PathBuf>) -> Result
     let mut cmd = std::process::Command::new(&exe);
     cmd.args(["serve", "--http"])
         .args(addr)
+        // The endpoint writes its log there itself, rotated; stderr (the same file) keeps
+        // what it says before its log is set up.
+        .env("CUBA_EXEC_HTTP_LOG", &log_path)
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

@@ -1,25 +1,34 @@
-//! Every HTTP request, before rmcp's streamable HTTP service sees it: the metadata document,
-//! the bearer token (401 with `WWW-Authenticate` naming that document), the session's owner (a
-//! session is used only with the token that made it), and the bounds — requests in flight,
-//! body size, sessions per token — each refusal naming its limit.
+//! Every HTTP request, before rmcp's streamable HTTP service sees it: Host and Origin (and
+//! CORS), the metadata document, the bearer token (401 with `WWW-Authenticate` naming that
+//! document), the session's owner (every session is bound to the token that made it), and the
+//! bounds — requests in flight, body size, and per token: sessions, requests in flight,
+//! connections, streams — each refusal naming its limit. A token that is revoked or expires
+//! loses what it has open (see [`Gate::watch`]).
 
-use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::StreamableHttpService;
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::auth::Auth;
+use super::auth::{Auth, JWT_PREFIX};
+use super::headers;
 use super::settings::Settings;
+use super::tenants::{Held, Kind, Limits, Tenants};
 use crate::CubaExec;
 use cuba_protocol::tokens::Refused;
 
@@ -30,16 +39,38 @@ pub const MCP_PATH: &str = "/mcp";
 /// RFC 9728's well-known path (with the resource's path appended, or not).
 const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 const SESSION_HEADER: &str = "mcp-session-id";
+/// How often the tokens of callers holding anything open are asked about again: a revoked
+/// or expired token's streams, sessions and calls end within this (and the daemon's answer).
+pub const REVOKE_CHECK: Duration = Duration::from_secs(2);
 
 pub struct Gate {
     settings: Arc<Settings>,
     mcp: StreamableHttpService<CubaExec, LocalSessionManager>,
     manager: Arc<LocalSessionManager>,
     pub auth: Auth,
-    /// Each live session's caller key: kept to refuse it to another token and to count a
-    /// token's sessions. Entries of ended sessions go when counted.
-    sessions: Mutex<HashMap<Arc<str>, Arc<str>>>,
+    /// What each caller holds open, and its sessions.
+    tenants: Arc<Tenants>,
     in_flight: Arc<Semaphore>,
+    /// `Host` names served.
+    hosts: Vec<String>,
+}
+
+/// One connection: the caller it is counted against, the one of its latest request.
+#[derive(Default)]
+pub struct Conn {
+    owner: Mutex<Option<Held>>,
+}
+
+impl Conn {
+    /// Counts this connection against `key` (from now on), or the bound that refuses it.
+    fn claim(&self, tenants: &Arc<Tenants>, key: &Arc<str>) -> Result<(), usize> {
+        let mut owner = self.owner.lock().unwrap_or_else(|e| e.into_inner());
+        if owner.as_ref().is_some_and(|h| h.key() == key) {
+            return Ok(());
+        }
+        *owner = Some(tenants.take(key, Kind::Connection)?);
+        Ok(())
+    }
 }
 
 impl Gate {
@@ -49,20 +80,59 @@ impl Gate {
         manager: Arc<LocalSessionManager>,
         auth: Auth,
     ) -> Gate {
+        let tenants = Tenants::new(Limits {
+            held: [
+                settings.max_in_flight_per_token,
+                settings.max_connections_per_token,
+                settings.max_streams_per_token,
+            ],
+            sessions: settings.max_sessions_per_token,
+        });
         Gate {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
+            hosts: settings.hosts(),
             settings,
             mcp,
             manager,
             auth,
-            sessions: Mutex::new(HashMap::new()),
+            tenants,
         }
     }
 
-    pub async fn handle(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> Reply {
+    /// Host and Origin first (nothing reads them before), CORS preflights, then the request.
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<hyper::body::Incoming>,
+        conn: &Conn,
+    ) -> Reply {
+        let host = match headers::host(&req, &self.hosts) {
+            Ok(h) => h,
+            Err((status, why)) => return plain(status, why),
+        };
+        let origin = match headers::origin(req.headers(), &self.settings.allowed_origins) {
+            Ok(o) => o,
+            Err((status, why)) => return plain(status, why),
+        };
+        if headers::is_preflight(&req) {
+            let Some(origin) = origin else {
+                let why = "a CORS preflight needs an Origin header".to_string();
+                return plain(StatusCode::BAD_REQUEST, why);
+            };
+            let mut reply = Response::new(Full::new(Bytes::new()).boxed());
+            headers::preflight(&mut reply, origin);
+            return reply;
+        }
+        let mut reply = self.serve(req, &host, conn).await;
+        if let Some(origin) = origin {
+            headers::allow(&mut reply, origin);
+        }
+        reply
+    }
+
+    async fn serve(&self, req: Request<hyper::body::Incoming>, host: &str, conn: &Conn) -> Reply {
         let path = req.uri().path();
         if path == METADATA_PATH || path.strip_prefix(METADATA_PATH) == Some(MCP_PATH) {
-            return self.metadata(&req);
+            return self.metadata(host);
         }
         if path != MCP_PATH {
             return plain(
@@ -72,7 +142,7 @@ impl Gate {
         }
         // Held until the reply's body ends: a streamed reply (a long `wait`) is in flight. A
         // session's standalone stream (GET) is not a request in flight: it lasts as long as
-        // the session, which `max_sessions_per_token` bounds.
+        // the session; `max_streams_per_token` bounds those.
         let permit = match req.method() == Method::GET {
             true => None,
             false => match self.in_flight.clone().try_acquire_owned() {
@@ -92,22 +162,42 @@ impl Gate {
             .headers()
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        let caller = match self.auth.check(authorization).await {
+        let (caller, expires) = match self.auth.check(authorization).await {
             Ok(c) => c,
             Err(Refused::Unavailable) => {
                 let why = Refused::Unavailable.describe().to_string();
                 return plain(StatusCode::SERVICE_UNAVAILABLE, why);
             }
-            Err(why) => return self.unauthorized(&req, why),
+            Err(why) => return self.unauthorized(host, why),
         };
+        let key = caller.key.clone();
+        if let Err(limit) = conn.claim(&self.tenants, &key) {
+            let why = refused(Kind::Connection, limit);
+            let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, why);
+            reply
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return reply;
+        }
+        let kind = match req.method() == Method::GET {
+            true => Kind::Stream,
+            false => Kind::InFlight,
+        };
+        let held = match self.tenants.take(&key, kind) {
+            Ok(h) => h,
+            Err(limit) => return plain(StatusCode::TOO_MANY_REQUESTS, refused(kind, limit)),
+        };
+        if let Some(exp) = expires {
+            self.tenants.note_expiry(&key, exp);
+        }
+        let ended = self.tenants.cancel(&key);
         let session: Option<Arc<str>> = req
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(Into::into);
         if let Some(id) = &session {
-            let owner = self.lock().get(id).cloned();
-            if owner.is_some_and(|o| o != caller.key) {
+            if self.tenants.owner(id).is_some_and(|o| o != key) {
                 // As for an unknown session: whether it exists is not told to another token.
                 return plain(StatusCode::NOT_FOUND, "Not Found: Session not found".into());
             }
@@ -144,38 +234,51 @@ impl Gate {
                 )
             }
         };
-        let opens = session.is_none() && parts.method == Method::POST && is_initialize(&body);
-        if opens {
-            let open = self.count(&caller.key).await;
-            if open >= self.settings.max_sessions_per_token {
-                return plain(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    format!(
-                        "this token has {open} open sessions (max_sessions_per_token = {}); end \
-                         one (HTTP DELETE) or wait for idle ones to expire",
-                        self.settings.max_sessions_per_token
-                    ),
-                );
-            }
-        }
-        let key = caller.key.clone();
+        // Parsed once, decoded as rmcp decodes it: what the gate judges is what rmcp sees.
+        let posted = parts.method == Method::POST;
+        let doc: Option<Value> = posted.then(|| serde_json::from_slice(&body).ok()).flatten();
+        let opens = session.is_none() && doc.as_ref().is_some_and(opens_session);
+        let reserved = match opens {
+            false => None,
+            true => match self.reserve(&key).await {
+                Ok(r) => Some(r),
+                Err(open) => return plain(StatusCode::TOO_MANY_REQUESTS, self.full(open)),
+            },
+        };
+        // A request of a session: if its client goes before its reply ends, the call goes on
+        // holding its places until it ends; a `wait`, which nobody reads then, is cancelled.
+        let call = match (&session, doc.as_ref().and_then(request_id)) {
+            (Some(s), Some(id)) => Some(Call {
+                manager: self.manager.clone(),
+                session: s.clone(),
+                id,
+                cancel: doc.as_ref().is_some_and(is_wait),
+            }),
+            _ => None,
+        };
         let deleting = parts.method == Method::DELETE;
         parts.extensions.insert(caller);
         let reply = self
             .mcp
             .handle(Request::from_parts(parts, Full::new(body)))
             .await;
-        match (&session, reply.headers().get(SESSION_HEADER)) {
-            (None, Some(id)) if opens => {
-                if let Ok(id) = id.to_str() {
-                    self.lock().insert(id.into(), key);
-                }
+        let made = reply
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        match (&session, made) {
+            // Every new session is its caller's, whatever the gate thought of the body.
+            (None, Some(id)) if !self.tenants.bind(&key, id, reserved.is_some()) => {
+                let id: Arc<str> = id.into();
+                let _ = self.manager.close_session(&id).await;
+                self.tenants.forget(&id);
+                let open = self.settings.max_sessions_per_token;
+                return plain(StatusCode::TOO_MANY_REQUESTS, self.full(open));
             }
-            (Some(id), _) if deleting && reply.status().is_success() => {
-                self.lock().remove(id);
-            }
+            (Some(id), _) if deleting && reply.status().is_success() => self.tenants.forget(id),
             _ => {}
         }
+        drop(reserved);
         let (mut parts, body) = reply.into_parts();
         if deleting && parts.status == StatusCode::ACCEPTED {
             // The session is gone: 204, which clients (the Python SDK) take as done, where
@@ -184,43 +287,84 @@ impl Gate {
         }
         Response::from_parts(
             parts,
-            Permitted {
+            Guarded {
                 body,
-                _permit: permit,
+                ended: Box::pin(ended.cancelled_owned()),
+                done: false,
+                call,
+                places: Some(Places {
+                    _permit: permit,
+                    _held: held,
+                }),
             }
             .boxed(),
         )
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<str>>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    /// What refuses an initialize at the sessions bound.
+    fn full(&self, open: usize) -> String {
+        format!(
+            "this token has {open} open sessions (max_sessions_per_token = {}); end one (HTTP \
+             DELETE) or wait for idle ones to expire",
+            self.settings.max_sessions_per_token
+        )
     }
 
-    /// Live sessions of caller `key`; entries of sessions that ended (idle, deleted) go.
-    async fn count(&self, key: &Arc<str>) -> usize {
+    /// A session's place for `key`, counted against the sessions that still exist.
+    async fn reserve(&self, key: &Arc<str>) -> Result<super::tenants::Reserved, usize> {
         let live = self.manager.sessions.read().await;
-        let mut sessions = self.lock();
-        sessions.retain(|id, _| live.contains_key(id));
-        sessions.values().filter(|k| *k == key).count()
+        self.tenants.reserve(key, |id| live.contains_key(id))
     }
 
-    /// The resource's URL: `url` from the settings, else the one this request was sent to.
-    fn resource<B>(&self, req: &Request<B>) -> String {
-        if let Some(url) = &self.settings.url {
-            return url.clone();
+    /// Until `stop`: every [`REVOKE_CHECK`], the callers holding anything open are checked
+    /// again — a token asked of the daemon, a JWT's expiry compared — and those whose token
+    /// ended lose their streams, sessions and running calls.
+    pub async fn watch(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(REVOKE_CHECK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => return,
+            }
+            {
+                let live = self.manager.sessions.read().await;
+                self.tenants.retain_live(|id| live.contains_key(id));
+            }
+            let now = cuba_protocol::now_ms() / 1000;
+            for (key, expires) in self.tenants.open() {
+                let ended = match expires {
+                    Some(e) => now >= e,
+                    None if key.starts_with(JWT_PREFIX) => false,
+                    None => self.auth.still_valid(&key).await == Some(false),
+                };
+                if ended {
+                    let sessions = self.tenants.end(&key);
+                    tracing::info!(
+                        sessions = sessions.len(),
+                        "a token was revoked or expired: its streams, sessions and calls end"
+                    );
+                    for id in sessions {
+                        let _ = self.manager.close_session(&id).await;
+                    }
+                }
+            }
         }
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("127.0.0.1");
-        format!("{}://{host}{MCP_PATH}", self.settings.scheme())
+    }
+
+    /// The resource's URL: `url` from the settings, else the one this request was sent to
+    /// (its Host checked).
+    fn resource(&self, host: &str) -> String {
+        match &self.settings.url {
+            Some(url) => url.clone(),
+            None => format!("{}://{host}{MCP_PATH}", self.settings.scheme()),
+        }
     }
 
     /// RFC 9728: what this resource is and who issues its tokens.
-    fn metadata<B>(&self, req: &Request<B>) -> Reply {
+    fn metadata(&self, host: &str) -> Reply {
         let mut doc = serde_json::json!({
-            "resource": self.resource(req),
+            "resource": self.resource(host),
             "resource_name": "cuba-exec",
             "bearer_methods_supported": ["header"],
         });
@@ -236,8 +380,8 @@ impl Gate {
     }
 
     /// 401 with `WWW-Authenticate: Bearer` naming the metadata document (RFC 9728 §5.1).
-    fn unauthorized<B>(&self, req: &Request<B>, why: Refused) -> Reply {
-        let resource = self.resource(req);
+    fn unauthorized(&self, host: &str, why: Refused) -> Reply {
+        let resource = self.resource(host);
         let base = resource.strip_suffix(MCP_PATH).unwrap_or(&resource);
         let mut challenge = format!("Bearer resource_metadata=\"{base}{METADATA_PATH}\"");
         if why != Refused::Missing {
@@ -254,17 +398,46 @@ impl Gate {
     }
 }
 
-/// Whether `body` is an `initialize` request (the one that opens a session). A cheap look
-/// first: most bodies do not name it at all.
-fn is_initialize(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        method: Option<String>,
+/// The refusal at a caller's bound of `kind`.
+fn refused(kind: Kind, limit: usize) -> String {
+    match kind {
+        Kind::InFlight => format!(
+            "this token has {limit} requests in flight (max_in_flight_per_token = {limit}); \
+             wait for one to end, or cancel one"
+        ),
+        Kind::Stream => format!(
+            "this token has {limit} standalone streams open (GET; max_streams_per_token = \
+             {limit}); close one"
+        ),
+        Kind::Connection => format!(
+            "this token has {limit} connections open (max_connections_per_token = {limit}); \
+             close idle ones, or send more requests on each (keep-alive)"
+        ),
     }
-    let named = body.windows(12).any(|w| w == b"\"initialize\"");
-    named
-        && serde_json::from_slice::<Probe>(body)
-            .is_ok_and(|p| p.method.as_deref() == Some("initialize"))
+}
+
+/// Whether `doc` (a decoded body) asks for a session: an `initialize`, or a batch holding one.
+fn opens_session(doc: &Value) -> bool {
+    let initialize = |m: &Value| m.get("method").and_then(Value::as_str) == Some("initialize");
+    match doc {
+        Value::Array(batch) => batch.iter().any(initialize),
+        one => initialize(one),
+    }
+}
+
+/// Whether `doc` calls the `wait` tool: cancelling it ends only the wait (the process runs
+/// on), so a wait whose client went away is cancelled. Other calls are not: MCP 2025-06-18
+/// says a disconnection is no cancellation, and a cancelled `run` stops its process.
+fn is_wait(doc: &Value) -> bool {
+    doc.get("method").and_then(Value::as_str) == Some("tools/call")
+        && doc.pointer("/params/name").and_then(Value::as_str) == Some("wait")
+}
+
+/// The id of a JSON-RPC request (not a notification, not a batch).
+fn request_id(doc: &Value) -> Option<Value> {
+    let id = doc.get("id").filter(|id| !id.is_null())?;
+    doc.get("method")?;
+    Some(id.clone())
 }
 
 /// A text reply with `status`.
@@ -278,13 +451,60 @@ pub fn plain(status: StatusCode, text: String) -> Reply {
     reply
 }
 
-/// A reply body that holds its request's place among those in flight until it ends.
-struct Permitted {
-    body: BoxBody<Bytes, Infallible>,
-    _permit: Option<OwnedSemaphorePermit>,
+/// A session's request whose reply is being sent.
+struct Call {
+    manager: Arc<LocalSessionManager>,
+    session: Arc<str>,
+    id: Value,
+    /// Cancelled in its session when its client goes away.
+    cancel: bool,
 }
 
-impl Body for Permitted {
+impl Call {
+    /// Hands the session `notifications/cancelled` for the request, as a client that is still
+    /// there would send: rmcp cancels the call, whose future ends (and its daemon request).
+    async fn cancel(&self) {
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the HTTP client went away"},
+        });
+        let Ok(message) = serde_json::from_value::<ClientJsonRpcMessage>(note) else {
+            return;
+        };
+        let handle = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .get(&self.session)
+            .cloned();
+        if let Some(handle) = handle {
+            // A session that ended meanwhile has nothing left to cancel.
+            let _ = handle.push_message(message, None).await;
+        }
+    }
+}
+
+/// The places a request holds: among all requests in flight, and its caller's.
+struct Places {
+    _permit: Option<OwnedSemaphorePermit>,
+    _held: Held,
+}
+
+/// A reply body that holds its request's places until it ends, and ends when its caller's
+/// token does. A session call's reply dropped before its end (the client went away) is read
+/// on to its end in the background, its places held: the call is still at the daemon, and
+/// counts against its caller until it ends (a `wait` is cancelled first, ending it at once).
+struct Guarded {
+    body: BoxBody<Bytes, Infallible>,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
+    done: bool,
+    call: Option<Call>,
+    places: Option<Places>,
+}
+
+impl Body for Guarded {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -292,11 +512,24 @@ impl Body for Permitted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        if self.done {
+            return Poll::Ready(None);
+        }
+        // The token was revoked or expired: the stream ends here (its session is being
+        // closed, which ends its calls).
+        if self.ended.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(None);
+        }
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            self.done = true;
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.done || self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
@@ -304,18 +537,67 @@ impl Body for Permitted {
     }
 }
 
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if self.done || self.body.is_end_stream() {
+            return;
+        }
+        let Some(call) = self.call.take() else {
+            // Stateless: rmcp cancels the call as its stream is dropped.
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut body = std::mem::replace(&mut self.body, Full::new(Bytes::new()).boxed());
+        let never = Box::pin(CancellationToken::new().cancelled_owned());
+        let ended = std::mem::replace(&mut self.ended, never);
+        let places = self.places.take();
+        runtime.spawn(async move {
+            if call.cancel {
+                call.cancel().await;
+            }
+            let drained = async { while let Some(Ok(_)) = body.frame().await {} };
+            tokio::select! {
+                () = drained => {}
+                () = ended => {}
+            }
+            drop(places);
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
-    fn initialize_is_told_from_other_requests() {
-        assert!(is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+    fn initialize_is_judged_on_the_decoded_body() {
+        let doc = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        let opens = |t: &str| opens_session(&doc(t));
+        assert!(opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
         ));
-        assert!(!is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}"#
+        assert!(opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"\u0069nitialize"}"#
         ));
-        assert!(!is_initialize(b"not json \"initialize\""));
+        assert!(opens(
+            r#"[{"jsonrpc":"2.0","method":"x"},{"id":2,"method":"initialize"}]"#
+        ));
+        assert!(!opens(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}"#
+        ));
+        assert_eq!(
+            request_id(&doc(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#)),
+            Some(Value::from("a"))
+        );
+        assert_eq!(request_id(&doc(r#"{"jsonrpc":"2.0","method":"n"}"#)), None);
+        assert!(is_wait(&doc(
+            r#"{"id":1,"method":"tools/call","params":{"name":"wait","arguments":{}}}"#
+        )));
+        assert!(!is_wait(&doc(
+            r#"{"id":1,"method":"tools/call","params":{"name":"run","arguments":{}}}"#
+        )));
     }
 }

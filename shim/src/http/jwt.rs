@@ -1,7 +1,7 @@
 //! Tokens of an external OAuth authorization server (`[http.jwt]`): a JWT signed with one of
 //! the issuer's public keys (its JWKS, a file or an `http://` URL), with `iss`, `aud` (RFC 8707:
-//! this resource) and `exp` checked. A key id the set lacks makes it read again, at most once a
-//! minute, so the issuer's key rotation needs no restart.
+//! this resource), `exp` and `nbf` checked. A key id the set lacks makes it read again, at most
+//! once a minute, so the issuer's key rotation needs no restart.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -82,8 +82,9 @@ impl Issuer {
         &self.name
     }
 
-    /// The caller's name (the owner claim) and scope, or why the token is refused.
-    pub async fn check(&self, token: &str) -> Result<(String, Scope), Refused> {
+    /// The caller's subject (the owner claim, whole), its scope and the token's `exp`, or why
+    /// the token is refused.
+    pub async fn check(&self, token: &str) -> Result<(String, Scope, u64), Refused> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| Refused::Unknown)?;
         // The issuer's keys are public: a shared-secret algorithm would let anyone who has
         // the JWKS sign tokens.
@@ -101,6 +102,8 @@ impl Issuer {
         validation.set_issuer(&[&self.name]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        // A token not valid yet is refused, with the leeway `exp` has.
+        validation.validate_nbf = true;
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &key, &validation).map_err(
             |e| match e.kind() {
                 ErrorKind::ExpiredSignature => Refused::Expired,
@@ -113,8 +116,17 @@ impl Issuer {
             .and_then(|v| v.as_str())
             .filter(|s| !s.is_empty())
             .ok_or(Refused::Unknown)?;
-        let owner: String = owner.chars().take(64).collect();
-        Ok((owner, self.scope.clone()))
+        let exp = data
+            .claims
+            .get("exp")
+            .and_then(|v| v.as_f64())
+            .ok_or(Refused::Unknown)?;
+        // The first second the check refuses it (past `exp` by more than the leeway): what
+        // the caller holds ends then.
+        let ends = (exp.max(0.0) as u64)
+            .saturating_add(validation.leeway)
+            .saturating_add(1);
+        Ok((owner.to_string(), self.scope.clone(), ends))
     }
 
     /// The key `kid` names (or the only key, when the token names none).

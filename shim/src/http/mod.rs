@@ -5,28 +5,37 @@
 //! - `settings.rs`: the `[http]` table; loopback unless TLS or `behind_proxy`.
 //! - `auth.rs` / `jwt.rs`: who calls — a token of `tokens.toml`, or an issuer's JWT — and
 //!   the [`Caller`] it is: its own daemon connections, owner name and narrowing.
+//! - `headers.rs`: Host, Origin and CORS, judged first.
 //! - `gate.rs`: the metadata document, 401s, session ownership and the bounds.
+//! - `tenants.rs`: what each caller holds open, against its own bounds.
 //! - `tls.rs`: the certificate, read again when its files change.
+//! - `log.rs`: the log file, rotated.
 //!
-//! Each connection is one task; a header not received within `header_timeout` gets a 408 and
-//! the connection is closed.
+//! Each connection is one task; a request head begun and not finished within `header_timeout`
+//! gets a 408 and the connection is closed (an idle kept-alive one is closed quietly).
 
 mod auth;
 mod gate;
+mod headers;
 mod jwt;
+pub mod log;
 pub mod settings;
 mod status;
+mod tenants;
 mod tls;
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::RoleServer;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -77,6 +86,7 @@ pub async fn serve(settings: Settings) -> Result<(), String> {
     let factory = base.clone();
     let mcp = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
     let gate = Arc::new(Gate::new(settings.clone(), mcp, manager, auth));
+    tokio::spawn(gate.clone().watch(shutdown.clone()));
 
     let url = format!("{}://{local}{}", settings.scheme(), gate::MCP_PATH);
     let _status = status::Written::new(&url, settings.url.as_deref());
@@ -129,15 +139,24 @@ pub async fn serve(settings: Settings) -> Result<(), String> {
     Ok(())
 }
 
-/// One connection's requests. A client that does not finish its headers within `timeout`
-/// (a slow-loris) gets a 408 saying so, and the connection ends.
-async fn connection<S>(mut stream: S, gate: Arc<Gate>, timeout: std::time::Duration)
+/// One connection's requests. A client that began a request head and does not finish it
+/// within `timeout` (a slow-loris) gets a 408 saying so, and the connection ends; one that
+/// sent nothing since its last reply (an idle kept-alive connection) is just closed: a 408
+/// written then would meet the client's next request as its answer.
+async fn connection<S>(stream: S, gate: Arc<Gate>, timeout: std::time::Duration)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let mut stream = Watched {
+        inner: stream,
+        begun: Arc::new(AtomicBool::new(false)),
+    };
+    let begun = stream.begun.clone();
+    let conn = Arc::new(gate::Conn::default());
     let service = hyper::service::service_fn(move |req| {
         let gate = gate.clone();
-        async move { Ok::<_, Infallible>(gate.handle(req).await) }
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(gate.handle(req, &conn).await) }
     });
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -145,7 +164,7 @@ where
         .serve_connection(TokioIo::new(&mut stream), service)
         .await;
     if let Err(e) = served {
-        if e.is_timeout() {
+        if e.is_timeout() && begun.load(Ordering::Relaxed) {
             let text = format!(
                 "request headers not received within header_timeout = {} s\n",
                 timeout.as_secs()
@@ -163,6 +182,66 @@ where
         } else {
             tracing::debug!("connection: {e}");
         }
+    }
+}
+
+/// A connection's stream that knows whether the client has sent bytes since the last reply
+/// was written (a request head begun).
+struct Watched<S> {
+    inner: S,
+    begun: Arc<AtomicBool>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.begun.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.begun.store(false, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.begun.store(false, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 

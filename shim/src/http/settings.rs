@@ -10,6 +10,13 @@ use serde::Deserialize;
 /// The address when neither the command line nor the file names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
+/// Requests the daemon takes at once on one connection (its `MAX_IN_FLIGHT`): a caller's calls
+/// all go over one.
+const DAEMON_IN_FLIGHT: usize = 256;
+/// A caller's requests in flight at most: a call (a `wait` with progress) may have two
+/// requests at the daemon, and the daemon's bound must never be what refuses it.
+pub const MAX_IN_FLIGHT_PER_TOKEN: usize = DAEMON_IN_FLIGHT / 2 - 8;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: SocketAddr,
@@ -29,6 +36,10 @@ pub struct Settings {
     pub max_sessions_per_token: usize,
     pub max_in_flight: usize,
     pub max_connections: usize,
+    /// Per caller (a token, a JWT subject): no caller can take the places of another.
+    pub max_in_flight_per_token: usize,
+    pub max_connections_per_token: usize,
+    pub max_streams_per_token: usize,
     pub session_idle: Duration,
     pub jwt: Option<Jwt>,
 }
@@ -88,6 +99,9 @@ struct Table {
     max_sessions_per_token: Option<usize>,
     max_in_flight: Option<usize>,
     max_connections: Option<usize>,
+    max_in_flight_per_token: Option<usize>,
+    max_connections_per_token: Option<usize>,
+    max_streams_per_token: Option<usize>,
     session_idle: Option<toml::Value>,
     jwt: Option<Jwt>,
 }
@@ -129,6 +143,9 @@ impl Settings {
             max_sessions_per_token: table.max_sessions_per_token.unwrap_or(64).max(1),
             max_in_flight: table.max_in_flight.unwrap_or(512).max(1),
             max_connections: table.max_connections.unwrap_or(1024).max(1),
+            max_in_flight_per_token: table.max_in_flight_per_token.unwrap_or(100).max(1),
+            max_connections_per_token: table.max_connections_per_token.unwrap_or(256).max(1),
+            max_streams_per_token: table.max_streams_per_token.unwrap_or(64).max(1),
             session_idle: duration(table.session_idle, "session_idle", 30 * 60)?,
             jwt: table.jwt,
         };
@@ -136,8 +153,17 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Loopback only, unless TLS is on or a proxy is said to terminate it.
+    /// Loopback only, unless TLS is on or a proxy is said to terminate it; a caller's calls
+    /// within what its one daemon connection takes.
     fn check(&self) -> Result<(), String> {
+        if self.max_in_flight_per_token > MAX_IN_FLIGHT_PER_TOKEN {
+            return Err(format!(
+                "[http] max_in_flight_per_token = {}: at most {MAX_IN_FLIGHT_PER_TOKEN}. A \
+                 token's calls share one connection to the daemon, which takes {} requests at \
+                 once, and a call may have two there",
+                self.max_in_flight_per_token, DAEMON_IN_FLIGHT
+            ));
+        }
         if !self.listen.ip().is_loopback() && self.tls.is_none() && !self.behind_proxy {
             return Err(format!(
                 "refusing to serve plain HTTP on {}, off this machine: bearer tokens would cross \
@@ -258,6 +284,11 @@ mod tests {
         assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(s.max_body, 4 << 20);
         assert_eq!(s.header_timeout, Duration::from_secs(10));
+        // Per caller, strictly below the endpoint's own bounds and the daemon's.
+        assert!(s.max_in_flight_per_token < s.max_in_flight);
+        assert!(s.max_in_flight_per_token * 2 < DAEMON_IN_FLIGHT);
+        assert!(s.max_connections_per_token < s.max_connections);
+        assert!(s.max_streams_per_token < s.max_connections_per_token);
         assert_eq!(with("", Some("9000")).unwrap().listen.port(), 9000);
     }
 
@@ -284,6 +315,11 @@ mod tests {
         assert_eq!(s.session_idle, Duration::from_secs(300));
         assert!(s.hosts().contains(&"box.example".to_string()));
         assert!(s.hosts().contains(&"other".to_string()));
+        let e = with("[http]\nmax_in_flight_per_token = 200\n", None).unwrap_err();
+        assert!(
+            e.contains("max_in_flight_per_token = 200: at most 120"),
+            "{e}"
+        );
         let e = with("[http]\nlisten_on = 1\n", None).unwrap_err();
         assert!(e.contains("listen_on"), "{e}");
     }

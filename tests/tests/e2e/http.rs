@@ -582,3 +582,196 @@ async fn a_caller_gets_the_daemons_environment_with_its_secrets_hidden() {
     );
     assert!(text.contains("[REDACTED]"), "{text}");
 }
+
+#[tokio::test]
+async fn host_and_origin_are_judged_once_and_never_echoed() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "allowed_origins = [\"https://app.example:443\"]", "").await;
+    let addr = &s.addr;
+    let post = |head: &str| {
+        format!("POST /mcp HTTP/1.1\r\n{head}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}")
+    };
+    // Two Host headers, two Origin headers: neither is picked; the request is refused.
+    let two_hosts = s
+        .raw(&post(&format!("Host: {addr}\r\nHost: evil.example\r\n")))
+        .await;
+    assert_eq!(two_hosts.status, 400, "{two_hosts:?}");
+    let two_origins = s
+        .raw(&post(&format!(
+            "Host: {addr}\r\nOrigin: https://app.example\r\nOrigin: https://evil.example\r\n"
+        )))
+        .await;
+    assert_eq!(two_origins.status, 400, "{two_origins:?}");
+    // An absolute-form target naming another host than Host.
+    let absolute = s
+        .raw(&format!(
+            "POST http://evil.example/mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\n\
+             Connection: close\r\n\r\n{{}}"
+        ))
+        .await;
+    assert_eq!(absolute.status, 400, "{absolute:?}");
+    // A quote in Host never reaches the challenge (or anything else).
+    let quoted = s.raw(&post("Host: localhost\", evil=\"x\r\n")).await;
+    assert_eq!(quoted.status, 400, "{quoted:?}");
+    assert!(quoted.header("www-authenticate").is_none(), "{quoted:?}");
+    // The metadata document is served to this endpoint's hosts only.
+    let forged = s
+        .raw(
+            "GET /.well-known/oauth-protected-resource HTTP/1.1\r\nHost: rebound.example\r\n\
+             Connection: close\r\n\r\n",
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{forged:?}");
+    assert!(!forged.body.contains("rebound"), "{forged:?}");
+}
+
+#[tokio::test]
+async fn an_allowed_browser_origin_gets_cors_and_another_does_not() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "allowed_origins = [\"https://app.example:443\"]", "").await;
+    let preflight = |origin: &str| {
+        format!(
+            "OPTIONS /mcp HTTP/1.1\r\nHost: {}\r\nOrigin: {origin}\r\n\
+             Access-Control-Request-Method: POST\r\n\
+             Access-Control-Request-Headers: authorization, content-type, mcp-session-id\r\n\
+             Connection: close\r\n\r\n",
+            s.addr
+        )
+    };
+    let ok = s.raw(&preflight("https://app.example")).await;
+    assert_eq!(ok.status, 204, "{ok:?}");
+    assert_eq!(
+        ok.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let methods = ok
+        .header("access-control-allow-methods")
+        .unwrap_or_default();
+    assert!(
+        methods.contains("POST") && methods.contains("DELETE"),
+        "{ok:?}"
+    );
+    let headers = ok
+        .header("access-control-allow-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    for h in [
+        "authorization",
+        "content-type",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    ] {
+        assert!(headers.contains(h), "{h}: {ok:?}");
+    }
+    assert!(ok.header("access-control-max-age").is_some(), "{ok:?}");
+    let evil = s.raw(&preflight("https://evil.example")).await;
+    assert_eq!(evil.status, 403, "{evil:?}");
+    assert!(evil.header("access-control-allow-origin").is_none());
+
+    // The requests themselves: the allowed origin may read the reply and the session id.
+    let token = s.token(&["create", "browser"]).await;
+    let auth = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": cuba_tests::http::LEGACY, "capabilities": {},
+        "clientInfo": {"name": "x", "version": "0"}}})
+    .to_string();
+    let r = s
+        .request(
+            "POST",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Origin", "https://app.example"),
+            ],
+            init.as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert!(
+        r.header("vary").unwrap_or_default().contains("Origin"),
+        "{r:?}"
+    );
+    let exposed = r
+        .header("access-control-expose-headers")
+        .unwrap_or_default();
+    assert!(exposed.contains("Mcp-Session-Id"), "{r:?}");
+}
+
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed_without_a_408() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start(&d, "header_timeout = \"1s\"", "").await;
+    let mut conn = TcpStream::connect(&s.addr).await.unwrap();
+    let get = format!(
+        "GET /.well-known/oauth-protected-resource HTTP/1.1\r\nHost: {}\r\n\r\n",
+        s.addr
+    );
+    conn.write_all(get.as_bytes()).await.unwrap();
+    let first = cuba_tests::http::read_one(&mut conn).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    // Idle past header_timeout: the endpoint closes the connection, writing nothing (a 408
+    // now would meet the client's next request as its answer).
+    let mut rest = Vec::new();
+    bounded(
+        "the idle connection to close",
+        STEP,
+        tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut rest),
+    )
+    .await
+    .unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
+
+#[tokio::test]
+async fn a_rooted_tokens_commands_start_in_its_first_root_on_a_host_too() {
+    let d = TestDaemon::start().await;
+    // A host reached through `cubactl bridge` to the same daemon: a remote caller, as an ssh
+    // host's would be.
+    let cubactl = cuba_tests::bin("cubactl");
+    let hosts = format!(
+        "[hosts.loop]\ncommand = [{:?}, \"bridge\"]\ncwd = \"/\"\n",
+        cubactl.to_str().unwrap()
+    );
+    let s = HttpServer::start(&d, "", &hosts).await;
+    let root = d.dir().join("root-on-host");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let root_text = root.to_str().unwrap();
+    let token = s.token(&["create", "rooted", "--roots", root_text]).await;
+    let session = s.session(&token).await;
+    let there = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "pwd", "host": "loop"}),
+        )
+        .await;
+    assert!(there.text().contains(root_text), "{there:?}");
+    let here = s
+        .call(&token, &session, "run", json!({"command": "pwd"}))
+        .await;
+    assert!(here.text().contains(root_text), "{here:?}");
+}
+
+#[tokio::test]
+async fn the_log_has_no_line_per_session_at_its_default_level() {
+    let d = TestDaemon::start().await;
+    let s = HttpServer::start_logging(&d, "", "", None).await;
+    let token = s.token(&["create", "quiet"]).await;
+    let before = s.log().len();
+    for _ in 0..20 {
+        let session = s.session(&token).await;
+        let r = s.call(&token, &session, "list_processes", json!({})).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let grown = s.log().len() - before;
+    // Per-session lines are at debug: 20 sessions add (nearly) nothing.
+    assert!(grown < 400, "{grown} bytes for 20 sessions:\n{}", s.log());
+}

@@ -236,7 +236,50 @@ async fn tokens_of_an_authorization_server_are_checked_with_its_keys() {
         .await;
     assert!(ran.text().contains("jwt-ok"), "{ran:?}");
     let list = s.call(&good, &session, "list_processes", json!({})).await;
-    assert!(list.text().contains("owner:ana@example.com"), "{list:?}");
+    // Named `jwt:` and the subject: no token's name can be that (nor its processes' owner).
+    assert!(
+        list.text().contains("owner:jwt:ana@example.com"),
+        "{list:?}"
+    );
+
+    // Not valid yet (`nbf` an hour ahead): refused; valid since a minute ago: served.
+    let at = |nbf: u64| json!({"iss": iss, "aud": aud, "exp": now + 7200, "nbf": nbf, "email": "ana@example.com"});
+    let early = s
+        .rpc(&sign(at(now + 3600), &key, "k1"), None, "ping", json!({}))
+        .await;
+    assert_eq!(early.status, 401, "{early:?}");
+    assert!(!s.session(&sign(at(now - 60), &key, "k1")).await.is_empty());
+
+    // Subjects equal in their first 64 characters (and more) are two callers, two owners.
+    let long = "a".repeat(70);
+    let subject = |tail: &str| json!({"iss": iss, "aud": aud, "exp": now + 600, "email": format!("{long}{tail}")});
+    let (one, two) = (
+        sign(subject("1"), &key, "k1"),
+        sign(subject("2"), &key, "k1"),
+    );
+    let first = s.session(&one).await;
+    let stolen = s.call(&two, &first, "list_processes", json!({})).await;
+    assert_eq!(stolen.status, 404, "{stolen:?}");
+    let second = s.session(&two).await;
+    s.call(&one, &first, "start", json!({"command": "sleep 31"}))
+        .await;
+    s.call(&two, &second, "start", json!({"command": "sleep 32"}))
+        .await;
+    let list = s
+        .call(&one, &first, "list_processes", json!({}))
+        .await
+        .text();
+    let owner = |command: &str| {
+        list.lines()
+            .find(|l| l.ends_with(command))
+            .and_then(|l| l.split("owner:").nth(1))
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{command}: {list}"))
+            .to_string()
+    };
+    let (owner_one, owner_two) = (owner("$ sleep 31"), owner("$ sleep 32"));
+    assert_ne!(owner_one, owner_two, "{list}");
+    assert!(owner_one.starts_with("jwt:aaaa"), "{list}");
 
     let refused = [
         (
@@ -274,4 +317,29 @@ async fn tokens_of_an_authorization_server_are_checked_with_its_keys() {
     // The server's own tokens work beside the issuer's.
     let own = s.token(&["create", "local"]).await;
     assert!(!s.session(&own).await.is_empty());
+
+    // A JWT within a few seconds of its end (exp plus the 60 s leeway): what its subject has
+    // open ends then, without a request.
+    let lapsing = sign(
+        json!({"iss": iss, "aud": aud, "exp": now - 56, "email": "lapsing@example.com"}),
+        &key,
+        "k1",
+    );
+    let session = s.session(&lapsing).await;
+    let mut stream = s.stream(&lapsing, &session).await.unwrap();
+    let mut rest = Vec::new();
+    let mut buf = [0u8; 1024];
+    bounded("the stream to end with its JWT", STEP, async {
+        while !rest.ends_with(b"0\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => rest.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let later = s
+        .call(&lapsing, &session, "list_processes", json!({}))
+        .await;
+    assert_eq!(later.status, 401, "{later:?}");
 }

@@ -15,6 +15,7 @@ mod full_disk;
 mod hostile;
 mod hosts_ssh;
 mod http;
+mod http_fair;
 mod http_trust;
 mod layout;
 mod lifecycle;
