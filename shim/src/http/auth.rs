@@ -160,6 +160,10 @@ impl Auth {
         }
         if let Some(roots) = &scope.roots {
             env.push(("CUBA_EXEC_ALLOWED_DIRS".into(), roots.join(",").into()));
+            // Roots confine writes too: its commands run in the sandbox, which lets them write
+            // only there (and in temp). Where no sandbox can be had, they are refused, not run
+            // unconfined.
+            env.push(("CUBA_EXEC_SANDBOX".into(), "workspace-write".into()));
         }
         let cwd = scope
             .roots
