@@ -364,6 +364,33 @@ async fn a_narrowed_token_reaches_only_its_own_processes_over_http() {
         )
         .await;
     assert!(inside.text().contains("no process with id"), "{inside:?}");
+    // Its roots confine its writes: outside them (and temp), nothing is written.
+    let outside = tempfile::Builder::new()
+        .prefix("cx-tenant-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let target = outside.path().join("escaped");
+    let write = s
+        .call(
+            &narrow,
+            &ns,
+            "run",
+            json!({"command": format!("echo x > {}", target.display())}),
+        )
+        .await;
+    assert!(write.text().contains("Permission denied"), "{write:?}");
+    assert!(!target.exists(), "a rooted token wrote outside its roots");
+    let inside_root = root.join("written");
+    let ok = s
+        .call(
+            &narrow,
+            &ns,
+            "run",
+            json!({"command": format!("echo x > {}", inside_root.display())}),
+        )
+        .await;
+    assert!(inside_root.exists(), "{ok:?}");
+
     // Its own it reaches; the unnarrowed token keeps the shared table.
     let own = s
         .call(&narrow, &ns, "run", json!({"command": "echo mine"}))
