@@ -6,26 +6,22 @@
 //! loses what it has open (see [`Gate::watch`]).
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::StreamableHttpService;
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use super::auth::{Auth, JWT_PREFIX};
+use super::guarded::{is_wait, opens_session, request_id, Call, Guarded, Places};
 use super::headers;
 use super::settings::Settings;
 use super::tenants::{Held, Kind, Limits, Tenants};
@@ -416,30 +412,6 @@ fn refused(kind: Kind, limit: usize) -> String {
     }
 }
 
-/// Whether `doc` (a decoded body) asks for a session: an `initialize`, or a batch holding one.
-fn opens_session(doc: &Value) -> bool {
-    let initialize = |m: &Value| m.get("method").and_then(Value::as_str) == Some("initialize");
-    match doc {
-        Value::Array(batch) => batch.iter().any(initialize),
-        one => initialize(one),
-    }
-}
-
-/// Whether `doc` calls the `wait` tool: cancelling it ends only the wait (the process runs
-/// on), so a wait whose client went away is cancelled. Other calls are not: MCP 2025-06-18
-/// says a disconnection is no cancellation, and a cancelled `run` stops its process.
-fn is_wait(doc: &Value) -> bool {
-    doc.get("method").and_then(Value::as_str) == Some("tools/call")
-        && doc.pointer("/params/name").and_then(Value::as_str) == Some("wait")
-}
-
-/// The id of a JSON-RPC request (not a notification, not a batch).
-fn request_id(doc: &Value) -> Option<Value> {
-    let id = doc.get("id").filter(|id| !id.is_null())?;
-    doc.get("method")?;
-    Some(id.clone())
-}
-
 /// A text reply with `status`.
 pub fn plain(status: StatusCode, text: String) -> Reply {
     let mut reply = Response::new(Full::new(Bytes::from(text)).boxed());
@@ -449,122 +421,6 @@ pub fn plain(status: StatusCode, text: String) -> Reply {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     reply
-}
-
-/// A session's request whose reply is being sent.
-struct Call {
-    manager: Arc<LocalSessionManager>,
-    session: Arc<str>,
-    id: Value,
-    /// Cancelled in its session when its client goes away.
-    cancel: bool,
-}
-
-impl Call {
-    /// Hands the session `notifications/cancelled` for the request, as a client that is still
-    /// there would send: rmcp cancels the call, whose future ends (and its daemon request).
-    async fn cancel(&self) {
-        let note = serde_json::json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": self.id, "reason": "the HTTP client went away"},
-        });
-        let Ok(message) = serde_json::from_value::<ClientJsonRpcMessage>(note) else {
-            return;
-        };
-        let handle = self
-            .manager
-            .sessions
-            .read()
-            .await
-            .get(&self.session)
-            .cloned();
-        if let Some(handle) = handle {
-            // A session that ended meanwhile has nothing left to cancel.
-            let _ = handle.push_message(message, None).await;
-        }
-    }
-}
-
-/// The places a request holds: among all requests in flight, and its caller's.
-struct Places {
-    _permit: Option<OwnedSemaphorePermit>,
-    _held: Held,
-}
-
-/// A reply body that holds its request's places until it ends, and ends when its caller's
-/// token does. A session call's reply dropped before its end (the client went away) is read
-/// on to its end in the background, its places held: the call is still at the daemon, and
-/// counts against its caller until it ends (a `wait` is cancelled first, ending it at once).
-struct Guarded {
-    body: BoxBody<Bytes, Infallible>,
-    ended: Pin<Box<WaitForCancellationFutureOwned>>,
-    done: bool,
-    call: Option<Call>,
-    places: Option<Places>,
-}
-
-impl Body for Guarded {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        // The token was revoked or expired: the stream ends here (its session is being
-        // closed, which ends its calls).
-        if self.ended.as_mut().poll(cx).is_ready() {
-            self.done = true;
-            return Poll::Ready(None);
-        }
-        let frame = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = frame {
-            self.done = true;
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done || self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        if self.done || self.body.is_end_stream() {
-            return;
-        }
-        let Some(call) = self.call.take() else {
-            // Stateless: rmcp cancels the call as its stream is dropped.
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let mut body = std::mem::replace(&mut self.body, Full::new(Bytes::new()).boxed());
-        let never = Box::pin(CancellationToken::new().cancelled_owned());
-        let ended = std::mem::replace(&mut self.ended, never);
-        let places = self.places.take();
-        runtime.spawn(async move {
-            if call.cancel {
-                call.cancel().await;
-            }
-            let drained = async { while let Some(Ok(_)) = body.frame().await {} };
-            tokio::select! {
-                () = drained => {}
-                () = ended => {}
-            }
-            drop(places);
-        });
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 
 mod auth;
 mod gate;
+mod guarded;
 mod headers;
 mod jwt;
 pub mod log;
