@@ -18,7 +18,10 @@ import tempfile
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Iterator
+
+if TYPE_CHECKING:
+    from http_server import HttpServer
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -227,3 +230,16 @@ def remove_cgroups(instance: str) -> None:
                 break
             except OSError:
                 time.sleep(0.02)
+
+
+@pytest.fixture
+def http(world: World) -> Iterator["HttpServer"]:
+    """The world's HTTP endpoint, serving; stopped before the world's clean-up kills its daemon."""
+    from http_server import HttpServer  # it imports this module: not at the top
+
+    server = HttpServer(world)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

@@ -33,15 +33,6 @@ pytestmark = pytest.mark.anyio
 UNKNOWN_TOKEN = "cubatok_" + "0" * 64
 
 
-@pytest.fixture
-def http(world: World) -> Iterator[HttpServer]:
-    """The world's endpoint, serving; stopped before the world's clean-up kills its daemon."""
-    server = HttpServer(world)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def ps(http: HttpServer, world: World) -> list[dict[str, Any]]:

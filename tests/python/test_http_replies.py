@@ -7,7 +7,7 @@ JSON would take past the event is cut in its middle, with a line saying so, head
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from conftest import World
@@ -25,14 +25,6 @@ def big(n: int) -> str:
     return f"yes {LINE.strip()} | head -c {n}; echo THE-END"
 
 
-@pytest.fixture
-def http(world: World) -> Iterator[HttpServer]:
-    server = HttpServer(world)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def check(result: Any, n: int, whole: bool) -> None:

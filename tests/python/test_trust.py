@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from conftest import World, bin_dir
@@ -103,14 +103,6 @@ async def test_a_fake_sudo_or_a_copy_of_the_loader_gets_nothing(world: World) ->
     assert approvals["pending"] == [], approvals
 
 
-@pytest.fixture
-def http(world: World) -> Iterator[HttpServer]:
-    server = HttpServer(world)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 @limited()

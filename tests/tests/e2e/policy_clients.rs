@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{ClientKind, ErrorKind, Request, Response, SpawnRequest, StreamFilter};
 use cuba_tests::{
     bin, bounded, read_stream, spawn_req, spawn_with, text, wait_exit, wait_for, Step, TestDaemon,
@@ -18,14 +18,7 @@ use cuba_tests::{
 
 /// A connection named `name` whose environment has no `CUBA_EXEC_*` variable but `vars`.
 async fn client_with(d: &TestDaemon, name: &str, vars: &[(&str, &str)]) -> Client {
-    let mut info = this_client(ClientKind::Other, name);
-    info.env
-        .retain(|(k, _)| !k.to_string_lossy().starts_with("CUBA_EXEC_"));
-    info.env
-        .extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
-    bounded("connect", STEP, Client::connect(d.socket(), info))
-        .await
-        .unwrap()
+    d.client_with(ClientKind::Other, name, vars).await
 }
 
 /// `command` with the daemon's socket in its environment and the blocklist variable it would

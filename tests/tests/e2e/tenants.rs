@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use cuba_protocol::client::{this_client, Client, ClientError};
+use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{
     ClientKind, ErrorKind, ListRequest, ReadRequest, Request, Response, SignalRequest,
     SpawnRequest, StdinRequest, StreamFilter, WaitRequest, WaitSpec,
@@ -17,14 +17,7 @@ use serde_json::json;
 
 /// A connection named `name` whose only `CUBA_EXEC_*` variables are `vars`.
 async fn client_with(d: &TestDaemon, name: &str, vars: &[(&str, &str)]) -> Client {
-    let mut info = this_client(ClientKind::Mcp, name);
-    info.env
-        .retain(|(k, _)| !k.to_string_lossy().starts_with("CUBA_EXEC_"));
-    info.env
-        .extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
-    bounded("connect", STEP, Client::connect(d.socket(), info))
-        .await
-        .unwrap()
+    d.client_with(ClientKind::Mcp, name, vars).await
 }
 
 /// A client confined by its allowed commands.
