@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::paths;
-
 /// What every token starts with, so that one pasted into a config or a log is recognisable.
 pub const PREFIX: &str = "cubatok_";
 /// Tokens kept at most: the file is read whole on every change.
@@ -46,20 +44,6 @@ pub struct Entry {
 pub struct Tokens {
     #[serde(default)]
     pub tokens: BTreeMap<String, Entry>,
-}
-
-/// `tokens.toml`: `$CUBA_EXEC_TOKENS`, else beside the settings file.
-pub fn file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
-    if let Some(p) = lookup("CUBA_EXEC_TOKENS").filter(|p| !p.trim().is_empty()) {
-        return PathBuf::from(p);
-    }
-    let beside = paths::config_file(lookup)
-        .map(|(p, _)| p)
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"));
-    match beside.as_deref().and_then(Path::parent) {
-        Some(dir) => dir.join("tokens.toml"),
-        None => PathBuf::from("tokens.toml"),
-    }
 }
 
 /// The token's SHA-256 in lowercase hex.

@@ -2,7 +2,7 @@
 //! `CUBA_EXEC_*` environment variables (`env.rs`), which always win.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -165,8 +165,10 @@ impl Config {
             None => self,
         };
         let mut config = from_file.apply_env(&lookup)?;
-        config.approvals_file = approvals_file(&lookup);
-        config.tokens_file = beside_settings(&lookup, "CUBA_EXEC_TOKENS", "tokens.toml");
+        let state = config.state_dir.clone();
+        config.approvals_file =
+            beside_settings(&lookup, "CUBA_EXEC_APPROVALS", "approvals.toml", &state);
+        config.tokens_file = beside_settings(&lookup, "CUBA_EXEC_TOKENS", "tokens.toml", &state);
         config.file_settings = read.map(|(_, vars)| vars).unwrap_or_default();
         Ok(config)
     }
@@ -204,15 +206,17 @@ impl Config {
     }
 }
 
-/// `approvals.toml`: `$CUBA_EXEC_APPROVALS`, else beside the settings file.
-fn approvals_file(lookup: &impl Fn(&str) -> Option<String>) -> PathBuf {
-    beside_settings(lookup, "CUBA_EXEC_APPROVALS", "approvals.toml")
-}
-
 /// A file of the person's: `$VAR`, else `name` beside the settings file where that is a file
 /// of its own (`$CUBA_EXEC_CONFIG=/dev/null` has no "beside"), else in the usual settings
-/// directory (`~/.config/cuba-exec/`).
-fn beside_settings(lookup: &impl Fn(&str) -> Option<String>, var: &str, name: &str) -> PathBuf {
+/// directory (`~/.config/cuba-exec/`), else — no home to find it by — in the state directory
+/// `state`: never the working directory, where a file of credentials would land wherever the
+/// daemon was started.
+fn beside_settings(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &str,
+    name: &str,
+    state: &Path,
+) -> PathBuf {
     if let Some(p) = lookup(var).filter(|p| !p.trim().is_empty()) {
         return PathBuf::from(p);
     }
@@ -228,8 +232,8 @@ fn beside_settings(lookup: &impl Fn(&str) -> Option<String>, var: &str, name: &s
     };
     let default = cuba_protocol::paths::config_file(&no_config).map(|(p, _)| p);
     match default.as_deref().and_then(|p| p.parent()) {
-        Some(dir) => dir.join(name),
-        None => PathBuf::from(name),
+        Some(dir) if dir.is_absolute() => dir.join(name),
+        _ => state.join(name),
     }
 }
 
@@ -237,6 +241,41 @@ fn beside_settings(lookup: &impl Fn(&str) -> Option<String>, var: &str, name: &s
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_persons_files_never_land_in_the_working_directory() {
+        let state = Path::new("/state");
+        let with = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let file = |vars| beside_settings(&with(vars), "CUBA_EXEC_TOKENS", "tokens.toml", state);
+        // Beside a settings file of its own; in the usual directory for /dev/null.
+        assert_eq!(
+            file(&[("CUBA_EXEC_CONFIG", "/etc/c/config.toml"), ("HOME", "/h")]),
+            Path::new("/etc/c/tokens.toml")
+        );
+        assert_eq!(
+            file(&[("CUBA_EXEC_CONFIG", "/dev/null"), ("HOME", "/h")]),
+            Path::new("/h/.config/cuba-exec/tokens.toml")
+        );
+        // No home to find that by (or a relative one): the state directory, never `./`.
+        assert_eq!(
+            file(&[("CUBA_EXEC_CONFIG", "/dev/null")]),
+            state.join("tokens.toml")
+        );
+        assert_eq!(
+            file(&[("CUBA_EXEC_CONFIG", "/dev/null"), ("HOME", "")]),
+            state.join("tokens.toml")
+        );
+        assert_eq!(
+            file(&[("CUBA_EXEC_TOKENS", "/t/x.toml")]),
+            Path::new("/t/x.toml")
+        );
+    }
 
     #[test]
     fn file_values_apply_and_env_wins() {

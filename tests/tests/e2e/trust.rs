@@ -244,3 +244,36 @@ async fn a_command_can_neither_mint_a_token_nor_forge_one_into_the_file() {
         .unwrap();
     assert!(out.status.success(), "the endpoint was stopped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_file_never_lands_in_the_working_directory() {
+    // Settings of /dev/null, no tokens file named, no home to find the settings directory by.
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_TOKENS", "")
+        .env("HOME", "")
+        .env("XDG_CONFIG_HOME", "")
+        .start()
+        .await;
+    let here = tempfile::tempdir().unwrap();
+    let mut create = d.cubactl(&["token", "create", "laptop"]);
+    create
+        .current_dir(here.path())
+        .env("CUBA_EXEC_CONFIG", "/dev/null");
+    let out = cuba_tests::bounded("cubactl token create", cuba_tests::STEP, create.output())
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let daemon_cwd = std::fs::read_link(format!("/proc/{}/cwd", d.pid())).unwrap();
+    for dir in [here.path(), daemon_cwd.as_path()] {
+        assert!(
+            !dir.join("tokens.toml").exists(),
+            "a tokens file in a working directory: {}",
+            dir.display()
+        );
+    }
+    let file = d.state_dir().join("tokens.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("[tokens.laptop]"), "{text}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", file.display());
+}
