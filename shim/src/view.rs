@@ -71,7 +71,14 @@ impl View {
     /// start of a secret is held back: the second value is how many bytes were (the caller's
     /// next cursor stops before them).
     pub fn render_part(&self, before: &[u8], raw: &[u8], more: bool) -> (String, usize) {
-        let held = if more { self.held_tail(raw) } else { 0 };
+        let held = match more {
+            // A secret's start, or an escape sequence still open, waits for the next read.
+            true => self.held_tail(raw).max(match self.strip_ansi {
+                true => open_escape(raw),
+                false => 0,
+            }),
+            false => 0,
+        };
         let raw = &raw[..raw.len() - held];
         let mut kept: Vec<u8>;
         let raw = match &self.redact_raw {
@@ -137,10 +144,93 @@ impl View {
 const ERASE_END: &[u8] = b"\x1bK";
 const ERASE_LINE: &[u8] = b"\x1bL";
 
+/// The longest escape sequence taken as one: a string (OSC, DCS, APC, PM, SOS) or a CSI
+/// still open after this many bytes is a stray introducer, not a sequence (a title, a
+/// hyperlink's address are far shorter).
+pub const MAX_ESCAPE: usize = 4096;
+
+/// How one escape sequence at `raw[0] == ESC` ends.
+#[derive(Debug, PartialEq)]
+enum Escape {
+    /// A whole sequence of this many bytes; an erasure to mark, if it is one.
+    Whole(usize, Option<&'static [u8]>),
+    /// Not a sequence: a stray introducer of this many bytes (`ESC ]`, `ESC [`) before text
+    /// that does not continue it (a line end, another control, no end within [`MAX_ESCAPE`]).
+    /// The introducer goes; what follows it is text.
+    Stray(usize),
+    /// Still open at the end of `raw`: more output may end it.
+    Open,
+}
+
+fn escape(raw: &[u8]) -> Escape {
+    let at = |i: usize| raw.get(i).copied();
+    match at(1) {
+        None => Escape::Open,
+        Some(b'[') => {
+            // Parameter and intermediate bytes, then a final byte; anything else ends it.
+            let mut i = 2;
+            while let Some(b) = at(i) {
+                match b {
+                    0x20..=0x3f if i < MAX_ESCAPE => i += 1,
+                    0x40..=0x7e => {
+                        let erase = match (&raw[2..i], b) {
+                            (b"" | b"0", b'K') => Some(ERASE_END),
+                            (b"2", b'K') => Some(ERASE_LINE),
+                            _ => None,
+                        };
+                        return Escape::Whole(i + 1, erase);
+                    }
+                    _ => return Escape::Stray(2),
+                }
+            }
+            Escape::Open
+        }
+        Some(b']' | b'P' | b'X' | b'^' | b'_') => {
+            // A string: ends at BEL or ST (`ESC \`); CAN, SUB, a line end, another escape or
+            // the bound make it a stray introducer.
+            let mut i = 2;
+            while let Some(b) = at(i) {
+                match b {
+                    0x07 => return Escape::Whole(i + 1, None),
+                    0x1b => match at(i + 1) {
+                        Some(b'\\') => return Escape::Whole(i + 2, None),
+                        None => return Escape::Open,
+                        Some(_) => return Escape::Stray(2),
+                    },
+                    b'\n' | b'\r' | 0x18 | 0x1a => return Escape::Stray(2),
+                    _ if i >= MAX_ESCAPE => return Escape::Stray(2),
+                    _ => i += 1,
+                }
+            }
+            Escape::Open
+        }
+        // Character-set designations take one more byte: `ESC ( B`.
+        Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => match at(2) {
+            Some(_) => Escape::Whole(3, None),
+            None => Escape::Open,
+        },
+        Some(_) => Escape::Whole(2, None),
+    }
+}
+
+/// How many bytes at the end of `raw` are an escape sequence still open: held back while more
+/// output may follow, so that a sequence split across reads is judged whole.
+pub fn open_escape(raw: &[u8]) -> usize {
+    let from = raw.len().saturating_sub(MAX_ESCAPE + 1);
+    raw[from..]
+        .iter()
+        .rposition(|&b| b == 0x1b)
+        .map(|i| from + i)
+        .filter(|&i| escape(&raw[i..]) == Escape::Open)
+        .map_or(0, |i| raw.len() - i)
+}
+
 /// Removes terminal escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL|ST`, DCS/APC/PM/SOS
 /// strings, two- and three-byte escapes), keeping every other byte: text, tabs, newlines and
 /// carriage returns (those are collapsed later), and marking line erasures (`ERASE_END`,
-/// `ERASE_LINE`).
+/// `ERASE_LINE`). Nothing is lost with a sequence that does not end: a stray introducer goes
+/// and the text after it stays, and a sequence open at the end is kept as text (the caller
+/// holds such a tail back while more output may come: [`open_escape`]).
 pub fn strip_escapes(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -150,41 +240,14 @@ pub fn strip_escapes(raw: &[u8]) -> Vec<u8> {
             i += 1;
             continue;
         }
-        i += 1;
-        match raw.get(i) {
-            Some(b'[') => {
-                i += 1;
-                let params = i;
-                while i < raw.len() && !(0x40..=0x7e).contains(&raw[i]) {
-                    i += 1;
-                }
-                if raw.get(i) == Some(&b'K') {
-                    match &raw[params..i] {
-                        b"" | b"0" => out.extend_from_slice(ERASE_END),
-                        b"2" => out.extend_from_slice(ERASE_LINE),
-                        _ => {}
-                    }
-                }
-                i += 1;
+        match escape(&raw[i..]) {
+            Escape::Whole(n, erase) => {
+                out.extend_from_slice(erase.unwrap_or_default());
+                i += n;
             }
-            Some(b']' | b'P' | b'X' | b'^' | b'_') => {
-                i += 1;
-                while i < raw.len() {
-                    if raw[i] == 0x07 {
-                        i += 1;
-                        break;
-                    }
-                    if raw[i] == 0x1b && raw.get(i + 1) == Some(&b'\\') {
-                        i += 2;
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            // Character-set designations take one more byte: `ESC ( B`.
-            Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
-            Some(_) => i += 1,
-            None => {}
+            Escape::Stray(n) => i += n,
+            // The output ended inside it: a stray introducer after all.
+            Escape::Open => i += 2.min(raw.len() - i),
         }
     }
     out
@@ -338,6 +401,62 @@ mod tests {
         // At the end of the output nothing is held.
         let (text, held) = v.render_part(b"", b"x supersec", false);
         assert_eq!((text.as_str(), held), ("x supersec", 0));
+    }
+
+    #[test]
+    fn an_escape_that_never_ends_drops_no_text() {
+        let v = plain();
+        for intro in [b']', b'P', b'_', b'^', b'X'] {
+            let raw = [b"a\x1b".as_slice(), &[intro], b"0;t\nafter\n"].concat();
+            assert_eq!(v.render(&raw), "a0;t\nafter\n", "ESC {}", intro as char);
+            // Ended properly, it goes whole; CAN aborts it; so does another escape.
+            let ended = [b"a\x1b".as_slice(), &[intro], b"0;t\x07b\n"].concat();
+            assert_eq!(v.render(&ended), "ab\n");
+            let st = [b"a\x1b".as_slice(), &[intro], b"0;t\x1b\\b"].concat();
+            assert_eq!(v.render(&st), "ab");
+            let can = [b"a\x1b".as_slice(), &[intro], b"x\x18y"].concat();
+            assert_eq!(v.render(&can), "ax\x18y");
+            // Longer than the bound: a stray introducer, its text kept.
+            let long = [b"\x1b".as_slice(), &[intro], &vec![b'z'; MAX_ESCAPE + 10]].concat();
+            assert_eq!(v.render(&long).len(), MAX_ESCAPE + 10);
+            // At the very end of the output: kept as text too.
+            let end = [b"a\x1b".as_slice(), &[intro], b"0;t"].concat();
+            assert_eq!(v.render(&end), "a0;t");
+        }
+        // A CSI that meets a line end is no CSI.
+        assert_eq!(v.render(b"a\x1b[12\n34\n"), "a12\n34\n");
+        assert_eq!(v.render(b"a\x1b[1;31mred\x1b[0m"), "ared");
+    }
+
+    #[test]
+    fn an_escape_split_across_reads_is_judged_whole() {
+        let v = plain();
+        for intro in [b']', b'P', b'_', b'^', b'X', b'['] {
+            let whole = match intro {
+                b'[' => [b"a\x1b[".as_slice(), b"1;31", b"m", b"after\n"].concat(),
+                _ => [b"a\x1b".as_slice(), &[intro], b"0;ti", b"tle\x07after\n"].concat(),
+            };
+            for cut in 1..whole.len() {
+                let (first, held) = v.render_part(&[], &whole[..cut], true);
+                let next = cut - held;
+                let (second, _) = v.render_part(&whole[..next], &whole[next..], false);
+                assert_eq!(
+                    format!("{first}{second}"),
+                    "aafter\n",
+                    "ESC {} cut at {cut}",
+                    intro as char
+                );
+            }
+            // Unterminated, split anywhere: every text byte arrives once.
+            let stray = [b"a\x1b".as_slice(), &[intro], b"0;t\nafter\n"].concat();
+            let expect = v.render(&stray);
+            for cut in 1..stray.len() {
+                let (first, held) = v.render_part(&[], &stray[..cut], true);
+                let next = cut - held;
+                let (second, _) = v.render_part(&stray[..next], &stray[next..], false);
+                assert_eq!(format!("{first}{second}"), expect, "cut at {cut}");
+            }
+        }
     }
 
     #[test]

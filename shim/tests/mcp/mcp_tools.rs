@@ -198,6 +198,30 @@ async fn ansi_escapes_are_stripped_and_progress_redraws_collapsed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escape_sequence_that_never_ends_loses_no_output() {
+    let (_t, c) = setup().await;
+    for intro in ["]", "P", "_", "^", "X"] {
+        let cmd = format!(r"printf 'a\033{intro}0;t\nafter\n'");
+        let r = c.call("run", json!({ "command": cmd })).await;
+        assert_eq!(r.output(), "a0;t\nafter\n", "ESC {intro}: {}", r.text());
+    }
+    // Split across reads: the open sequence is held back (the cursor stops before it) and
+    // judged whole once the rest arrives.
+    let cmd = r"printf 'a\033]0;ti'; read x; printf 'tle\007after\n'";
+    let r = c
+        .call("run", json!({ "command": cmd, "yield_ms": 5000 }))
+        .await;
+    assert_eq!(r.output(), "a", "{}", r.text());
+    assert_eq!(r.u64("next"), 1, "{}", r.text());
+    let id = r.u64("id");
+    c.call("send_input", json!({ "id": id, "text": "\n" }))
+        .await;
+    let w = c.call("wait", json!({ "id": id, "since": 1 })).await;
+    assert_eq!(w.output(), "after\n", "{}", w.text());
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_arguments_give_clear_errors_and_the_server_keeps_serving() {
     let (_t, c) = setup().await;
     let cases = [
