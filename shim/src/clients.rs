@@ -42,11 +42,40 @@ pub struct Shape {
     /// place of the text of one that does: it gets none, and reads the failure in the header
     /// and the error line like every other client.
     pub error_flag: bool,
+    /// Each tool carries the words a user would search for it by
+    /// (`_meta["anthropic/searchHint"]`), for a client that defers tools behind a search and
+    /// reads them. Only there: every byte of tools/list is paid in every turn.
+    pub search_hints: bool,
 }
 
 /// `clientInfo.name`s of clients that show structured content to the model in place of the
 /// text (measured: docs/clients.md).
 const SHOW_STRUCTURED: &[&str] = &["claude-code", "codex-mcp-client", "copilot-cli"];
+
+/// `clientInfo.name`s of clients whose tool search reads `_meta["anthropic/searchHint"]`.
+const READ_SEARCH_HINTS: &[&str] = &["claude-code"];
+
+/// The words each tool is found by beside its name and description: what a user types when
+/// they want it, in the plain words of a request ("kill process", "background process").
+const SEARCH_HINTS: &[(&str, &str)] = &[
+    ("run", "run shell command execute bash script terminal"),
+    (
+        "start",
+        "background process long-running server dev server daemon watch start",
+    ),
+    ("status", "process status output logs progress check"),
+    ("wait", "wait for process finish output until pattern"),
+    (
+        "send_input",
+        "send input stdin type keys answer prompt interactive",
+    ),
+    (
+        "send_signal",
+        "kill process stop terminate interrupt signal ctrl-c",
+    ),
+    ("list_processes", "list processes running jobs ps"),
+    ("list_hosts", "remote hosts ssh machines servers"),
+];
 
 /// `clientInfo.name`s of clients that show the model a dump of a result marked `isError`.
 const DUMP_ERRORS: &[&str] = &["gemini-cli-mcp-client"];
@@ -62,6 +91,7 @@ impl Shape {
         Shape {
             structured,
             error_flag,
+            search_hints: client.is_some_and(|c| READ_SEARCH_HINTS.contains(&c)),
         }
     }
 
@@ -86,6 +116,16 @@ impl Shape {
         if !self.structured {
             for t in &mut tools {
                 t.output_schema = None;
+            }
+        }
+        if self.search_hints {
+            for t in &mut tools {
+                let hint = SEARCH_HINTS.iter().find(|(name, _)| *name == t.name);
+                if let Some((_, hint)) = hint {
+                    let mut meta = t.meta.take().unwrap_or_default();
+                    meta.0.insert("anthropic/searchHint".into(), (*hint).into());
+                    t.meta = Some(meta);
+                }
             }
         }
         tools

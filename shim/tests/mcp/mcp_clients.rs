@@ -108,9 +108,19 @@ async fn a_raised_output_bound_is_declared_as_the_result_size_and_used() {
     let tools = common::bounded("tools/list", common::STEP, c.service.list_all_tools())
         .await
         .expect("tools/list failed");
+    let declared = |t: &rmcp::model::Tool| {
+        t.meta
+            .as_ref()
+            .is_some_and(|m| m.0.contains_key("anthropic/maxResultSizeChars"))
+    };
+    assert!(!tools.iter().any(declared), "the default declares nothing");
+    // Its search reads hints: every tool has one.
     assert!(
-        tools.iter().all(|t| t.meta.is_none()),
-        "the default declares nothing"
+        tools.iter().all(|t| t
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.0.contains_key("anthropic/searchHint"))),
+        "{tools:?}"
     );
     // The default bound holds a long output to a few kilobytes, head and tail.
     let r = c.call("run", json!({ "command": "seq 1 200000" })).await;
