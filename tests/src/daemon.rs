@@ -320,24 +320,6 @@ impl TestDaemon {
         self.client_named("test").await
     }
 
-    /// A connection of `kind` named `name` whose only `CUBA_EXEC_*` variables (its own policy
-    /// settings, in its hello) are `vars`.
-    pub async fn client_with(
-        &self,
-        kind: cuba_protocol::ClientKind,
-        name: &str,
-        vars: &[(&str, &str)],
-    ) -> Client {
-        let mut info = cuba_protocol::client::this_client(kind, name);
-        info.env
-            .retain(|(k, _)| !k.to_string_lossy().starts_with("CUBA_EXEC_"));
-        info.env
-            .extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
-        crate::bounded("connect", crate::STEP, Client::connect(&self.socket, info))
-            .await
-            .unwrap_or_else(|e| panic!("cannot connect to cubad: {e}"))
-    }
-
     /// A new connection whose owner name is `name`.
     pub async fn client_named(&self, name: &str) -> Client {
         crate::bounded("connect", crate::STEP, self.connect(name))

@@ -23,6 +23,7 @@ pub mod exec_corpus;
 pub mod follow;
 pub mod git_http;
 pub mod http;
+pub mod http_reply;
 pub mod json_doc;
 pub mod machine;
 pub mod procfs;
@@ -237,4 +238,22 @@ pub async fn read_stream(client: &Client, id: u64, stream: StreamFilter) -> Vec<
 /// Bytes as text, for assertions and messages.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A connection to `d` of `kind` named `name` whose only `CUBA_EXEC_*` variables (its own policy
+/// settings, in its hello) are `vars`.
+pub async fn client_with(
+    d: &TestDaemon,
+    kind: cuba_protocol::ClientKind,
+    name: &str,
+    vars: &[(&str, &str)],
+) -> Client {
+    let mut info = cuba_protocol::client::this_client(kind, name);
+    info.env
+        .retain(|(k, _)| !k.to_string_lossy().starts_with("CUBA_EXEC_"));
+    info.env
+        .extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    bounded("connect", STEP, Client::connect(d.socket(), info))
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to cubad: {e}"))
 }

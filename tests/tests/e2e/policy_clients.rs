@@ -18,7 +18,7 @@ use cuba_tests::{
 
 /// A connection named `name` whose environment has no `CUBA_EXEC_*` variable but `vars`.
 async fn client_with(d: &TestDaemon, name: &str, vars: &[(&str, &str)]) -> Client {
-    d.client_with(ClientKind::Other, name, vars).await
+    cuba_tests::client_with(d, ClientKind::Other, name, vars).await
 }
 
 /// `command` with the daemon's socket in its environment and the blocklist variable it would

@@ -17,7 +17,7 @@ use serde_json::json;
 
 /// A connection named `name` whose only `CUBA_EXEC_*` variables are `vars`.
 async fn client_with(d: &TestDaemon, name: &str, vars: &[(&str, &str)]) -> Client {
-    d.client_with(ClientKind::Mcp, name, vars).await
+    cuba_tests::client_with(d, ClientKind::Mcp, name, vars).await
 }
 
 /// A client confined by its allowed commands.
