@@ -208,6 +208,22 @@ fn every_client_from_nothing() {
             json!({"mcpServers": {"cuba-exec": {
                 "type": "local", "command": exe, "args": [], "env": {"A": "1"}, "tools": ["*"]}}}),
         ),
+        (
+            "kilo",
+            ".config/kilo/kilo.json",
+            json!({"$schema": "https://app.kilo.ai/config.json", "mcp": {"cuba-exec": {
+                "type": "local", "command": [exe], "environment": {"A": "1"}, "enabled": true}}}),
+        ),
+        (
+            "qwen",
+            ".qwen/settings.json",
+            json!({"mcpServers": {"cuba-exec": plain}}),
+        ),
+        (
+            "cline",
+            ".cline/data/settings/cline_mcp_settings.json",
+            json!({"mcpServers": {"cuba-exec": {"transport": typed}}}),
+        ),
     ];
     for (client, rel, want) in &cases {
         let run = h.setup(&["--client", client, "--env", "A=1"]);
@@ -371,6 +387,22 @@ fn codex_approval_only_with_its_flag() {
             "[mcp_servers.cuba-exec]\ncommand = \"{}\"\nargs = []\ndefault_tools_approval_mode = \"approve\"\n\n[mcp_servers.cuba-exec.env]\n",
             h.exe("bin")
         )
+    );
+}
+
+#[test]
+fn qwen_trust_only_with_its_flag() {
+    let h = Home::new();
+    let run = h.setup(&["--client", "qwen"]);
+    assert_ok(&run);
+    assert!(h.json(".qwen/settings.json")["mcpServers"]["cuba-exec"]
+        .get("trust")
+        .is_none());
+    assert!(run.out.contains("--qwen-trust"), "{}", run.out);
+    assert_ok(&h.setup(&["--client", "qwen", "--qwen-trust"]));
+    assert_eq!(
+        h.json(".qwen/settings.json")["mcpServers"]["cuba-exec"]["trust"],
+        true
     );
 }
 

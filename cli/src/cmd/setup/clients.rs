@@ -2,11 +2,11 @@
 //! reads, how to tell it is on this machine, and the per-client extras hook.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Result};
 use serde_json::{json, Value};
+
+pub use super::dirs::Dirs;
 
 /// Our server's name in every client's configuration.
 pub const SERVER: &str = "cuba-exec";
@@ -23,9 +23,12 @@ pub enum Client {
     Windsurf,
     Zed,
     Copilot,
+    Kilo,
+    Qwen,
+    Cline,
 }
 
-pub const ALL: [Client; 10] = [
+pub const ALL: [Client; 13] = [
     Client::ClaudeCode,
     Client::ClaudeDesktop,
     Client::Cursor,
@@ -36,6 +39,9 @@ pub const ALL: [Client; 10] = [
     Client::Windsurf,
     Client::Zed,
     Client::Copilot,
+    Client::Kilo,
+    Client::Qwen,
+    Client::Cline,
 ];
 
 /// How a client's file is edited.
@@ -65,6 +71,7 @@ pub struct Server {
 pub struct Options {
     pub codex_approve: bool,
     pub gemini_trust: bool,
+    pub qwen_trust: bool,
 }
 
 /// A value for [`Extras::settings`]: scalars only, so every format can hold it.
@@ -118,6 +125,24 @@ pub fn extras(client: Client, opts: Options, file: &str) -> Extras {
              confirmations"
                 .into(),
         ),
+        Client::Qwen if opts.qwen_trust => {
+            x.settings.push(("trust", Setting::Bool(true)));
+            x.notes.push(
+                "wrote \"trust\": true: Qwen Code calls cuba-exec tools without confirmation"
+                    .into(),
+            );
+        }
+        Client::Qwen => x.notes.push(
+            "Qwen Code asks before each cuba-exec tool call, and a headless run has no one to \
+             ask, so it refuses them; --qwen-trust adds \"trust\": true to skip those \
+             confirmations"
+                .into(),
+        ),
+        Client::Cline => x.notes.push(
+            "Cline hands the model each result as JSON text and never shows it a server's \
+             instructions (docs/clients.md)"
+                .into(),
+        ),
         Client::Copilot => x.notes.push(format!(
             "`copilot -p` refuses tools not allowed for the run: pass --allow-tool={SERVER}; it \
              hands the model our instructions only with --allow-all-mcp-server-instructions"
@@ -150,115 +175,6 @@ impl Setting {
     }
 }
 
-/// Where the clients' files are, from the environment (read once; tests point it at a temp HOME).
-#[derive(Debug)]
-pub struct Dirs {
-    pub home: PathBuf,
-    /// `$XDG_CONFIG_HOME`, else `~/.config`.
-    pub config: PathBuf,
-    /// `$CODEX_HOME`, else `~/.codex`.
-    pub codex_home: PathBuf,
-    /// `$COPILOT_HOME`, else `~/.copilot`.
-    pub copilot_home: PathBuf,
-    /// `%APPDATA%` (Windows), where Electron apps keep their data.
-    #[cfg(windows)]
-    appdata: Option<PathBuf>,
-    path: Option<OsString>,
-}
-
-impl Dirs {
-    pub fn from_env() -> Result<Dirs> {
-        let var = |name| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        // The home the clients use: on Windows USERPROFILE (what Node's `os.homedir()` and
-        // Rust's `home_dir()` read there), HOME only without it.
-        let home = match cfg!(windows) {
-            true => var("USERPROFILE").or_else(|| var("HOME")),
-            false => var("HOME"),
-        };
-        let home = match home {
-            Some(h) => h,
-            None if cfg!(windows) => bail!(
-                "neither USERPROFILE nor HOME is set: cannot tell where the clients keep their \
-                 configuration"
-            ),
-            None => {
-                bail!("HOME is not set: cannot tell where the clients keep their configuration")
-            }
-        };
-        // The XDG spec says to ignore a relative XDG_CONFIG_HOME.
-        let config = var("XDG_CONFIG_HOME")
-            .filter(|p| p.is_absolute())
-            .unwrap_or_else(|| home.join(".config"));
-        let codex_home = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
-        let copilot_home = var("COPILOT_HOME").unwrap_or_else(|| home.join(".copilot"));
-        Ok(Dirs {
-            home,
-            config,
-            codex_home,
-            copilot_home,
-            #[cfg(windows)]
-            appdata: var("APPDATA"),
-            path: std::env::var_os("PATH"),
-        })
-    }
-
-    /// `path` with the home directory written `~`.
-    pub fn show(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.home) {
-            Ok(rest) if rest.as_os_str().is_empty() => "~".into(),
-            Ok(rest) => format!("~/{}", rest.display()),
-            Err(_) => path.display().to_string(),
-        }
-    }
-
-    /// The first executable file `name` in PATH.
-    #[cfg(unix)]
-    fn on_path(&self, name: &str) -> Option<PathBuf> {
-        use std::os::unix::fs::PermissionsExt;
-        let path = self.path.as_ref()?;
-        std::env::split_paths(path)
-            .map(|dir| dir.join(name))
-            .find(|p| {
-                p.metadata()
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    }
-
-    /// The first program `name` in PATH, found as Windows finds programs: `name` with one of
-    /// the extensions in PATHEXT (`claude.cmd`, `codex.exe`).
-    #[cfg(windows)]
-    fn on_path(&self, name: &str) -> Option<PathBuf> {
-        let path = self.path.as_ref()?;
-        let exts = std::env::var("PATHEXT")
-            .ok()
-            .filter(|e| !e.is_empty())
-            .unwrap_or_else(|| ".COM;.EXE;.BAT;.CMD".into());
-        std::env::split_paths(path).find_map(|dir| {
-            exts.split(';')
-                .filter(|e| !e.is_empty())
-                .map(|ext| dir.join(format!("{name}{ext}")))
-                .find(|p| p.is_file())
-        })
-    }
-
-    /// Where Electron apps (Claude Desktop, VS Code) keep their data: their `appData` dir.
-    fn app_data(&self) -> PathBuf {
-        #[cfg(windows)]
-        if let Some(dir) = &self.appdata {
-            return dir.clone();
-        }
-        if cfg!(target_os = "macos") {
-            self.home.join("Library/Application Support")
-        } else {
-            self.config.clone()
-        }
-    }
-}
-
 /// Whether a client is on this machine, and what showed it (or what was looked for).
 #[derive(Debug)]
 pub struct Found {
@@ -279,6 +195,9 @@ impl Client {
             Client::Windsurf => "windsurf",
             Client::Zed => "zed",
             Client::Copilot => "copilot",
+            Client::Kilo => "kilo",
+            Client::Qwen => "qwen",
+            Client::Cline => "cline",
         }
     }
 
@@ -286,7 +205,7 @@ impl Client {
         let json = |container, jsonc| Format::Json { container, jsonc };
         match self {
             Client::Codex => Format::CodexToml,
-            Client::Opencode => json("mcp", false),
+            Client::Opencode | Client::Kilo => json("mcp", false),
             Client::Vscode => json("servers", true),
             Client::Zed => json("context_servers", true),
             _ => json("mcpServers", false),
@@ -307,6 +226,9 @@ impl Client {
             // Zed uses ~/.config/zed on macOS too.
             Client::Zed => d.config.join("zed/settings.json"),
             Client::Copilot => d.copilot_home.join("mcp-config.json"),
+            Client::Kilo => d.config.join("kilo/kilo.json"),
+            Client::Qwen => d.qwen_home.join("settings.json"),
+            Client::Cline => d.cline_settings.clone(),
         }
     }
 
@@ -327,6 +249,9 @@ impl Client {
             Client::Windsurf => dir(d.home.join(".codeium/windsurf")),
             Client::Zed => dir(d.config.join("zed")),
             Client::Copilot => dir(d.copilot_home.clone()),
+            Client::Kilo => dir(d.config.join("kilo")),
+            Client::Qwen => dir(d.qwen_home.clone()),
+            Client::Cline => dir(d.cline_dir.clone()),
         }
     }
 
@@ -344,6 +269,9 @@ impl Client {
             // Some distributions name Zed's binary `zeditor`.
             Client::Zed => &["zed", "zeditor"],
             Client::Copilot => &["copilot"],
+            Client::Kilo => &["kilo", "kilocode"],
+            Client::Qwen => &["qwen"],
+            Client::Cline => &["cline"],
         }
     }
 
@@ -383,6 +311,7 @@ impl Client {
     pub fn new_file_keys(self) -> Vec<(String, Value)> {
         match self {
             Client::Opencode => vec![("$schema".into(), json!("https://opencode.ai/config.json"))],
+            Client::Kilo => vec![("$schema".into(), json!("https://app.kilo.ai/config.json"))],
             _ => Vec::new(),
         }
     }
@@ -396,12 +325,17 @@ impl Client {
             .collect();
         let command = Value::from(server.command.as_str());
         let mut entry = match self {
-            Client::Opencode => vec![
+            Client::Opencode | Client::Kilo => vec![
                 ("type", json!("local")),
                 ("command", json!([command])),
                 ("environment", Value::Object(env)),
                 ("enabled", json!(true)),
             ],
+            // What `cline mcp add` writes: the command in a `transport`, the environment too.
+            Client::Cline => vec![(
+                "transport",
+                json!({"type": "stdio", "command": command, "args": [], "env": env}),
+            )],
             Client::ClaudeCode | Client::Vscode => vec![
                 ("type", json!("stdio")),
                 ("command", command),

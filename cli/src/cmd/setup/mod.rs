@@ -8,6 +8,7 @@
 mod apply;
 mod clients;
 mod codex_toml;
+mod dirs;
 mod files;
 mod json_doc;
 mod jsonc;
@@ -33,7 +34,8 @@ Examples:
   cubactl setup --remove             take the entry out of every client found
   cubactl setup --http               a systemd/launchd service for the HTTP endpoint
 
-Clients: claude-code, claude-desktop, cursor, vscode, codex, gemini, opencode, windsurf, zed.
+Clients: claude-code, claude-desktop, cursor, vscode, codex, gemini, opencode, windsurf, zed,
+copilot, kilo, qwen, cline.
 docs/setup.md lists the file each one reads and the entry written. Every other setting in a
 file is kept; a file that does not parse is never rewritten, and one with comments (Zed, VS
 Code) is shown the entry to paste. Before a file changes it is copied to FILE.bak-cubactl
@@ -69,9 +71,13 @@ pub struct Args {
     /// Gemini CLI: write "trust": true for cuba-exec, skipping its confirmation of each call.
     #[arg(long, conflicts_with = "remove")]
     gemini_trust: bool,
+    /// Qwen Code: write "trust": true for cuba-exec, skipping its confirmation of each call
+    /// (without it a headless `qwen -p` refuses every call).
+    #[arg(long, conflicts_with = "remove")]
+    qwen_trust: bool,
     /// Instead of client entries: a systemd user unit (Linux) or launchd agent (macOS) that
     /// keeps the HTTP endpoint (`cuba-exec serve --http`) running; --remove takes it out.
-    #[arg(long, conflicts_with_all = ["clients", "codex_approve", "gemini_trust"])]
+    #[arg(long, conflicts_with_all = ["clients", "codex_approve", "gemini_trust", "qwen_trust"])]
     http: bool,
 }
 
@@ -124,6 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         opts: Options {
             codex_approve: args.codex_approve,
             gemini_trust: args.gemini_trust,
+            qwen_trust: args.qwen_trust,
         },
         dry_run: args.dry_run,
     };
