@@ -46,11 +46,24 @@ pub struct Shape {
     /// (`_meta["anthropic/searchHint"]`), for a client that defers tools behind a search and
     /// reads them. Only there: every byte of tools/list is paid in every turn.
     pub search_hints: bool,
+    /// The default output bound of a reply, for a client that cuts results smaller than ours
+    /// (the setting, when made, still holds).
+    pub max_output: Option<u64>,
+    /// The most one result may take as JSON: [`EVENT_BUDGET`], or less for a client that cuts
+    /// the JSON of a result it hands the model, and why, for the marker of a cut.
+    pub budget: (usize, &'static str),
 }
 
 /// `clientInfo.name`s of clients that show structured content to the model in place of the
-/// text (measured: docs/clients.md).
-const SHOW_STRUCTURED: &[&str] = &["claude-code", "codex-mcp-client", "copilot-cli"];
+/// text, before it or beside it (measured: docs/clients.md). A name ending in `*` is a prefix:
+/// Qwen Code's name ends with the key of the server's entry.
+const SHOW_STRUCTURED: &[&str] = &[
+    "claude-code",
+    "codex-mcp-client",
+    "copilot-cli",
+    "qwen-cli-mcp-client-*",
+    "@cline/core",
+];
 
 /// `clientInfo.name`s of clients whose tool search reads `_meta["anthropic/searchHint"]`.
 const READ_SEARCH_HINTS: &[&str] = &["claude-code"];
@@ -77,21 +90,61 @@ const SEARCH_HINTS: &[(&str, &str)] = &[
     ("list_hosts", "remote hosts ssh machines servers"),
 ];
 
-/// `clientInfo.name`s of clients that show the model a dump of a result marked `isError`.
-const DUMP_ERRORS: &[&str] = &["gemini-cli-mcp-client"];
+/// `clientInfo.name`s of clients that show the model a dump of a result marked `isError`
+/// (Cline shows every result as JSON; the flag would only add to it).
+const DUMP_ERRORS: &[&str] = &[
+    "gemini-cli-mcp-client",
+    "qwen-cli-mcp-client-*",
+    "@cline/core",
+];
+
+/// Clients that cut a result smaller than our default view, and the default bound that keeps
+/// our head, cut marker and tail inside what they hand the model: Cline cuts the middle out of
+/// any result over 8 000 characters, and the JSON it makes of ours escapes every newline, tab
+/// and quote.
+const SMALLER_OUTPUT: &[(&str, u64)] = &[("@cline/core", 6 * 1024)];
+
+/// Clients that hand the model the JSON of a result and cut it past a length of their own, the
+/// length our result keeps within, and the words that say so in the marker of our cut: output
+/// that escapes heavily (quotes, backslashes) loses its middle to our marker, not to theirs.
+const SMALLER_RESULT: &[(&str, usize, &str)] = &[(
+    "@cline/core",
+    8_000,
+    "within the 8 000 characters Cline hands the model",
+)];
+
+/// Why [`EVENT_BUDGET`] bounds a result, for the marker of a cut.
+const EVENT_WHY: &str = "within the 1 MiB a transport message may carry";
+
+/// `client` is one of `names` (a name ending in `*` is a prefix).
+fn listed(names: &[&str], client: Option<&str>) -> bool {
+    client.is_some_and(|c| {
+        names.iter().any(|n| match n.strip_suffix('*') {
+            Some(prefix) => c.starts_with(prefix),
+            None => c == *n,
+        })
+    })
+}
 
 impl Shape {
     pub fn for_client(setting: Structured, client: Option<&str>) -> Shape {
         let structured = match setting {
             Structured::Always => true,
             Structured::Never => false,
-            Structured::Auto => !client.is_some_and(|c| SHOW_STRUCTURED.contains(&c)),
+            Structured::Auto => !listed(SHOW_STRUCTURED, client),
         };
-        let error_flag = !client.is_some_and(|c| DUMP_ERRORS.contains(&c));
         Shape {
             structured,
-            error_flag,
-            search_hints: client.is_some_and(|c| READ_SEARCH_HINTS.contains(&c)),
+            error_flag: !listed(DUMP_ERRORS, client),
+            search_hints: listed(READ_SEARCH_HINTS, client),
+            max_output: SMALLER_OUTPUT
+                .iter()
+                .find(|(name, _)| client == Some(*name))
+                .map(|(_, bound)| *bound),
+            budget: SMALLER_RESULT
+                .iter()
+                .find(|(name, _, _)| client == Some(*name))
+                .map_or((EVENT_BUDGET, EVENT_WHY), |(_, n, why)| (*n, *why)),
         }
     }
 
@@ -105,10 +158,10 @@ impl Shape {
         }
     }
 
-    /// `result` as this client should receive it, and within [`EVENT_BUDGET`] (`fit_event`).
+    /// `result` as this client should receive it, and within its budget (`fit`).
     pub fn shape(self, result: &mut CallToolResult) {
         self.apply(result);
-        fit_event(result);
+        fit(result, self.budget);
     }
 
     /// `tools` as this client should see them.
@@ -137,11 +190,12 @@ impl Shape {
 /// room for the JSON-RPC envelope and the event's framing.
 pub const EVENT_BUDGET: usize = 1024 * 1024 - 64 * 1024;
 
-/// Bounds `result` to [`EVENT_BUDGET`] as JSON. The output is sent once: when text and
+/// Bounds `result` to `budget` bytes as JSON. The output is sent once: when text and
 /// structured content together would pass it, `structuredContent.output` is emptied and
 /// `output_omitted` says how many bytes the text block carries instead; if the text alone still
-/// passes it (output escaped heavily in JSON), its middle is cut, with a marker saying so.
-pub fn fit_event(result: &mut CallToolResult) {
+/// passes it (output escaped heavily in JSON), its middle is cut, with a marker saying so and
+/// why (`budget.1`).
+pub fn fit(result: &mut CallToolResult, (budget, why): (usize, &str)) {
     let text_len: usize = result
         .content
         .iter()
@@ -156,11 +210,11 @@ pub fn fit_event(result: &mut CallToolResult) {
         .map_or(0, str::len);
     // Escaping at most doubles plain text; a reply this small fits whatever it holds… almost
     // (a `\u00XX` is six bytes): only measure those that might not.
-    if (text_len + structured_output) * 2 < EVENT_BUDGET / 2 {
+    if (text_len + structured_output) * 2 < budget / 2 {
         return;
     }
     let size = |r: &CallToolResult| serde_json::to_string(r).map_or(usize::MAX, |s| s.len());
-    if size(result) <= EVENT_BUDGET {
+    if size(result) <= budget {
         return;
     }
     if let Some(serde_json::Value::Object(o)) = &mut result.structured_content {
@@ -174,7 +228,7 @@ pub fn fit_event(result: &mut CallToolResult) {
     }
     for _ in 0..4 {
         let now = size(result);
-        if now <= EVENT_BUDGET {
+        if now <= budget {
             return;
         }
         let Some(rmcp::model::ContentBlock::Text(t)) = result
@@ -185,16 +239,16 @@ pub fn fit_event(result: &mut CallToolResult) {
             return;
         };
         let escaped = serde_json::to_string(&t.text).map_or(t.text.len(), |s| s.len());
-        // Raw bytes to cut for `now - EVENT_BUDGET` escaped ones, with room for the marker.
-        let over = now - EVENT_BUDGET + 256;
+        // Raw bytes to cut for `now - budget` escaped ones, with room for the marker.
+        let over = now - budget + 256;
         let cut = (over as u128 * t.text.len() as u128 / escaped.max(1) as u128) as usize + 1;
-        cut_middle(&mut t.text, cut);
+        cut_middle(&mut t.text, cut, why);
     }
 }
 
 /// `text` with `cut` bytes taken from its middle, a quarter of what stays before the cut and
 /// three quarters after (as the output's own cut), and a line saying so.
-fn cut_middle(text: &mut String, cut: usize) {
+fn cut_middle(text: &mut String, cut: usize, why: &str) {
     let len = text.len();
     let keep = len.saturating_sub(cut);
     let mut start = keep / 4;
@@ -206,8 +260,8 @@ fn cut_middle(text: &mut String, cut: usize) {
         end += 1;
     }
     let marker = format!(
-        "\n[… {} bytes cut here to keep this reply within the 1 MiB a transport message may \
-         carry; status with since/tail_bytes reads them …]\n",
+        "\n[… {} bytes cut here to keep this reply {why}; status with since/tail_bytes reads \
+         them …]\n",
         end - start
     );
     text.replace_range(start..end, &marker);
@@ -263,7 +317,7 @@ mod tests {
     fn a_large_reply_sends_its_output_once_and_fits_one_event() {
         let out = "line of output\n".repeat(60_000);
         let mut r = big(format!("[id:1 exit:0]\n{out}"), out.clone());
-        fit_event(&mut r);
+        fit(&mut r, (EVENT_BUDGET, EVENT_WHY));
         let s = r.structured_content.as_ref().unwrap();
         assert_eq!(s["output"], "");
         assert_eq!(s["output_omitted"], out.len());
@@ -273,7 +327,7 @@ mod tests {
         // Control bytes escape to six: the text's middle goes, head and tail stay.
         let noisy = "\u{1}".repeat(1024 * 1024 - 64);
         let mut r = big(format!("[id:2 exit:0]\n{noisy}END"), String::new());
-        fit_event(&mut r);
+        fit(&mut r, (EVENT_BUDGET, EVENT_WHY));
         assert!(serde_json::to_string(&r).unwrap().len() <= EVENT_BUDGET);
         let text = &r.content[0].as_text().unwrap().text;
         assert!(text.starts_with("[id:2 exit:0]") && text.ends_with("END"));
@@ -281,8 +335,29 @@ mod tests {
 
         // Small replies are left as they are.
         let mut r = big("[id:3 exit:0]\nhi".into(), "hi".into());
-        fit_event(&mut r);
+        fit(&mut r, (EVENT_BUDGET, EVENT_WHY));
         assert_eq!(r.structured_content.unwrap()["output"], "hi");
+    }
+
+    #[test]
+    fn a_reply_cline_would_cut_is_cut_by_us_with_head_and_tail() {
+        let cline = Shape::for_client(Structured::Auto, Some("@cline/core"));
+        // Quotes and backslashes grow in JSON: 7 KiB of such lines pass Cline's 8 000 characters.
+        let out = "\"quoted\" \\back\n".repeat(450);
+        let mut r = big(format!("[id:4 exit:0]\n{out}END\n"), out.clone());
+        cline.shape(&mut r);
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.len() <= 8_000, "{}", json.len());
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(text.starts_with("[id:4 exit:0]\n\"quoted\"") && text.ends_with("END\n"));
+        assert!(
+            text.contains("within the 8 000 characters Cline hands the model"),
+            "{text}"
+        );
+        // One that fits is left whole.
+        let mut r = big("[id:5 exit:0]\nhi\n".into(), "hi\n".into());
+        cline.shape(&mut r);
+        assert_eq!(r.content[0].as_text().unwrap().text, "[id:5 exit:0]\nhi\n");
     }
 
     #[test]
@@ -303,6 +378,20 @@ mod tests {
         assert!(auto(None));
         assert!(Shape::for_client(Structured::Always, Some("claude-code")).structured);
         assert!(!Shape::for_client(Structured::Never, Some("opencode")).structured);
+    }
+
+    #[test]
+    fn qwen_code_is_known_by_its_prefix_and_cline_by_its_name() {
+        let qwen = Shape::for_client(Structured::Auto, Some("qwen-cli-mcp-client-my-shell"));
+        assert!(!qwen.structured && !qwen.error_flag && qwen.max_output.is_none());
+        let cline = Shape::for_client(Structured::Auto, Some("@cline/core"));
+        assert!(!cline.structured && !cline.error_flag);
+        assert_eq!(cline.max_output, Some(6 * 1024));
+        assert_eq!(cline.budget.0, 8_000);
+        // A prefix entry is not a name of its own, and a name is not a prefix.
+        let other = Shape::for_client(Structured::Auto, Some("qwen-cli-mcp-client"));
+        assert!(other.structured && other.error_flag);
+        assert!(Shape::for_client(Structured::Auto, Some("@cline/core2")).structured);
     }
 
     #[test]

@@ -39,7 +39,9 @@ pub struct CubaExec {
     /// Which clients get structured content (`CUBA_EXEC_STRUCTURED`).
     structured: Structured,
     /// Output bytes of a reply when the call names no `max_output` (`CUBA_EXEC_MAX_OUTPUT`).
-    pub(crate) max_output: u64,
+    max_output: u64,
+    /// The bound was set (`CUBA_EXEC_MAX_OUTPUT`): it holds for every client.
+    max_output_set: bool,
 }
 
 /// What a view is made of, to make one for another host's environment too.
@@ -90,6 +92,7 @@ impl CubaExec {
             }),
             structured,
             max_output,
+            max_output_set: settings.max_output.is_some(),
         }
     }
 
@@ -105,6 +108,15 @@ impl CubaExec {
     fn shape(&self, ctx: &RequestContext<RoleServer>) -> Shape {
         let client = ctx.client_info();
         Shape::for_client(self.structured, client.as_ref().map(|c| c.name.as_str()))
+    }
+
+    /// Output bytes of a reply to the client of `ctx` when the call names no `max_output`: the
+    /// setting, else the default, or less for a client that cuts a smaller result.
+    pub(crate) fn default_output(&self, ctx: &RequestContext<RoleServer>) -> u64 {
+        match self.shape(ctx).max_output {
+            Some(cap) if !self.max_output_set => cap.min(self.max_output),
+            _ => self.max_output,
+        }
     }
 
     /// The view for output read through `client`: on another host, that host's secret values

@@ -85,7 +85,7 @@ impl CubaExec {
             Asked::NotAnswered(why) => Some(why),
             _ => None,
         };
-        let max = self.max_output;
+        let max = self.default_output(ctx);
         let req = WaitRequest {
             id,
             since: Some(r.since),

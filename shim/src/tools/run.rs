@@ -40,7 +40,7 @@ impl CubaExec {
         let mut a = a;
         let host = a.common.host.take();
         let host = host.as_deref();
-        let max = fetch::max_output(a.max_output, self.max_output);
+        let max = fetch::max_output(a.max_output, self.default_output(&ctx));
         // In a session stdin stays open: later commands read it too.
         let close_stdin = a.stdin.is_some() && a.session.is_none();
         let spawn = SpawnRequest {

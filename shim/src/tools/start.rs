@@ -81,7 +81,7 @@ impl CubaExec {
         if !existing && !info.state.is_finished() && grace > 0 {
             // A command that fails at once (its port taken, a bad flag, not found) is said to
             // have ended, with its output, rather than to be running.
-            let max = self.max_output;
+            let max = self.default_output(&ctx);
             let req = WaitRequest {
                 id: info.id,
                 since: Some(0),

@@ -37,7 +37,7 @@ impl CubaExec {
         if a.view == Some(ViewArg::Screen) {
             return Ok(self.screen_reply(&client, host, &info).await?.into_result());
         }
-        let max = fetch::max_output(a.max_output, self.max_output);
+        let max = fetch::max_output(a.max_output, self.default_output(&ctx));
         let since = a.since.unwrap_or_else(|| {
             let tail = a.tail_bytes.unwrap_or(DEFAULT_TAIL).min(max);
             info.total_bytes().saturating_sub(tail)

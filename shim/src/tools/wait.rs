@@ -46,7 +46,7 @@ impl CubaExec {
             // Refused before waiting: the wait would end in the same refusal.
             return Err(no_screen(id).into());
         }
-        let max = fetch::max_output(a.max_output, self.max_output);
+        let max = fetch::max_output(a.max_output, self.default_output(&ctx));
         let since = a.since.unwrap_or(0);
         let filter = a.stream.unwrap_or_default().into();
         let req = WaitRequest {
