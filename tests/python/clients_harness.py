@@ -279,7 +279,7 @@ def env_flags(env: Optional[dict[str, str]]) -> list[str]:
 def setup_env(world: Any, home: Path) -> dict[str, str]:
     """The environment of a client (and of `cubactl setup`) whose home is `home`: nothing of
     the developer's own configuration reaches it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUBA_EXEC_", "XDG_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "CODEX_", "CLAUDE_", "OPENCODE"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUBA_EXEC_", "XDG_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "CODEX_", "CLAUDE_", "OPENCODE", "KILO", "QWEN_", "DASHSCOPE_", "CLINE_"))}
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),

@@ -6,9 +6,9 @@ test_clients.py through one client (or all), with the characters received and th
                                                    [--by-hand]
 
 CLIENT is a key of test_clients.DRIVERS (claude-code, codex, codex-unknown-model, gemini,
-opencode, …), all by default. `--env K=V` adds a variable to our server's entry (e.g.
-CUBA_EXEC_STRUCTURED=always, CUBA_EXEC_MAX_OUTPUT=100K). CUBA_EXEC_BIN_DIR picks the build
-(default target/release), as for the tests. `--report FILE` writes everything as JSON.
+opencode, copilot, kilo, qwen, cline), all by default. `--env K=V` adds a variable to our
+server's entry (e.g. CUBA_EXEC_STRUCTURED=always, CUBA_EXEC_MAX_OUTPUT=100K).
+CUBA_EXEC_BIN_DIR picks the build (default target/release), as for the tests. `--report FILE` writes everything as JSON.
 `--by-hand` writes each client's MCP entry as the driver's `configure_by_hand` does instead of
 with `cubactl setup`: for builds older than setup.
 """
@@ -36,7 +36,7 @@ def show(text: str) -> str:
 def by_hand(key: str, server_env: dict[str, str]) -> dict:
     """The driver settings that write the entry by hand (each driver names it its own way)."""
     module = importlib.import_module(test_clients.DRIVERS[key][0])
-    if module.NAME in ("claude-code", "opencode"):
+    if module.NAME in ("claude-code", "opencode", "kilo", "qwen"):
         return {"configure": lambda world, home: module.configure_by_hand(world, home, server_env)}
     return {"configure": "hand" if module.NAME == "copilot" else "by_hand"}
 
@@ -59,7 +59,7 @@ def probe(key: str, server_env: dict[str, str], hand: bool) -> dict:
             "version": d.version,
             "returncode": run.returncode,
             "tools": tools,
-            "problems": test_clients.problems(run),
+            "problems": test_clients.problems(run, d),
             "calls": [
                 {"tool": c.tool, "args": c.args, "chars": len(s.text), "text": s.text, "raw": s.raw}
                 for c, s in zip(script, run.seen)
