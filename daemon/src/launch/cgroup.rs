@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use crate::blocking::off_runtime;
 use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
@@ -18,8 +19,10 @@ pub struct Cgroup {
 }
 
 impl Cgroup {
-    pub fn of(cgroups: &Cgroups, id: u64) -> Result<Cgroup, String> {
-        let placement = cgroups.prepare(id)?;
+    pub fn of(cgroups: &Cgroups, id: u64) -> Result<Cgroup, LaunchError> {
+        let placement = cgroups
+            .prepare(id)
+            .map_err(|why| LaunchError::new(Stage::Cgroup, why))?;
         Ok(Cgroup {
             handle: placement.handle(),
             placement: Some(placement),
@@ -32,14 +35,14 @@ impl Cgroup {
 }
 
 impl Layer for Cgroup {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
         if let Some(p) = &self.placement {
             p.install(cmd);
         }
         Ok(())
     }
 
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         self.placement = None;
         Ok(())
     }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Weak};
 
 use cuba_protocol::ExecBlocked;
 
+use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use crate::asks::{Answer, Asks, Question};
 use crate::exec_rules::{Exec, ExecRules, Refusal, Target, Verdict};
@@ -247,9 +248,11 @@ impl Attend for Attended {
 }
 
 impl Layer for ExecLayer {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
-        let mut pending =
-            Pending::new().map_err(|e| format!("cannot set up the exec checks: {e}"))?;
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
+        let mut pending = Pending::new().map_err(LaunchError::at(
+            Stage::ExecCheck,
+            "cannot set up the exec checks",
+        ))?;
         pending.install(
             cmd,
             self.service.no_new_privs,
@@ -261,10 +264,9 @@ impl Layer for ExecLayer {
         );
         let (socket, child) = pending.split();
         self.child = Some(child);
-        let judge = self
-            .judge
-            .take()
-            .ok_or("the exec checks were set up twice")?;
+        let judge = self.judge.take().ok_or_else(|| {
+            LaunchError::new(Stage::ExecCheck, "the exec checks were set up twice")
+        })?;
         cmd.attend(Box::new(Attended {
             service: self.service.clone(),
             socket: Some(socket),
@@ -274,7 +276,7 @@ impl Layer for ExecLayer {
         Ok(())
     }
 
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         self.child = None;
         Ok(())
     }

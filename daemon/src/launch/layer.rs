@@ -3,18 +3,19 @@
 //! layers leave to undo to the supervisor (or undoes it at once when the launch failed). A new
 //! concern (a cgroup, a hand-over) is a new layer, not an edit of the launch.
 
+use super::error::LaunchError;
 use crate::platform::spawn::Spawn;
 use crate::supervise::Cleanup;
 
 pub trait Layer: Send {
     /// Before the spawn, in the daemon: arguments, descriptors, hooks run in the child.
-    fn before(&mut self, _cmd: &mut Spawn) -> Result<(), String> {
+    fn before(&mut self, _cmd: &mut Spawn) -> Result<(), LaunchError> {
         Ok(())
     }
 
     /// Right after the spawn, on the child's pid. An error kills the child: it must not run
     /// without what this layer gives it.
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use crate::platform::limits::Limiter;
 
@@ -13,13 +14,15 @@ pub struct Limits {
 }
 
 impl Layer for Limits {
-    fn before(&mut self, cmd: &mut crate::platform::spawn::Spawn) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut crate::platform::spawn::Spawn) -> Result<(), LaunchError> {
         // Where the OS cannot limit another process (macOS), the child limits itself.
         self.limiter.install(cmd);
         Ok(())
     }
 
-    fn after(&mut self, pid: i32) -> Result<(), String> {
-        self.limiter.apply(pid)
+    fn after(&mut self, pid: i32) -> Result<(), LaunchError> {
+        self.limiter
+            .apply(pid)
+            .map_err(|why| LaunchError::new(Stage::Limits, why))
     }
 }

@@ -8,6 +8,7 @@ mod adopt;
 mod askpass;
 mod cgroup;
 mod checking;
+mod error;
 #[cfg(target_os = "linux")]
 mod exec_check;
 mod group;
@@ -20,11 +21,12 @@ mod sandbox;
 mod stdin;
 mod terminal;
 
+pub use error::{LaunchError, Stage};
+
 use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuba_protocol::StartFailure;
 use tokio::sync::mpsc;
 
 use crate::asks::Asks;
@@ -171,14 +173,14 @@ impl Launcher {
 
     /// Starts the process of the reserved record `p` for `caller` as `plan` says and hands it
     /// to its supervisor (with `route` for a session's shell). A process that cannot start is
-    /// finished `failed_to_start` with the reason, which is also returned.
+    /// finished `failed_to_start` with the reason and its kind, and the error is returned.
     pub fn launch(
         &self,
         caller: &Caller,
         p: &Arc<Proc>,
         mut plan: LaunchPlan,
         route: Option<Box<dyn Route>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LaunchError> {
         // A connection from inside this process's tree inherits the caller's policy.
         p.lock().policy = Some(caller.policy.clone());
         // Under the caller's environment: a helper of its own (a desktop's) wins.
@@ -198,30 +200,16 @@ impl Launcher {
                 why,
                 required: true,
             } => {
-                let reason = format!(
+                let why = format!(
                     "exec checks are required (exec_checks = \"on\") and unavailable: {why}"
                 );
-                self.table
-                    .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
-                p.lock().set_drained();
-                self.table.finish(
-                    p,
-                    Outcome::failed_to_start(reason.clone(), StartFailure::Other),
-                );
-                return Err(reason);
+                return Err(self.failed(caller, p, LaunchError::new(Stage::ExecCheck, why)));
             }
             _ => None,
         };
         let started = match self.start(plan, exec) {
             Ok(started) => started,
-            Err(Failed { why, kind }) => {
-                self.table
-                    .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
-                p.lock().set_drained();
-                self.table
-                    .finish(p, Outcome::failed_to_start(why.clone(), kind));
-                return Err(why);
-            }
+            Err(e) => return Err(self.failed(caller, p, e)),
         };
         let Started {
             connected,
@@ -284,13 +272,37 @@ impl Launcher {
         Ok(())
     }
 
+    /// The record `p` finished as failed to start, with `e`'s words and kind.
+    fn failed(&self, caller: &Caller, p: &Arc<Proc>, e: LaunchError) -> LaunchError {
+        self.table
+            .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
+        p.lock().set_drained();
+        self.table
+            .finish(p, Outcome::failed_to_start(e.why.clone(), e.kind()));
+        e
+    }
+
     /// Runs the layers around the spawn. On an error, what the layers did is undone and no
     /// child is left running.
-    fn start(&self, plan: LaunchPlan, exec: Option<Box<dyn Layer>>) -> Result<Started, Failed> {
+    fn start(
+        &self,
+        plan: LaunchPlan,
+        exec: Option<Box<dyn Layer>>,
+    ) -> Result<Started, LaunchError> {
+        let cwd = || plan.cwd.display();
         match std::fs::metadata(&plan.cwd) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(format!("cwd {}: not a directory", plan.cwd.display()).into()),
-            Err(e) => return Err(Failed::os(format!("cwd {}: {e}", plan.cwd.display()), &e)),
+            Ok(_) => {
+                let why = format!("cwd {}: not a directory", cwd());
+                return Err(LaunchError::new(Stage::Cwd, why));
+            }
+            Err(e) => {
+                return Err(LaunchError::os(
+                    Stage::Cwd,
+                    format!("cwd {}: {e}", cwd()),
+                    e,
+                ))
+            }
         }
         let LaunchPlan {
             id,
@@ -367,7 +379,7 @@ impl Launcher {
         layers: &mut [Box<dyn Layer>],
         terminal: Option<terminal::Terminal>,
         (shell, sandboxed): (&str, bool),
-    ) -> Result<(Connected, i32, crate::platform::StartTime), Failed> {
+    ) -> Result<(Connected, i32, crate::platform::StartTime), LaunchError> {
         for layer in layers.iter_mut() {
             layer.before(&mut cmd)?;
         }
@@ -384,7 +396,7 @@ impl Launcher {
                 true => format!("cannot run {shell} in the sandbox: {e}"),
                 false => format!("cannot run {shell}: {e}"),
             };
-            Failed::os(why, &e)
+            LaunchError::os(Stage::Spawn, why, e)
         })?;
         let connected = layers
             .iter_mut()
@@ -392,40 +404,15 @@ impl Launcher {
             .and_then(|()| match (terminal, pipes) {
                 (Some(t), _) => Ok(t.connect(exit)),
                 (None, Some(pipes)) => pipes::connect(pipes, exit),
-                (None, None) => Err("child has no pipes".to_string()),
+                (None, None) => Err(LaunchError::new(Stage::Pipes, "child has no pipes")),
             });
         match connected {
             Ok(connected) => Ok((connected, pid, start_time)),
             Err(e) => {
                 // It must not run without what the layers give it; the reaper collects it.
                 crate::platform::signal::kill_child(pid);
-                Err(e.into())
+                Err(e)
             }
-        }
-    }
-}
-
-/// Why a start failed: the words, and their kind for clients.
-struct Failed {
-    why: String,
-    kind: StartFailure,
-}
-
-impl Failed {
-    /// A failure of the OS, with its kind.
-    fn os(why: String, e: &std::io::Error) -> Failed {
-        Failed {
-            why,
-            kind: StartFailure::of(e),
-        }
-    }
-}
-
-impl From<String> for Failed {
-    fn from(why: String) -> Failed {
-        Failed {
-            why,
-            kind: StartFailure::Other,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::os::fd::OwnedFd;
 
 use tokio::net::unix::pipe;
 
+use super::error::{LaunchError, Stage};
 use super::stdin::{PipeSink, StdinSink};
 use super::Connected;
 use crate::platform;
@@ -19,7 +20,7 @@ pub struct Pipes {
 }
 
 /// Makes the pipes: the child's ends go to `cmd`, the daemon's are returned.
-pub fn before(cmd: &mut Spawn) -> Result<Pipes, String> {
+pub fn before(cmd: &mut Spawn) -> Result<Pipes, LaunchError> {
     let made = (|| {
         let (in_r, in_w) = platform::pipe::pipe()?;
         let (out_r, out_w) = platform::pipe::pipe()?;
@@ -31,17 +32,20 @@ pub fn before(cmd: &mut Spawn) -> Result<Pipes, String> {
             stderr: err_r,
         })
     })();
-    made.map_err(|e| format!("cannot make the child's pipes: {e}"))
+    made.map_err(LaunchError::at(
+        Stage::Pipes,
+        "cannot make the child's pipes",
+    ))
 }
 
 /// The daemon's ends of the child's pipes, ready for the runtime.
-pub fn connect(pipes: Pipes, exit: ChildExit) -> Result<Connected, String> {
+pub fn connect(pipes: Pipes, exit: ChildExit) -> Result<Connected, LaunchError> {
     let Pipes {
         stdin,
         stdout: out_fd,
         stderr: err_fd,
     } = pipes;
-    let io_err = |e: std::io::Error| format!("cannot watch the child's pipes: {e}");
+    let io_err = |e| LaunchError::at(Stage::Pipes, "cannot watch the child's pipes")(e);
     // Our own fresh pipe ends: made non-blocking in one call each, and handed to the runtime
     // without the checks an unknown descriptor needs.
     let watch = |fd: OwnedFd| {

@@ -5,6 +5,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use super::plan::Program;
 use crate::blocking::off_runtime;
@@ -30,7 +31,7 @@ pub fn layer(program: Program, shell: &str, script: PathBuf) -> Box<dyn Layer> {
 struct Inline(Option<String>);
 
 impl Layer for Inline {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
         cmd.arg("-c").arg(self.0.take().unwrap_or_default());
         Ok(())
     }
@@ -44,10 +45,12 @@ struct Script {
 }
 
 impl Layer for Script {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
         let text = self.text.take().unwrap_or_default();
-        let file = write_script(&self.path, text.as_bytes())
-            .map_err(|e| format!("cannot write script file {}: {e}", self.path.display()))?;
+        let file = write_script(&self.path, text.as_bytes()).map_err(|e| {
+            let why = format!("cannot write script file {}: {e}", self.path.display());
+            LaunchError::os(Stage::Program, why, e)
+        })?;
         // The shell reads the file it was given as fd 3, not its path: a `scripts/` renamed and
         // replaced by a link between the write and the shell's start cannot change what runs.
         let fd = OwnedFd::from(file);
@@ -58,7 +61,7 @@ impl Layer for Script {
         Ok(())
     }
 
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         // The shell has its copy.
         self.open = None;
         Ok(())
@@ -76,12 +79,10 @@ struct CommandPipe {
 }
 
 impl Layer for CommandPipe {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
-        let fd = self
-            .read
-            .as_ref()
-            .map(AsRawFd::as_raw_fd)
-            .ok_or("the session's command pipe is gone")?;
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
+        let fd = self.read.as_ref().map(AsRawFd::as_raw_fd).ok_or_else(|| {
+            LaunchError::new(Stage::Program, "the session's command pipe is gone")
+        })?;
         // No start-up files, so the session is the client's environment and nothing else (as
         // `sh -c` is); the script is the command pipe, which the shell reads line by line.
         if self.bash {
@@ -92,7 +93,7 @@ impl Layer for CommandPipe {
         Ok(())
     }
 
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         // The shell has its copy: the daemon keeps only the write end.
         self.read = None;
         Ok(())

@@ -1,6 +1,7 @@
 //! The sandbox layer: the child enters its confinement (Landlock write rules, a network
 //! namespace) in a hook prepared in the daemon and run in the child before its exec.
 
+use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use super::plan::Confinement;
 use crate::platform::sandbox::{self, Prepared};
@@ -14,12 +15,17 @@ pub struct Sandbox {
 impl Sandbox {
     /// The layer for `confinement`, when it confines anything; `cwd` is where a command with
     /// no allowed roots may write.
-    pub fn of(confinement: &Confinement, cwd: &std::path::Path) -> Result<Option<Sandbox>, String> {
+    pub fn of(
+        confinement: &Confinement,
+        cwd: &std::path::Path,
+    ) -> Result<Option<Sandbox>, LaunchError> {
         if !confinement.sandbox.active() {
             return Ok(None);
         }
-        let prepared = sandbox::prepare(&confinement.sandbox, &confinement.roots, cwd)
-            .map_err(|e| format!("cannot prepare the sandbox: {e:#}"))?;
+        let prepared =
+            sandbox::prepare(&confinement.sandbox, &confinement.roots, cwd).map_err(|e| {
+                LaunchError::new(Stage::Sandbox, format!("cannot prepare the sandbox: {e:#}"))
+            })?;
         Ok(Some(Sandbox {
             prepared: Some(prepared),
         }))
@@ -35,14 +41,14 @@ impl Sandbox {
 }
 
 impl Layer for Sandbox {
-    fn before(&mut self, cmd: &mut Spawn) -> Result<(), String> {
+    fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
         if let Some(p) = &self.prepared {
             p.install(cmd);
         }
         Ok(())
     }
 
-    fn after(&mut self, _pid: i32) -> Result<(), String> {
+    fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
         self.prepared = None;
         Ok(())
     }

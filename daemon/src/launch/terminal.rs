@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cuba_protocol::TtySize;
 
+use super::error::{LaunchError, Stage};
 use super::pipes::ChildExit;
 use super::stdin::StdinSink;
 use super::Connected;
@@ -27,10 +28,14 @@ pub struct Terminal {
 impl Terminal {
     /// A new terminal of `size`. Opened while no child can be spawned: the master end is not
     /// close-on-exec from its first moment, and no other child may inherit it.
-    pub fn open(reaper: &Reaper, size: TtySize) -> Result<Terminal, String> {
-        let (master, slave) = reaper
-            .exclusive(|| terminal::open(size))
-            .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+    pub fn open(reaper: &Reaper, size: TtySize) -> Result<Terminal, LaunchError> {
+        let (master, slave) =
+            reaper
+                .exclusive(|| terminal::open(size))
+                .map_err(LaunchError::at(
+                    Stage::Terminal,
+                    "cannot open a pseudo-terminal",
+                ))?;
         Ok(Terminal {
             master: Arc::new(master),
             slave,
@@ -38,10 +43,12 @@ impl Terminal {
         })
     }
 
-    pub fn before(&self, cmd: &mut Spawn) -> Result<(), String> {
+    pub fn before(&self, cmd: &mut Spawn) -> Result<(), LaunchError> {
         let dup = |fd: &OwnedFd| {
-            fd.try_clone()
-                .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))
+            fd.try_clone().map_err(LaunchError::at(
+                Stage::Terminal,
+                "cannot open a pseudo-terminal",
+            ))
         };
         cmd.stdio(dup(&self.slave)?, dup(&self.slave)?, dup(&self.slave)?);
         // setsid also makes it a process group leader: the group is the tree's handle.
