@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use cuba_protocol::client::ClientError;
 use cuba_protocol::handshake::HandshakeError;
-use cuba_protocol::{paths, ErrorKind};
+use cuba_protocol::{paths, ErrorKind, ErrorReason};
 
 use crate::ctx::invocation;
 
@@ -70,16 +70,14 @@ pub fn client_hint(client: &ClientError, host: Option<&str>) -> Option<String> {
             ),
             _ => None,
         },
-        ClientError::Handshake(HandshakeError::Refused(why)) if why.contains("permission") => {
-            Some(socket_hint())
-        }
+        ClientError::Handshake(HandshakeError::AnotherUser(_)) => Some(socket_hint()),
         ClientError::Remote(e) => match e.kind {
             ErrorKind::NotFound => Some(format!("`{cubactl} ps` lists the ids there are")),
             ErrorKind::Limit => Some(format!(
                 "wait for a process to end, or stop one with `{cubactl} kill ID` \
                  (CUBA_EXEC_MAX_PROCS raises the limit when the daemon starts)"
             )),
-            ErrorKind::Blocked if e.message.contains("declares side effect") => Some(
+            ErrorKind::Blocked if e.reason == Some(ErrorReason::SideEffectBlocked) => Some(
                 "the daemon blocks that declared side effect (CUBA_EXEC_BLOCKED_SIDE_EFFECTS); \
                  run something else, or ask whoever runs cubad to change the setting"
                     .into(),

@@ -139,7 +139,11 @@ impl Reserve {
                 // Awaited here, not in a task: the reserve is this connection's descriptor
                 // until it closes. A client reads the reason and closes at once; the wait is
                 // bounded.
-                conn::refuse(stream, pid, &reason).await;
+                conn::refuse(
+                    stream,
+                    cuba_protocol::handshake::encode_refusal(pid, &reason),
+                )
+                .await;
             }
             Some(Err(_)) => {
                 // Another task took the freed descriptor first.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use cuba_protocol::{safe_fs, Signal};
+use cuba_protocol::{handshake, safe_fs, Signal};
 use tokio::net::UnixListener;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
@@ -258,7 +258,7 @@ fn accept(
             }
             (Ok(cred), Err(full)) if cred.uid() == me => {
                 tracing::debug!(pid = ?cred.pid(), "refused a connection over the limit");
-                conn::refuse(stream, d.pid(), &full).await;
+                conn::refuse(stream, handshake::encode_refusal(d.pid(), &full)).await;
             }
             (Ok(cred), _) => {
                 tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a peer of another uid");
@@ -266,7 +266,8 @@ fn accept(
                     "permission denied: this cubad serves uid {me} only, the peer is uid {}",
                     cred.uid()
                 );
-                conn::refuse(stream, d.pid(), &reason).await;
+                let frame = handshake::encode_refusal_of_another_user(d.pid(), &reason);
+                conn::refuse(stream, frame).await;
             }
             (Err(e), _) => {
                 tracing::warn!("cannot read peer credentials, connection dropped: {e}")

@@ -9,7 +9,9 @@
 use std::collections::BTreeSet;
 
 use anyhow::{bail, Result};
-use cuba_protocol::{side_effect_name, ErrorKind, PolicyDecision, ProtocolError, SIDE_EFFECTS};
+use cuba_protocol::{
+    side_effect_name, ErrorKind, ErrorReason, PolicyDecision, ProtocolError, SIDE_EFFECTS,
+};
 
 /// The rule name in `BLOCKED` messages and audit lines.
 pub const RULE: &str = "side_effects";
@@ -102,7 +104,8 @@ pub fn check(declared: &[String], blocked: &BTreeSet<String>) -> Result<(), Refu
         nested: Vec::new(),
         ask: None,
     };
-    let error = ProtocolError::new(ErrorKind::Blocked, message.clone());
+    let error = ProtocolError::new(ErrorKind::Blocked, message.clone())
+        .because(ErrorReason::SideEffectBlocked);
     Err(Refusal::Blocked(error, Box::new(decision)))
 }
 

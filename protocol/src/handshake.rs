@@ -31,6 +31,9 @@ pub enum HandshakeError {
     },
     #[error("cubad refused the connection: {0}")]
     Refused(String),
+    /// The daemon serves another user: its reason names both uids.
+    #[error("cubad refused the connection: {0}")]
+    AnotherUser(String),
     #[error("handshake frame is truncated")]
     Truncated,
     /// What came back is not the protocol at all (a login banner, noise): its first bytes.
@@ -107,14 +110,29 @@ fn reply_prefix(daemon_pid: u32, status: u8) -> Vec<u8> {
 
 /// The daemon's reply accepting a client.
 pub fn encode_welcome(welcome: &Welcome) -> Result<Vec<u8>, WireError> {
-    let mut out = reply_prefix(welcome.daemon_pid, 0);
+    let mut out = reply_prefix(welcome.daemon_pid, WELCOME);
     wire::encode_into(welcome, &mut out)?;
     Ok(out)
 }
 
+/// Status bytes of the daemon's reply.
+const WELCOME: u8 = 0;
+const REFUSED: u8 = 1;
+const ANOTHER_USER: u8 = 2;
+
 /// The daemon's reply refusing a client (wrong version, or a reason of its own).
 pub fn encode_refusal(daemon_pid: u32, reason: &str) -> Vec<u8> {
-    let mut out = reply_prefix(daemon_pid, 1);
+    refusal(daemon_pid, REFUSED, reason)
+}
+
+/// The daemon's reply refusing a peer of another user: a client knows it by its status
+/// ([`HandshakeError::AnotherUser`]), not by the reason's words.
+pub fn encode_refusal_of_another_user(daemon_pid: u32, reason: &str) -> Vec<u8> {
+    refusal(daemon_pid, ANOTHER_USER, reason)
+}
+
+fn refusal(daemon_pid: u32, status: u8, reason: &str) -> Vec<u8> {
+    let mut out = reply_prefix(daemon_pid, status);
     out.extend_from_slice(reason.as_bytes());
     out
 }
@@ -133,10 +151,10 @@ pub fn decode_welcome(frame: &[u8]) -> Result<Welcome, HandshakeError> {
             daemon_pid,
         });
     }
+    let reason = || String::from_utf8_lossy(&frame[REPLY_PREFIX..]).into_owned();
     match frame[12] {
-        0 => Ok(wire::decode(&frame[REPLY_PREFIX..])?),
-        _ => Err(HandshakeError::Refused(
-            String::from_utf8_lossy(&frame[REPLY_PREFIX..]).into_owned(),
-        )),
+        WELCOME => Ok(wire::decode(&frame[REPLY_PREFIX..])?),
+        ANOTHER_USER => Err(HandshakeError::AnotherUser(reason())),
+        _ => Err(HandshakeError::Refused(reason())),
     }
 }

@@ -349,6 +349,7 @@ mod tests {
         let e = ClientError::Remote(ProtocolError {
             kind: ErrorKind::NotFound,
             message: "no process 7".into(),
+            reason: None,
         });
         let f = link(LinkError::Failed(e), Sent::Command, None);
         assert_eq!(f.code, "NOT_FOUND");

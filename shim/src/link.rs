@@ -215,6 +215,7 @@ mod tests {
         ClientError::Remote(ProtocolError {
             kind: ErrorKind::NotFound,
             message: "no process 7".into(),
+            reason: None,
         })
     }
 

@@ -269,6 +269,9 @@ def test_what_windows_lacks_is_refused_with_its_reason(win: Win) -> None:
     p = win.ctl("run", "echo hi", env={"CUBA_EXEC_UNRESOLVED": "refuse"})
     assert p.returncode != 0 and "cannot be checked" in p.stderr, p.stderr
     assert "hi" not in p.stdout, p.stdout
+    # What the OS cannot do is its own kind, naming the feature and the OS.
+    p = win.ctl("run", "--session", "dev", "--", win.helper, "exit", "0")
+    assert p.returncode != 0 and "UNSUPPORTED" in p.stderr and "cubad on windows does not offer shell sessions" in p.stderr, p.stderr
 
 
 def test_daemon_stop_stops_it(win: Win) -> None:

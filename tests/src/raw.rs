@@ -112,11 +112,12 @@ pub fn response(body: &[u8]) -> ResponseFrame {
     wire::decode(body).unwrap_or_else(|e| panic!("not a response frame ({e}): {body:02x?}"))
 }
 
-/// The reason text of a handshake refusal (status byte 1), or `None` for a welcome.
+/// The reason text of a handshake refusal (status byte 1, or 2 for another user's peer), or `None`
+/// for a welcome.
 pub fn refusal(body: &[u8]) -> Option<String> {
     assert!(
         body.len() > STATUS_AT && body.starts_with(handshake::MAGIC),
         "not a handshake reply: {body:02x?}"
     );
-    (body[STATUS_AT] == 1).then(|| String::from_utf8_lossy(&body[STATUS_AT + 1..]).into_owned())
+    (body[STATUS_AT] != 0).then(|| String::from_utf8_lossy(&body[STATUS_AT + 1..]).into_owned())
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use cuba_protocol::client::ClientError;
-use cuba_protocol::ErrorKind;
+use cuba_protocol::ErrorReason;
 
 use crate::ctx::Ctx;
 use crate::target::Target;
@@ -57,14 +57,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
 
 /// The daemon's INVALID_STATE for a process on pipes, said in cubactl's terms.
 pub fn no_terminal(e: ClientError, id: u64) -> anyhow::Error {
-    if e.kind() == Some(ErrorKind::InvalidState) {
-        let why = e.to_string();
-        if why.contains("no terminal") {
-            return anyhow::anyhow!(
-                "process {id} has no terminal (it was started without --tty): `cubactl tail \
-                 {id}` shows its output; `cubactl start --tty -- CMD` starts a command on one"
-            );
-        }
+    match &e {
+        ClientError::Remote(r) if r.reason == Some(ErrorReason::NoTerminal) => anyhow::anyhow!(
+            "process {id} has no terminal (it was started without --tty): `cubactl tail {id}` \
+             shows its output; `cubactl start --tty -- CMD` starts a command on one"
+        ),
+        _ => e.into(),
     }
-    e.into()
 }

@@ -36,9 +36,8 @@ const LINGER: Duration = Duration::from_secs(1);
 
 pub type Conn = Framed<QuietStream, LengthDelimitedCodec>;
 
-/// Refuses a peer before reading anything from it.
-pub async fn refuse(mut stream: UnixStream, pid: u32, reason: &str) {
-    let frame = handshake::encode_refusal(pid, reason);
+/// Refuses a peer before reading anything from it with `frame` (`handshake::encode_refusal…`).
+pub async fn refuse(mut stream: UnixStream, frame: Vec<u8>) {
     let len = u32::try_from(frame.len()).unwrap_or(u32::MAX).to_be_bytes();
     let write = async {
         stream.write_all(&len).await?;

@@ -28,7 +28,7 @@ mod watch;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use cuba_protocol::{ErrorKind, ProtocolError, Request, Response, ResponseFrame};
+use cuba_protocol::{ErrorKind, ErrorReason, ProtocolError, Request, Response, ResponseFrame};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 
@@ -171,4 +171,5 @@ fn not_a_tty(id: u64) -> ProtocolError {
     ProtocolError::invalid_state(format!(
         "process {id} has no terminal: start it with tty to get one"
     ))
+    .because(ErrorReason::NoTerminal)
 }

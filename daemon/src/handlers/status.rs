@@ -32,7 +32,8 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         ));
     }
     notices.extend(crate::health::notices());
-    if let Some(why) = d.upgrade_failure() {
+    let upgrade_failed = d.upgrade_failure();
+    if let Some(why) = &upgrade_failed {
         notices.push(format!("the last upgrade did not happen: {why}"));
     }
     DaemonStatus {
@@ -53,6 +54,7 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         notices,
         upgraded_at_ms: d.upgraded_at_ms(),
         upgrades: d.upgrades().1,
+        upgrade_failed,
         supervision: d.launcher().supervision().to_string(),
         exec_checks: d.launcher().exec_checks(),
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::{
-    ErrorKind, ListRequest, Listing, ProtocolError, Request, Response, RunRequest, Signal,
-    SignalRequest, SpawnRequest, StdinRequest, WaitRequest,
+    ErrorKind, ErrorReason, ListRequest, Listing, ProtocolError, Request, Response, RunRequest,
+    Signal, SignalRequest, SpawnRequest, StdinRequest, WaitRequest,
 };
 
 use super::client::{Client, Responder};
@@ -67,10 +67,7 @@ pub async fn handle(d: &Arc<Daemon>, client: &Client, request: Request, out: Res
             let screen = data.screen.as_ref().ok_or_else(|| not_a_tty(r.id))?;
             Ok(Response::Screen(screen.view(data.output.total())))
         }),
-        other => Err(ProtocolError::new(
-            ErrorKind::InvalidState,
-            format!("cubad on Windows does not offer {} yet", name(&other)),
-        )),
+        other => Err(ProtocolError::unsupported(name(&other), " yet")),
     };
     out.send(result.unwrap_or_else(Response::Error)).await;
 }
@@ -214,6 +211,7 @@ fn not_a_tty(id: u64) -> ProtocolError {
     ProtocolError::invalid_state(format!(
         "process {id} has no terminal: start it with tty to get one"
     ))
+    .because(ErrorReason::NoTerminal)
 }
 
 fn resize(d: &Daemon, r: cuba_protocol::ResizeRequest) -> Result<Response, ProtocolError> {

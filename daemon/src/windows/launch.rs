@@ -103,17 +103,12 @@ pub fn start(
 
 /// What the Windows daemon does not do yet, refused with what to use instead.
 fn refuse_unsupported(req: &SpawnRequest) -> Result<(), ProtocolError> {
-    let missing = if req.session.is_some() {
-        Some("shell sessions: run each command on its own (use `&&` to chain)")
-    } else {
-        None
-    };
-    match missing {
-        Some(what) => Err(ProtocolError::new(
-            ErrorKind::InvalidState,
-            format!("cubad on Windows does not offer {what}"),
+    match req.session.is_some() {
+        true => Err(ProtocolError::unsupported(
+            "shell sessions",
+            ": run each command on its own (use `&&` to chain)",
         )),
-        None => Ok(()),
+        false => Ok(()),
     }
 }
 

@@ -49,6 +49,7 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         notices,
         upgraded_at_ms: None,
         upgrades: 0,
+        upgrade_failed: None,
         supervision: "a Job Object per command (whole-tree stop, CPU time and peak memory; \
                       pids_max and memory_max as the job's limits)"
             .to_string(),

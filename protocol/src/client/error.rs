@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::handshake::HandshakeError;
-use crate::message::{ErrorKind, ProtocolError};
+use crate::message::{ErrorKind, ErrorReason, ProtocolError};
 use crate::wire::WireError;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +55,14 @@ impl ClientError {
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             ClientError::Remote(e) => Some(e.kind),
+            _ => None,
+        }
+    }
+
+    /// The reason a client may branch on, when the daemon answered with an error that has one.
+    pub fn reason(&self) -> Option<&ErrorReason> {
+        match self {
+            ClientError::Remote(e) => e.reason.as_ref(),
             _ => None,
         }
     }

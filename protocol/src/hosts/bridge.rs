@@ -277,7 +277,9 @@ fn explain(
                 "its cubad speaks protocol version {daemon}, this client speaks {client}: {fix}"
             )
         }
-        ClientError::Handshake(HandshakeError::Refused(reason)) => {
+        ClientError::Handshake(
+            HandshakeError::Refused(reason) | HandshakeError::AnotherUser(reason),
+        ) => {
             format!("its cubad refused the connection: {reason}")
         }
         ClientError::Handshake(HandshakeError::NotProtocol(first)) => format!(

@@ -58,6 +58,8 @@ pub struct DaemonStatus {
     /// many times this pid has done so; `started_at_ms` stays the first start.
     pub upgraded_at_ms: Option<u64>,
     pub upgrades: u32,
+    /// Why the last upgrade did not happen, until one does (also among the notices).
+    pub upgrade_failed: Option<String>,
     /// How processes are supervised, and why: `cgroup v2 at …` (with the controllers or
     /// cgroup v1 hierarchies limits go through), or `process groups + /proc tree walk: …`.
     #[serde(default)]

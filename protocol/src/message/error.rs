@@ -24,6 +24,8 @@ pub enum ErrorKind {
     /// The command policy refused the command (blocklist, allowlist, unparsable text) or its
     /// working directory; the message names the rule and the sub-command.
     Blocked,
+    /// This daemon's OS cannot do it ([`ErrorReason::Unsupported`] names the feature and the OS).
+    Unsupported,
 }
 
 impl ErrorKind {
@@ -38,8 +40,22 @@ impl ErrorKind {
             ErrorKind::Denied => "DENIED",
             ErrorKind::Internal => "INTERNAL",
             ErrorKind::Blocked => "BLOCKED",
+            ErrorKind::Unsupported => "UNSUPPORTED",
         }
     }
+}
+
+/// What a client branches on beside the kind, where it has words or an exit code of its own
+/// for one refusal: the message is for people, this is for programs (no client decides
+/// anything by matching the message's text).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum ErrorReason {
+    /// The process has no terminal (a screen or resize of a process on pipes).
+    NoTerminal,
+    /// The command declares a side effect this daemon blocks.
+    SideEffectBlocked,
+    /// This daemon's OS cannot do it: the feature as the capability table names it, and the OS.
+    Unsupported { feature: String, os: String },
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +63,7 @@ impl ErrorKind {
 pub struct ProtocolError {
     pub kind: ErrorKind,
     pub message: String,
+    pub reason: Option<ErrorReason>,
 }
 
 impl ProtocolError {
@@ -54,7 +71,28 @@ impl ProtocolError {
         ProtocolError {
             kind,
             message: message.into(),
+            reason: None,
         }
+    }
+
+    /// The same error, with the reason a client branches on.
+    pub fn because(mut self, reason: ErrorReason) -> Self {
+        self.reason = Some(reason);
+        self
+    }
+
+    /// What this daemon's OS cannot do: `feature` as the capability table names it, and
+    /// what to do instead.
+    pub fn unsupported(feature: &str, instead: &str) -> Self {
+        let os = std::env::consts::OS;
+        ProtocolError::new(
+            ErrorKind::Unsupported,
+            format!("cubad on {os} does not offer {feature}{instead}"),
+        )
+        .because(ErrorReason::Unsupported {
+            feature: feature.to_string(),
+            os: os.to_string(),
+        })
     }
 
     /// A malformed request or an invalid argument: the message says which and how to fix it.

@@ -231,6 +231,24 @@ fn golden_error_response() {
             "08",                          // Response::Error
             "00",                          // ErrorKind::NotFound
             "0c 6e6f2070726f636573732039", // "no process 9"
+            "00",                          // reason: none
+        ],
+    );
+    // A reason a client branches on, after the message.
+    let frame = ResponseFrame {
+        id: 3,
+        response: Response::Error(
+            ProtocolError::new(ErrorKind::InvalidState, "no tty").because(ErrorReason::NoTerminal),
+        ),
+    };
+    golden_response(
+        &frame,
+        &[
+            "03",              // id
+            "08",              // Response::Error
+            "05",              // ErrorKind::InvalidState
+            "06 6e6f20747479", // "no tty"
+            "01 00",           // Some(ErrorReason::NoTerminal)
         ],
     );
 }
@@ -321,7 +339,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000012",          // protocol version 18, fixed u32 big-endian
+            "00000013",          // protocol version 19, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -342,7 +360,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000012",      // protocol version 18
+            "00000013",      // protocol version 19
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -353,7 +371,14 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000012 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000013 00000063", "01", "6e6f"]);
+    // Another user's peer: status 2, known by it and not by the reason's words.
+    let theirs = handshake::encode_refusal_of_another_user(99, "no");
+    assert_bytes(&theirs, &["43554241 00000013 00000063", "02", "6e6f"]);
+    assert!(matches!(
+        handshake::decode_welcome(&theirs),
+        Err(handshake::HandshakeError::AnotherUser(r)) if r == "no"
+    ));
 }
 
 #[test]

@@ -15,7 +15,7 @@ mod wait;
 use std::future::Future;
 
 use cuba_protocol::client::{Client, ClientError};
-use cuba_protocol::{ErrorKind, OutputRead, ProcessInfo, StreamFilter};
+use cuba_protocol::{ErrorReason, OutputRead, ProcessInfo, StreamFilter};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
@@ -185,7 +185,9 @@ impl CubaExec {
         }
         let view = match client.screen(info.id).await {
             Ok(v) => v,
-            Err(e) if e.kind() == Some(ErrorKind::InvalidState) => return Err(no_screen(info.id)),
+            Err(ClientError::Remote(e)) if e.reason == Some(ErrorReason::NoTerminal) => {
+                return Err(no_screen(info.id))
+            }
             Err(e) => return Err(remote(e)),
         };
         let redact = self.view_for(client);

@@ -236,6 +236,14 @@ async fn a_peer_of_another_uid_is_refused() {
     let reason = raw::refusal(body).expect("a refusal, not a welcome");
     assert!(reason.contains("permission denied"), "{reason}");
     assert!(reason.contains("65534"), "{reason}");
+    // Known as another user's by its status, not by the words (cubactl's hint hangs on it).
+    assert!(
+        matches!(
+            cuba_protocol::handshake::decode_welcome(body),
+            Err(cuba_protocol::handshake::HandshakeError::AnotherUser(r)) if r == reason
+        ),
+        "{body:02x?}"
+    );
     // Nothing of the refused peer reached the table; the owner is still served.
     assert!(wait_for(|| d.log().contains("refused a peer"), STEP).await);
     let c = d.client().await;

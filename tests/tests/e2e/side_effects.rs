@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use cuba_protocol::{ErrorKind, SpawnRequest};
+use cuba_protocol::{ErrorKind, ErrorReason, SpawnRequest};
 use cuba_tests::{spawn_req, spawn_with, text, wait_exit, Step, TestDaemon};
 
 fn declaring(command: &str, effects: &[&str]) -> SpawnRequest {
@@ -37,6 +37,7 @@ async fn declared_side_effects_are_checked_against_the_blocked_set() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), Some(ErrorKind::Blocked), "{err}");
+    assert_eq!(err.reason(), Some(&ErrorReason::SideEffectBlocked), "{err}");
     let msg = err.to_string();
     assert!(
         msg.contains("side_effects") && msg.contains("DELETES_FILES"),

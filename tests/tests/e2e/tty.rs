@@ -6,7 +6,8 @@
 use cuba_protocol::client::Client;
 use cuba_protocol::keys::key_bytes;
 use cuba_protocol::{
-    ErrorKind, ProcState, SpawnRequest, TtySize, WaitReason, WaitRequest, WaitResult, WaitSpec,
+    ErrorKind, ErrorReason, ProcState, SpawnRequest, TtySize, WaitReason, WaitRequest, WaitResult,
+    WaitSpec,
 };
 use cuba_tests::{bounded, spawn, spawn_with, text, wait_exit, wait_match, Step, TestDaemon, STEP};
 
@@ -201,8 +202,10 @@ async fn screen_and_resize_need_a_terminal_and_sizes_are_checked() {
     let p = spawn(&c, "sleep 30").await;
     let e = c.screen(p.id).step().await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::InvalidState), "{e}");
+    assert_eq!(e.reason(), Some(&ErrorReason::NoTerminal), "{e}");
     let e = c.resize(p.id, TtySize::DEFAULT).step().await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::InvalidState), "{e}");
+    assert_eq!(e.reason(), Some(&ErrorReason::NoTerminal), "{e}");
     let mut req = tty_req("true");
     req.tty = Some(TtySize { cols: 0, rows: 10 });
     let e = c.spawn(req).step().await.unwrap_err();

@@ -80,8 +80,8 @@ pub async fn in_place(ctx: &Ctx, binary: Option<PathBuf>, done: &str) -> Result<
                     }
                     return Ok(Some(ExitCode::SUCCESS));
                 }
-                if let Some(n) = s.notices.iter().find(|n| n.contains("upgrade did not")) {
-                    eprintln!("cubactl: {n}");
+                if let Some(why) = &s.upgrade_failed {
+                    eprintln!("cubactl: the upgrade did not happen: {why}");
                     eprintln!("cubad (pid {}) carries on as it was", s.pid);
                     return Ok(Some(exit::failed()));
                 }

@@ -111,7 +111,16 @@ fn error_kind() -> impl Strategy<Value = ErrorKind> {
         Just(ErrorKind::Denied),
         Just(ErrorKind::Internal),
         Just(ErrorKind::Blocked),
+        Just(ErrorKind::Unsupported),
     ]
+}
+
+fn error_reason() -> impl Strategy<Value = Option<ErrorReason>> {
+    proptest::option::of(prop_oneof![
+        Just(ErrorReason::NoTerminal),
+        Just(ErrorReason::SideEffectBlocked),
+        (text(), text()).prop_map(|(feature, os)| ErrorReason::Unsupported { feature, os }),
+    ])
 }
 
 fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
@@ -421,6 +430,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (proptest::option::of(any::<u64>()), any::<u32>()),
             text(),
             text(),
+            proptest::option::of(text()),
         ),
     );
     fields.prop_map(
@@ -429,7 +439,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             (socket, state_dir, notices),
             (clients, running, total, max_procs),
             (os, arch, hostname, shell),
-            ((upgraded_at_ms, upgrades), supervision, exec_checks),
+            ((upgraded_at_ms, upgrades), supervision, exec_checks, upgrade_failed),
         )| DaemonStatus {
             daemon_version,
             protocol_version,
@@ -448,6 +458,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             shell,
             upgraded_at_ms,
             upgrades,
+            upgrade_failed,
             supervision,
             exec_checks,
         },
@@ -501,8 +512,13 @@ pub fn response() -> BoxedStrategy<Response> {
         any::<u64>().prop_map(Response::Pruned),
         daemon_status().prop_map(Response::DaemonStatus),
         Just(Response::End),
-        (error_kind(), text())
-            .prop_map(|(kind, message)| Response::Error(ProtocolError { kind, message })),
+        (error_kind(), text(), error_reason()).prop_map(|(kind, message, reason)| {
+            Response::Error(ProtocolError {
+                kind,
+                message,
+                reason,
+            })
+        }),
         policy_decision().prop_map(Response::Policy).boxed(),
         screen_view().prop_map(Response::Screen).boxed(),
         text()
