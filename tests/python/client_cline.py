@@ -50,11 +50,11 @@ from api_chat import ChatApi
 from clients_harness import (
     SERVER,
     Call,
+    Pinned,
     Run,
     StandIn,
     cubactl_setup,
     env_flags,
-    installed,
     run_client,
     server_env_of,
     setup_env,
@@ -181,9 +181,10 @@ def unwrap(text: str) -> tuple[str, list[str]]:
 Configure = Union[str, Callable[[Any, Path], Any], None]
 
 
-class ClineDriver:
+class ClineDriver(Pinned):
     name = NAME
     version = VERSION
+    program_name = BINARY
     # Its stdio client's `initialize`: `clientInfo:{name:"@cline/core",version:"0.0.0"}`, fixed
     # (over HTTP the SDK client is named the same by default).
     client_info = "@cline/core"
@@ -218,15 +219,6 @@ class ClineDriver:
     @staticmethod
     def unwrap(text: str) -> tuple[str, list[str]]:
         return unwrap(text)
-
-    def installed(self) -> bool:
-        return installed(NAME, VERSION, BINARY) is not None
-
-    def program(self) -> Path:
-        exe = installed(NAME, VERSION, BINARY)
-        if exe is None:
-            raise FileNotFoundError(f"{NAME}@{VERSION} is not installed (scripts/clients install)")
-        return exe
 
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
         exe = self.program()

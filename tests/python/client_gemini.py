@@ -46,6 +46,7 @@ from clients_harness import (
     Seen,
     StandIn,
     installed,
+    merge_settings,
     run_client,
     send_json,
     send_sse,
@@ -194,16 +195,7 @@ QUIET_SETTINGS: dict[str, Any] = {
 
 
 def write_settings(home: Path, patch: dict[str, Any]) -> Path:
-    path = home / ".gemini" / "settings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    settings = json.loads(path.read_text()) if path.exists() else {}
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(settings.get(key), dict):
-            settings[key] = {**settings[key], **value}
-        else:
-            settings[key] = value
-    path.write_text(json.dumps(settings, indent=2) + "\n")
-    return path
+    return merge_settings(home / ".gemini" / "settings.json", patch)
 
 
 def configure_by_hand(world: Any, home: Path) -> Path:

@@ -32,26 +32,13 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from api_chat import ChatApi
-from clients_harness import (
-    server_env_of,
-    cubactl_setup,
-    env_flags,
-    SERVER,
-    Call,
-    Run,
-    StandIn,
-    installed,
-    run_client,
-    setup_env,
-)
+import client_opencode
+from clients_harness import SERVER, server_env_of, setup_env
 
 NAME = "kilo"
 VERSION = "7.7.7"
 PROGRAM = "kilo"
-PROMPT = "Use the cuba-exec tools as needed."
-PROVIDER = "standin"
-MODEL = "standin-model"
+SCHEMA = "https://app.kilo.ai/config.json"
 
 
 def config_dir(home: Path) -> Path:
@@ -69,7 +56,7 @@ def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str
     config: dict[str, Any] = {}
     if path.exists():
         config = json.loads(path.read_text())
-    config.setdefault("$schema", "https://app.kilo.ai/config.json")
+    config.setdefault("$schema", SCHEMA)
     config.setdefault("mcp", {})[SERVER] = {
         "type": "local",
         "command": [str(bin_dir / "cuba-exec")],
@@ -82,30 +69,10 @@ def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str
 
 def standin_config(url: str) -> dict[str, Any]:
     """What the test adds to the user's config (through `KILO_CONFIG_CONTENT`, merged over the
-    config files): the stand-in as the only provider and model, and what would reach the
-    network or touch the work folder off."""
-    return {
-        "$schema": "https://app.kilo.ai/config.json",
-        "provider": {
-            PROVIDER: {
-                # Bundled in the binary (no run-time install).
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Stand-in",
-                "options": {"baseURL": url + "/v1", "apiKey": "standin-key"},
-                "models": {MODEL: {"name": "Stand-in model", "tool_call": True, "limit": {"context": 200000, "output": 8192}}},
-            }
-        },
-        # Only our provider: not the Kilo Gateway (`kilo`) nor any other built-in one.
-        "enabled_providers": [PROVIDER],
-        "model": f"{PROVIDER}/{MODEL}",
-        "small_model": f"{PROVIDER}/{MODEL}",
-        "autoupdate": False,
-        "share": "disabled",
-        # No language servers (downloaded on demand), formatters, nor git snapshots of the folder.
-        "lsp": False,
-        "formatter": False,
-        "snapshot": False,
-    }
+    config files): opencode's (the stand-in as the only provider and model, not the Kilo
+    Gateway nor any other built-in one; nothing that reaches the network or touches the work
+    folder), under Kilo's schema."""
+    return client_opencode.standin_config(url) | {"$schema": SCHEMA}
 
 
 def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
@@ -134,57 +101,22 @@ def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
     return env
 
 
-class KiloDriver:
+class KiloDriver(client_opencode.OpencodeDriver):
+    """opencode's driver with Kilo's names: `kilo run`, `KILO_*` variables, no npm install."""
+
     name = NAME
     version = VERSION
+    program_name = PROGRAM
     # `new Client({name: "kilo", version: "7.7.7"}, {capabilities: {roots: {}}})`; it asks for
     # protocol version 2025-11-25.
     client_info = "kilo"
+    logs_var = "KILO_PROBE_LOGS"
 
-    def __init__(
-        self,
-        configure: Optional[Any] = None,
-        extra_env: Optional[dict[str, str]] = None,
-        wrapper: Optional[list[str]] = None,
-        extra_args: Optional[list[str]] = None,
-        server_env: Optional[dict[str, str]] = None,
-        timeout: Optional[float] = None,
-    ) -> None:
-        # `configure(world, home)` writes our MCP entry (default: `cubactl setup`, as a user
-        # would).
-        self.configure = configure or (lambda world, home: cubactl_setup(world, home, NAME, *env_flags(server_env)))
-        self.extra_env = extra_env or {}
-        # A command the client runs under (e.g. strace), and more arguments of its own, for probes.
-        self.wrapper = wrapper or []
-        self.extra_args = extra_args or []
-        self.timeout = timeout
+    def prepare(self, home: Path) -> None:
+        """Nothing: Kilo installs its plugin package only for a `file://` plugin."""
 
-    def installed(self) -> bool:
-        return installed(NAME, VERSION, PROGRAM) is not None
-
-    def program(self) -> Path:
-        exe = installed(NAME, VERSION, PROGRAM)
-        if exe is None:
-            raise FileNotFoundError(f"{NAME}@{VERSION} is not installed (scripts/clients install)")
-        return exe
-
-    def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
-        exe = self.program()
-        home.mkdir(parents=True, exist_ok=True)
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.configure(world, home)
-        with StandIn(ChatApi(), script) as standin:
-            env = client_env(world, home, standin.url) | self.extra_env
-            # Kilo takes its directory from $PWD (inherited from the caller), not from the
-            # process's working directory.
-            env["PWD"] = str(workdir)
-            cmd = [*self.wrapper, str(exe), "run", "--model", f"{PROVIDER}/{MODEL}", *self.extra_args]
-            if os.environ.get("KILO_PROBE_LOGS"):
-                cmd += ["--print-logs", "--log-level", "DEBUG"]
-            # One word per argument: `kilo run` puts an argument that has a space in quotes.
-            cmd += PROMPT.split()
-            kw = {"timeout": self.timeout} if self.timeout else {}
-            return run_client(cmd, env, workdir, standin, **kw)
+    def client_env(self, world: Any, home: Path, url: str) -> dict[str, str]:
+        return client_env(world, home, url)
 
 
 Driver = KiloDriver

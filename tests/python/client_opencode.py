@@ -32,9 +32,9 @@ from clients_harness import (
     env_flags,
     SERVER,
     Call,
+    Pinned,
     Run,
     StandIn,
-    installed,
     run_client,
     setup_env,
 )
@@ -128,11 +128,14 @@ def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
     return env
 
 
-class OpencodeDriver:
+class OpencodeDriver(Pinned):
     name = NAME
     version = VERSION
+    program_name = BINARY
     # `new Client({name: "opencode", version: "1.18.33"}, {capabilities: {roots: {}}})`.
     client_info = "opencode"
+    # Set, the run prints the client's debug log (for probes).
+    logs_var = "OPENCODE_PROBE_LOGS"
 
     def __init__(
         self,
@@ -145,37 +148,35 @@ class OpencodeDriver:
     ) -> None:
         # `configure(world, home)` writes our MCP entry (default: `cubactl setup`, as a user
         # would).
-        self.configure = configure or (lambda world, home: cubactl_setup(world, home, NAME, *env_flags(server_env)))
+        self.configure = configure or (lambda world, home: cubactl_setup(world, home, self.name, *env_flags(server_env)))
         self.extra_env = extra_env or {}
         # A command the client runs under (e.g. strace), and more arguments of its own, for probes.
         self.wrapper = wrapper or []
         self.extra_args = extra_args or []
         self.timeout = timeout
 
-    def installed(self) -> bool:
-        return installed(NAME, VERSION, BINARY) is not None
+    def prepare(self, home: Path) -> None:
+        """What the client's home needs before a run (opencode: npm offline)."""
+        npm_offline(home)
 
-    def program(self) -> Path:
-        exe = installed(NAME, VERSION, BINARY)
-        if exe is None:
-            raise FileNotFoundError(f"{NAME}@{VERSION} is not installed (scripts/clients install)")
-        return exe
+    def client_env(self, world: Any, home: Path, url: str) -> dict[str, str]:
+        return client_env(world, home, url)
 
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
         exe = self.program()
         home.mkdir(parents=True, exist_ok=True)
         workdir.mkdir(parents=True, exist_ok=True)
         self.configure(world, home)
-        npm_offline(home)
+        self.prepare(home)
         with StandIn(ChatApi(), script) as standin:
-            env = client_env(world, home, standin.url) | self.extra_env
-            # opencode takes its directory from $PWD (inherited from the caller), not from the
-            # process's working directory.
+            env = self.client_env(world, home, standin.url) | self.extra_env
+            # opencode (and Kilo) take their directory from $PWD (inherited from the caller),
+            # not from the process's working directory.
             env["PWD"] = str(workdir)
             cmd = [*self.wrapper, str(exe), "run", "--model", f"{PROVIDER}/{MODEL}", *self.extra_args]
-            if os.environ.get("OPENCODE_PROBE_LOGS"):
+            if os.environ.get(self.logs_var):
                 cmd += ["--print-logs", "--log-level", "DEBUG"]
-            # One word per argument: `opencode run` puts an argument that has a space in quotes.
+            # One word per argument: `run` puts an argument that has a space in quotes.
             cmd += PROMPT.split()
             kw = {"timeout": self.timeout} if self.timeout else {}
             return run_client(cmd, env, workdir, standin, **kw)

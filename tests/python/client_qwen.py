@@ -68,12 +68,13 @@ from clients_harness import (
     SERVER,
     Call,
     Conversation,
+    Pinned,
     Run,
     Seen,
     StandIn,
     cubactl_setup,
+    merge_settings,
     env_flags,
-    installed,
     run_client,
     server_env_of,
     setup_env,
@@ -172,16 +173,7 @@ def server_entry(world: Any, server_env: Optional[dict[str, str]] = None, always
 
 
 def write_settings(home: Path, patch: dict[str, Any]) -> Path:
-    path = config_dir(home) / "settings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    settings = json.loads(path.read_text()) if path.exists() else {}
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(settings.get(key), dict):
-            settings[key] = {**settings[key], **value}
-        else:
-            settings[key] = value
-    path.write_text(json.dumps(settings, indent=2) + "\n")
-    return path
+    return merge_settings(config_dir(home) / "settings.json", patch)
 
 
 def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str]] = None, always_load: bool = False) -> Path:
@@ -203,9 +195,10 @@ QUIET_SETTINGS: dict[str, Any] = {
 }
 
 
-class QwenDriver:
+class QwenDriver(Pinned):
     name = NAME
     version = VERSION
+    program_name = PROGRAM
     # `new Client({name: `qwen-cli-mcp-client-${serverName}`, version: "0.0.1"})`.
     client_info = f"qwen-cli-mcp-client-{SERVER}"
 
@@ -238,16 +231,6 @@ class QwenDriver:
         # A command the client runs under (e.g. strace), for probes.
         self.wrapper = wrapper or []
         self.timeout = timeout
-
-    @staticmethod
-    def installed() -> bool:
-        return installed(NAME, VERSION, PROGRAM) is not None
-
-    def program(self) -> Path:
-        exe = installed(NAME, VERSION, PROGRAM)
-        if exe is None:
-            raise FileNotFoundError(f"{NAME}@{VERSION} is not installed (scripts/clients install)")
-        return exe
 
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
         exe = self.program()

@@ -332,6 +332,38 @@ def installed(name: str, version: str, binary: str) -> Optional[Path]:
     return exe if exe.exists() else None
 
 
+def merge_settings(path: Path, patch: dict[str, Any]) -> Path:
+    """Merges `patch` into the JSON settings file `path` one level deep (a section's keys are
+    added to the section), as a user editing a client's settings would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = json.loads(path.read_text()) if path.exists() else {}
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+    return path
+
+
+class Pinned:
+    """The pinned program of a driver: its `name`, `version` and `program_name` (the command
+    in `node_modules/.bin`) as `scripts/clients install` puts it."""
+
+    name: str
+    version: str
+    program_name: str
+
+    def installed(self) -> bool:
+        return installed(self.name, self.version, self.program_name) is not None
+
+    def program(self) -> Path:
+        exe = installed(self.name, self.version, self.program_name)
+        if exe is None:
+            raise FileNotFoundError(f"{self.name}@{self.version} is not installed (scripts/clients install)")
+        return exe
+
+
 # A driver per client (client_*.py) provides this.
 class Driver(Protocol):
     name: str  # as `cubactl setup --client` knows it
