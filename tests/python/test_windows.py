@@ -271,7 +271,7 @@ def test_what_windows_lacks_is_refused_with_its_reason(win: Win) -> None:
     assert "hi" not in p.stdout, p.stdout
     # What the OS cannot do is its own kind, naming the feature and the OS.
     p = win.ctl("run", "--session", "dev", "--", win.helper, "exit", "0")
-    assert p.returncode != 0 and "UNSUPPORTED" in p.stderr and "cubad on windows does not offer shell sessions" in p.stderr, p.stderr
+    assert p.returncode != 0 and "UNSUPPORTED" in p.stderr and "cubad on Windows does not offer shell sessions" in p.stderr, p.stderr
 
 
 def test_daemon_stop_stops_it(win: Win) -> None:

@@ -82,12 +82,18 @@ impl ProtocolError {
     }
 
     /// What this daemon's OS cannot do: `feature` as the capability table names it, and
-    /// what to do instead.
+    /// what to do instead (`os` in the reason is `std::env::consts::OS`).
     pub fn unsupported(feature: &str, instead: &str) -> Self {
         let os = std::env::consts::OS;
+        let shown = match os {
+            "windows" => "Windows",
+            "macos" => "macOS",
+            "linux" => "Linux",
+            other => other,
+        };
         ProtocolError::new(
             ErrorKind::Unsupported,
-            format!("cubad on {os} does not offer {feature}{instead}"),
+            format!("cubad on {shown} does not offer {feature}{instead}"),
         )
         .because(ErrorReason::Unsupported {
             feature: feature.to_string(),
@@ -103,5 +109,29 @@ impl ProtocolError {
     /// Not possible in the process's current state.
     pub fn invalid_state(message: impl Into<String>) -> Self {
         ProtocolError::new(ErrorKind::InvalidState, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unsupported_feature_names_itself_and_the_os() {
+        let e = ProtocolError::unsupported("shell sessions", ": run each command on its own");
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert_eq!(
+            e.reason,
+            Some(ErrorReason::Unsupported {
+                feature: "shell sessions".into(),
+                os: std::env::consts::OS.into(),
+            })
+        );
+        assert!(
+            e.message
+                .contains("does not offer shell sessions: run each"),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("UNSUPPORTED: cubad on "), "{e}");
     }
 }
