@@ -143,11 +143,6 @@ pub struct ProcData {
     /// The confined caller (a narrowed client or token) that started it, whose records only
     /// that caller reaches; `None`: started by an unconfined one, in the shared table.
     pub tenant: Option<Arc<str>>,
-    /// Its CPU time at the last look: the recent rate in its row.
-    pub cpu: CpuRate,
-    /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
-    /// again within [`crate::cpu_rate::WINDOW`].
-    pub usage: Option<(Instant, Usage, Option<u32>)>,
     /// The listener of its tree's exec checks, once the child has sent it: kept open across
     /// an upgrade, which hands it to the new program.
     pub exec_listener: Option<Arc<std::os::fd::OwnedFd>>,
@@ -166,7 +161,20 @@ pub struct Proc {
     pub id: u64,
     /// std Mutex: held for short, non-async sections only (an append, a bounded read).
     data: Mutex<ProcData>,
+    /// What reading its row last measured: a reader's memo beside the record, so that a read
+    /// never writes the record (the supervisor is its one writer).
+    reading: Mutex<Reading>,
     changed: watch::Sender<()>,
+}
+
+/// The last look at a running process's cgroup.
+#[derive(Default)]
+struct Reading {
+    /// Its CPU time at the last look: the recent rate in its row.
+    cpu: CpuRate,
+    /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
+    /// again within [`crate::cpu_rate::WINDOW`].
+    usage: Option<(Instant, Usage, Option<u32>)>,
 }
 
 impl Proc {
@@ -174,6 +182,7 @@ impl Proc {
         Proc {
             id: data.info.id,
             data: Mutex::new(data),
+            reading: Mutex::default(),
             changed: watch::Sender::new(()),
         }
     }
@@ -212,17 +221,18 @@ impl Proc {
     /// Its row, with figures no older than `fresh`.
     fn info_within(&self, fresh: Duration) -> ProcessInfo {
         let now = Instant::now();
-        let (mut info, live, kept) = {
+        let (mut info, live) = {
             let rec = self.lock();
             let live = rec.cgroup.clone().filter(|_| !rec.finished());
-            let kept = rec
-                .usage
-                .filter(|(at, _, _)| now.saturating_duration_since(*at) < fresh);
-            (rec.snapshot(), live, kept)
+            (rec.snapshot(), live)
         };
         let Some(cg) = live else {
             return info;
         };
+        let kept = self
+            .reading()
+            .usage
+            .filter(|(at, _, _)| now.saturating_duration_since(*at) < fresh);
         if let Some((_, usage, rate)) = kept {
             set_usage(&mut info, usage);
             info.cpu_millicores = rate;
@@ -230,13 +240,17 @@ impl Proc {
         }
         let usage = cg.usage();
         set_usage(&mut info, usage);
-        let mut rec = self.lock();
+        let mut reading = self.reading();
         if let Some(cpu_ms) = info.cpu_ms {
             let ran = Duration::from_millis(info.elapsed_ms(cuba_protocol::now_ms()));
-            info.cpu_millicores = Some(rec.cpu.look(now, cpu_ms, ran));
+            info.cpu_millicores = Some(reading.cpu.look(now, cpu_ms, ran));
         }
-        rec.usage = Some((now, usage, info.cpu_millicores));
+        reading.usage = Some((now, usage, info.cpu_millicores));
         info
+    }
+
+    fn reading(&self) -> MutexGuard<'_, Reading> {
+        self.reading.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether it has ended and all its output is in.
@@ -273,8 +287,6 @@ impl ProcData {
             unresolved: Vec::new(),
             token: None,
             tenant: None,
-            cpu: CpuRate::default(),
-            usage: None,
             exec_listener: None,
             approved_rules: Vec::new(),
         }
