@@ -8,6 +8,17 @@ use std::time::{Duration, Instant};
 /// and a rate over a few of them would swing between 0 and 100 %.
 pub const WINDOW: Duration = Duration::from_millis(500);
 
+/// The last look at a running process's cgroup, kept beside its record (`Proc`): reading a row
+/// writes this, never the record.
+#[derive(Default)]
+pub struct Reading {
+    /// Its CPU time at the last look: the recent rate in its row.
+    pub cpu: CpuRate,
+    /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
+    /// again within [`WINDOW`].
+    pub usage: Option<(Instant, crate::platform::cgroup::Usage, Option<u32>)>,
+}
+
 /// The previous look: when, the CPU time then, and the rate it gave.
 #[derive(Default)]
 pub struct CpuRate {

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use cuba_protocol::{ProcState, ProcessInfo, Signal, StartFailure, TtySize};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::cpu_rate::CpuRate;
+use crate::cpu_rate::Reading;
 use crate::output::Output;
-use crate::platform::cgroup::{ProcCgroup, Usage};
+use crate::platform::cgroup::ProcCgroup;
 use crate::policy::Effective;
 use crate::reaper::Exit;
 use crate::terminal::{Master, Screen};
@@ -165,16 +165,6 @@ pub struct Proc {
     /// never writes the record (the supervisor is its one writer).
     reading: Mutex<Reading>,
     changed: watch::Sender<()>,
-}
-
-/// The last look at a running process's cgroup.
-#[derive(Default)]
-struct Reading {
-    /// Its CPU time at the last look: the recent rate in its row.
-    cpu: CpuRate,
-    /// Its cgroup's figures as last read, when, and the CPU rate then: what a listing shows
-    /// again within [`crate::cpu_rate::WINDOW`].
-    usage: Option<(Instant, Usage, Option<u32>)>,
 }
 
 impl Proc {
