@@ -28,12 +28,11 @@ whole text. Our tools are offered as `cuba-exec_<tool>` and run without a questi
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import client_opencode
-from clients_harness import SERVER, server_env_of, setup_env
+from clients_harness import SERVER, server_env_of
 
 NAME = "kilo"
 VERSION = "7.7.7"
@@ -76,28 +75,15 @@ def standin_config(url: str) -> dict[str, Any]:
 
 
 def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
-    env = setup_env(world, home)
-    # setup_env keeps the caller's KILO_* variables (it knows opencode's names only).
-    for k in [k for k in env if k.startswith("KILO")]:
-        del env[k]
+    env = client_opencode.client_env(world, home, url, "KILO", standin_config(url))
     env.update(
-        KILO_CONFIG_CONTENT=json.dumps(standin_config(url)),
-        # Without these two a run looks up models.dev (the catalogue, at start and again when a
-        # session starts) and us.i.posthog.com (usage telemetry, on by default; only the value
-        # `all` keeps it on). With them the only connection is to the stand-in (strace).
-        KILO_DISABLE_MODELS_FETCH="1",
+        # Without it and KILO_DISABLE_MODELS_FETCH a run looks up us.i.posthog.com (usage
+        # telemetry, on by default; only the value `all` keeps it on) and models.dev. With
+        # them the only connection is to the stand-in (strace).
         KILO_TELEMETRY_LEVEL="off",
-        KILO_DISABLE_AUTOUPDATE="1",
-        # Sharing and the Kilo cloud session sync (both need a Kilo login; off for good measure).
-        KILO_DISABLE_SHARE="1",
+        # The Kilo cloud session sync (it needs a Kilo login; off for good measure).
         KILO_DISABLE_SESSION_INGEST="1",
-        KILO_DISABLE_LSP_DOWNLOAD="1",
-        # No ~/.claude prompt / skills, no skills fetched from URLs.
-        KILO_DISABLE_CLAUDE_CODE="1",
-        KILO_DISABLE_EXTERNAL_SKILLS="1",
     )
-    if os.environ.get("KILO_PROBE_LOGS"):
-        env["KILO_LOG_LEVEL"] = "DEBUG"
     return env
 
 

@@ -110,21 +110,21 @@ def npm_offline(home: Path) -> None:
     (home / ".npmrc").write_text("offline=true\n")
 
 
-def client_env(world: Any, home: Path, url: str) -> dict[str, str]:
+# What is turned off: the models.dev catalogue fetch (at start and hourly; the bundled snapshot
+# is used), auto-update, sharing, language-server downloads, the ~/.claude prompt and skills,
+# and skills fetched from URLs.
+OFF = ("MODELS_FETCH", "AUTOUPDATE", "SHARE", "LSP_DOWNLOAD", "CLAUDE_CODE", "EXTERNAL_SKILLS")
+
+
+def client_env(world: Any, home: Path, url: str, prefix: str = "OPENCODE", config: Optional[dict[str, Any]] = None) -> dict[str, str]:
+    """The run's environment: `config` (default: the stand-in's) merged over the config files
+    through `<prefix>_CONFIG_CONTENT`, and `<prefix>_DISABLE_*` for each of `OFF` (Kilo, a fork,
+    has opencode's variables under its own prefix)."""
     env = setup_env(world, home)
-    env.update(
-        OPENCODE_CONFIG_CONTENT=json.dumps(standin_config(url)),
-        # models.dev catalogue: no fetch at start nor hourly (the bundled snapshot is used).
-        OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_AUTOUPDATE="1",
-        OPENCODE_DISABLE_SHARE="1",
-        OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-        # No ~/.claude prompt / skills, no skills fetched from URLs.
-        OPENCODE_DISABLE_CLAUDE_CODE="1",
-        OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
-    )
-    if os.environ.get("OPENCODE_PROBE_LOGS"):
-        env["OPENCODE_LOG_LEVEL"] = "DEBUG"
+    env[f"{prefix}_CONFIG_CONTENT"] = json.dumps(config or standin_config(url))
+    env.update({f"{prefix}_DISABLE_{name}": "1" for name in OFF})
+    if os.environ.get(f"{prefix}_PROBE_LOGS"):
+        env[f"{prefix}_LOG_LEVEL"] = "DEBUG"
     return env
 
 
