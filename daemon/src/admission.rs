@@ -1,34 +1,10 @@
-//! Who gets a connection: at most `max_connections` at once, and a clear refusal instead of a
-//! hang when the daemon has no file descriptor left to accept with.
+//! Who gets a connection: at most `max_connections` at once (the refusal when the daemon has no
+//! descriptor left to accept with is the Unix transport's, `platform::transport`).
 
-use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
-use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-use crate::conn;
-use crate::platform::descriptors;
-
-/// The soft `RLIMIT_NOFILE`: descriptors this process may have open at once (POSIX).
-pub fn fd_limit() -> Option<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into a valid local struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return None;
-    }
-    Some(lim.rlim_cur)
-}
-
-/// The process (EMFILE) or the whole system (ENFILE) has no descriptor left.
-pub fn out_of_fds(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-}
 
 /// Places for connections, one taken from accept to close.
 pub struct Slots {
@@ -92,91 +68,6 @@ impl Burst {
     }
 }
 
-/// One descriptor held back (`/dev/null`) so that, when every other one is taken, a connection
-/// can still be accepted, told why it is refused and closed: otherwise it waits in the backlog
-/// until the client's handshake times out, and accept fails in a loop.
-pub struct Reserve {
-    file: Option<File>,
-    failures: Burst,
-}
-
-impl Default for Reserve {
-    fn default() -> Reserve {
-        Reserve {
-            file: File::open("/dev/null").ok(),
-            failures: Burst::new(Duration::from_secs(1)),
-        }
-    }
-}
-
-impl Reserve {
-    /// Takes the descriptor back if it was given up and one is free again.
-    pub fn refill(&mut self) {
-        if self.file.is_none() {
-            self.file = File::open("/dev/null").ok();
-        }
-    }
-
-    /// Accept failed for want of descriptors: spends the reserve on the waiting connection to
-    /// refuse it, then takes the reserve back. Without a reserve (not refilled yet), waits a
-    /// little instead, so accept does not fail in a busy loop.
-    pub async fn refuse_one(&mut self, listener: &UnixListener, pid: u32) {
-        self.refill();
-        let Some(file) = self.file.take() else {
-            self.log(None);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            return;
-        };
-        drop(file);
-        // Counted with the freed descriptor (which stands in for the reserve itself).
-        let open = descriptors::open_count().map(|n| n + 1);
-        // Only a connection already waiting: the kernel fails accept for want of a descriptor
-        // even when none is, and one that comes later may find descriptors free again.
-        match listener.accept().now_or_never() {
-            Some(Ok((stream, _))) => {
-                let reason = exhausted(open, fd_limit());
-                self.log(Some(&reason));
-                // Awaited here, not in a task: the reserve is this connection's descriptor
-                // until it closes. A client reads the reason and closes at once; the wait is
-                // bounded.
-                conn::refuse(
-                    stream,
-                    cuba_protocol::handshake::encode_refusal(pid, &reason),
-                )
-                .await;
-            }
-            Some(Err(_)) => {
-                // Another task took the freed descriptor first.
-                self.log(None);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            None => {}
-        }
-        self.refill();
-    }
-
-    fn log(&mut self, reason: Option<&str>) {
-        if let Some(n) = self.failures.note(Instant::now()) {
-            let what = reason.unwrap_or("out of file descriptors, none left to refuse with");
-            tracing::warn!("accept failed: {what} ({n} times since the last report)");
-        }
-    }
-}
-
-/// The refusal when descriptors have run out: `open` of `limit`, and what to do.
-pub fn exhausted(open: Option<usize>, limit: Option<u64>) -> String {
-    let counts = match (open, limit) {
-        (Some(n), Some(m)) => format!(" ({n} open, limit {m})"),
-        (None, Some(m)) => format!(" (limit {m})"),
-        (Some(n), None) => format!(" ({n} open)"),
-        (None, None) => String::new(),
-    };
-    format!(
-        "cubad is out of file descriptors{counts}; close connections or stop processes it \
-         runs, or start it with a higher limit (`ulimit -n`)"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -205,16 +96,5 @@ mod tests {
         assert!(slots.take().is_some());
         let why = slots.refusal();
         assert!(why.contains("at most 2 connections") && why.contains("CUBA_EXEC_MAX_CONNECTIONS"));
-    }
-
-    #[test]
-    fn the_descriptor_refusal_says_how_many_and_what_to_do() {
-        let why = exhausted(Some(64), Some(64));
-        assert!(
-            why.contains("out of file descriptors (64 open, limit 64)"),
-            "{why}"
-        );
-        assert!(why.contains("ulimit -n"), "{why}");
-        assert!(exhausted(None, None).starts_with("cubad is out of file descriptors;"));
     }
 }

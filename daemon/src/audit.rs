@@ -26,12 +26,8 @@ use serde_json::{json, Value};
 /// Rotated generations kept beside the live file.
 const GENERATIONS: u32 = 3;
 
-/// The kernel's word on who is at the other end of a connection (SO_PEERCRED).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Peer {
-    pub uid: u32,
-    pub pid: Option<i32>,
-}
+/// The system's word on who is at the other end of a connection.
+pub use crate::platform::transport::Peer;
 
 struct Log {
     /// Opened on the first line, so a daemon that never spawns writes no file.

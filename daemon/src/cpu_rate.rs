@@ -10,7 +10,6 @@ pub const WINDOW: Duration = Duration::from_millis(500);
 
 /// The last look at a running process's cgroup, kept beside its record (`Proc`): reading a row
 /// writes this, never the record. (Unix: the Windows daemon has a table of its own.)
-#[cfg(unix)]
 #[derive(Default)]
 pub struct Reading {
     /// Its CPU time at the last look: the recent rate in its row.

@@ -7,18 +7,25 @@
 //! with a loader variable (`LD_PRELOAD` …) naming a file the daemon's user could have written:
 //! that puts other code into a genuine program.
 
+#[cfg(unix)]
 mod files;
 mod shown;
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(unix)]
+use std::path::PathBuf;
 
+#[cfg(unix)]
 use crate::platform::proc;
+#[cfg(unix)]
 use files::{root_only, Known};
+#[cfg(unix)]
 use shown::command_line;
 pub use shown::{escaped, shortened};
 
 /// The genuine programs, found once when the daemon starts.
+#[cfg(unix)]
 #[derive(Debug)]
 pub struct Genuine {
     helper: Option<Known>,
@@ -53,6 +60,7 @@ impl Refusal {
     }
 }
 
+#[cfg(unix)]
 impl Genuine {
     /// Finds the genuine programs: `sudo`, `ssh` and `git` in `path_var`'s directories and the
     /// system's, git's HTTP transports beside each git, and `cuba-askpass` beside `exe` (the
@@ -197,6 +205,7 @@ impl Genuine {
 }
 
 /// Refuses a traced process: its tracer reads what it reads.
+#[cfg(unix)]
 fn untraced(pid: i32, program: &str) -> Result<(), Refusal> {
     match proc::creds(pid) {
         Some(c) if !c.traced => Ok(()),
@@ -217,6 +226,7 @@ fn untraced(pid: i32, program: &str) -> Result<(), Refusal> {
 /// user could have written, or a relative one (the working directory's), or whose
 /// environment cannot be read. Files only root can change are the system's own: a person's
 /// `LD_LIBRARY_PATH` of such directories keeps working.
+#[cfg(unix)]
 fn clean_env(pid: i32, program: &str) -> Result<(), Refusal> {
     let Some(vars) = proc::env_vars(pid) else {
         let why = format!("the environment of {program} (pid {pid}) cannot be read");
@@ -243,5 +253,39 @@ fn clean_env(pid: i32, program: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-#[cfg(test)]
+/// On Windows no password ask is taken (`platform::capability::PASSWORD_ASKS`): no helper is
+/// genuine.
+#[cfg(windows)]
+#[derive(Debug)]
+pub struct Genuine;
+
+#[cfg(windows)]
+impl Genuine {
+    pub fn find(_exe: &Path, _path_var: Option<&OsStr>) -> Genuine {
+        Genuine
+    }
+
+    pub fn describe(&self) -> String {
+        "none: password asks are not offered on Windows".to_string()
+    }
+
+    pub fn helper(&self, pid: Option<i32>) -> Result<String, Refusal> {
+        Err(Self::refusal(pid.unwrap_or(0)))
+    }
+
+    pub fn check(&self, helper: i32, _: &Result<String, Refusal>) -> Result<Asker, Refusal> {
+        Err(Self::refusal(helper))
+    }
+
+    fn refusal(pid: i32) -> Refusal {
+        let f = crate::platform::capability::PASSWORD_ASKS;
+        Refusal::new(
+            pid,
+            "unknown",
+            format!("{} are not offered on Windows", f.name),
+        )
+    }
+}
+
+#[cfg(all(test, unix))]
 mod tests;

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cuba_daemon::platform::process::Started;
+use cuba_daemon::platform::transport::Listener;
 use cuba_daemon::Config;
 use cuba_protocol::{paths, safe_fs};
 use tokio::signal::unix::{signal, SignalKind};
@@ -131,7 +132,14 @@ fn setup(args: Args, started: &mut Option<Started>) -> Result<ExitCode> {
         runtime.block_on(async {
             let listener = tokio::net::UnixListener::from_std(std_listener)?;
             let shutdown = stop_signal()?;
-            cuba_daemon::run(config, listener, lock.as_raw_fd(), Some(handed), shutdown).await
+            cuba_daemon::run(
+                config,
+                Listener::new(listener),
+                lock.as_raw_fd(),
+                Some(handed),
+                shutdown,
+            )
+            .await
         })?;
         drop(lock);
         return Ok(ExitCode::SUCCESS);
@@ -293,7 +301,7 @@ async fn serve(
     // Connections wait in the listener's backlog until the daemon takes them.
     started.iter_mut().for_each(Started::ready);
     let shutdown = stop_signal()?;
-    let result = cuba_daemon::run(config, listener, lock, None, shutdown).await;
+    let result = cuba_daemon::run(config, Listener::new(listener), lock, None, shutdown).await;
     // Remove the socket only if it is still ours.
     if fs::metadata(socket).map(|m| m.ino()).ok() == inode {
         let _ = fs::remove_file(socket);

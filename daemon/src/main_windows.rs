@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cuba_daemon::windows::{take_lock, Taken};
+use cuba_daemon::platform::transport::Listener;
+use cuba_daemon::platform::windows::lock::{take as take_lock, Taken};
 use cuba_daemon::Config;
 use cuba_protocol::paths;
 
@@ -40,7 +41,7 @@ fn setup(args: Args) -> Result<()> {
     let socket = args.socket.unwrap_or_else(paths::socket_path);
     let state_dir = args.state_dir.unwrap_or_else(paths::state_dir);
     let mut defaults = Config::new(socket, state_dir);
-    defaults.shell = cuba_daemon::windows::default_shell();
+    defaults.shell = cuba_daemon::platform::windows::default_shell();
     let config = defaults
         .load(|k| std::env::var(k).ok())
         .context("bad configuration")?;
@@ -76,5 +77,15 @@ fn setup(args: Args) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(cuba_daemon::windows::run(config))
+    runtime.block_on(async {
+        // Attached to a command's console for a moment (a Ctrl-Break), the daemon must not be
+        // ended by an event meant for that console.
+        cuba_daemon::platform::windows::console::ignore_ctrl_c();
+        let first = cuba_protocol::win::pipe_server(&config.socket, true)
+            .with_context(|| format!("cannot create the pipe {}", config.socket.display()))?;
+        let listener = Listener::new(config.socket.clone(), first);
+        // Serves until a client's shutdown request; every tree still running is ended then
+        // (and with the daemon in any case: each job is killed when its handle closes).
+        cuba_daemon::run(config, listener, (), None, std::future::pending()).await
+    })
 }

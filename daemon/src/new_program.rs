@@ -10,9 +10,13 @@
 //! daemon ran (as the daemon's own user), and is refused.
 
 use std::fs::File;
+#[cfg(unix)]
 use std::os::fd::AsRawFd;
+#[cfg(unix)]
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+#[cfg(unix)]
+use std::path::Path;
+use std::path::PathBuf;
 
 /// A program accepted to take the hand-over: its descriptor and the path it was named by.
 #[derive(Debug)]
@@ -21,6 +25,7 @@ pub struct Accepted {
     pub path: PathBuf,
 }
 
+#[cfg(unix)]
 impl Accepted {
     /// The path through which the accepted file itself is run, whatever its name is by now.
     pub fn proc_path(&self) -> PathBuf {
@@ -33,6 +38,7 @@ impl Accepted {
 }
 
 /// Judges `binary` as the program to hand over to; `installed` is the one the daemon runs from.
+#[cfg(unix)]
 pub fn accept(binary: &Path, installed: &Path) -> Result<Accepted, String> {
     let shown = binary.display();
     if !binary.is_absolute() {
@@ -72,7 +78,7 @@ pub fn accept(binary: &Path, installed: &Path) -> Result<Accepted, String> {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;

@@ -20,12 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::platform::spawn::Spawn;
 
-/// How a tracked process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-}
+pub use crate::platform::Exit;
 
 #[derive(Default)]
 pub struct Reaper {

@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::cpu_rate::Reading;
 use crate::output::Output;
 use crate::platform::cgroup::ProcCgroup;
+use crate::platform::Exit;
 use crate::policy::Effective;
-use crate::reaper::Exit;
 use crate::terminal::{Master, Screen};
 use crate::tokens::Stamp;
 use crate::tree::TreeRoot;
@@ -87,12 +87,18 @@ pub enum Control {
     },
 }
 
+/// A descriptor handed over at an in-place upgrade (which Windows does not have: there none is).
+#[cfg(unix)]
+pub type RawFd = std::os::fd::RawFd;
+#[cfg(windows)]
+pub type RawFd = std::convert::Infallible;
+
 /// A paused supervisor's state: its output descriptors (still open, still its own) and
 /// what is left of its timers.
 #[derive(Debug)]
 pub struct Paused {
-    pub stdout: Option<std::os::fd::RawFd>,
-    pub stderr: Option<std::os::fd::RawFd>,
+    pub stdout: Option<RawFd>,
+    pub stderr: Option<RawFd>,
     pub timeout_left: Option<Duration>,
     pub kill_left: Option<Duration>,
 }
@@ -101,7 +107,7 @@ pub struct Paused {
 /// supervisor's), the bytes not yet written, and whether a close was asked for.
 #[derive(Debug)]
 pub struct StdinPaused {
-    pub fd: Option<std::os::fd::RawFd>,
+    pub fd: Option<RawFd>,
     pub pending: Vec<u8>,
     pub eof: bool,
 }
@@ -145,6 +151,7 @@ pub struct ProcData {
     pub tenant: Option<Arc<str>>,
     /// The listener of its tree's exec checks, once the child has sent it: kept open across
     /// an upgrade, which hands it to the new program.
+    #[cfg(unix)]
     pub exec_listener: Option<Arc<std::os::fd::OwnedFd>>,
     /// The `ask` rules a person approved for this command: its own execs of them are not asked
     /// about again.
@@ -277,6 +284,7 @@ impl ProcData {
             unresolved: Vec::new(),
             token: None,
             tenant: None,
+            #[cfg(unix)]
             exec_listener: None,
             approved_rules: Vec::new(),
         }
@@ -447,7 +455,7 @@ mod tests {
     #[test]
     fn an_exit_is_classified_by_how_it_was_stopped() {
         let code = Exit::Code(3);
-        let sig = Exit::Signal(libc::SIGTERM);
+        let sig = Exit::Signal(Signal::Term.number());
         assert_eq!(Outcome::of_exit(None, code).state, ProcState::Exited);
         assert_eq!(Outcome::of_exit(None, code).exit_code, Some(3));
         assert_eq!(Outcome::of_exit(None, sig).state, ProcState::Signaled);

@@ -42,7 +42,11 @@ pub fn restore(
             };
             // One scan of the machine for every row left running, not one each.
             let procs = machine.get_or_insert_with(proc::scan);
-            let stopped = tree::signal_tree(&root, libc::SIGTERM, &tree::Find::Among(procs));
+            let stopped = tree::signal_tree(
+                &root,
+                cuba_protocol::Signal::Term.number(),
+                &tree::Find::Among(procs),
+            );
             if stopped > 0 {
                 lost_roots.push(root);
             }

@@ -2,42 +2,42 @@
 //! `max_connections`, a refusal even when descriptors ran out: `admission.rs`), prune expired
 //! records, and on shutdown stop every process gracefully.
 
-use std::collections::HashSet;
 use std::future::Future;
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use cuba_protocol::{handshake, safe_fs, Signal};
-use tokio::net::UnixListener;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
-use crate::admission::{out_of_fds, Burst, Reserve, Slots};
-use crate::audit::{Audit, Peer};
+use crate::admission::Slots;
+use crate::audit::Audit;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::handover::{self, Handed, Inherited};
+#[cfg(unix)]
+use crate::handover::{self, Inherited};
 use crate::journal::Journal;
 use crate::launch::Launcher;
 use crate::platform::cgroup::Cgroups;
 use crate::platform::limits::Limiter;
+use crate::platform::transport::{self, Check, Listener, Lock, Raw};
 use crate::reaper::Reaper;
 use crate::record::{Control, StopCause};
-use crate::record::{Outcome, Proc, ProcData};
 use crate::state_dir::StateDir;
 use crate::table::{Settings, Table};
-use crate::{conn, journal, restore, tree};
+pub use crate::takeover::Handed;
+use crate::takeover::Takeover;
+use crate::{conn, restore, tree};
 
 /// Runs the daemon on `listener` until `shutdown` completes or a client asks it to stop.
-/// `lock` is the descriptor of the socket's lock file (kept across an upgrade); `handed`,
-/// what an earlier program of this pid handed over (`cubad --handover FD`).
+/// `lock` is the socket's lock file (kept across an upgrade); `handed`, what an earlier
+/// program of this pid handed over.
 pub async fn run(
     config: Config,
-    listener: UnixListener,
-    lock: RawFd,
+    mut listener: Listener,
+    lock: Lock,
     handed: Option<Handed>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
@@ -51,25 +51,12 @@ pub async fn run(
     let pruner = tokio::spawn(prune_expired(d.clone()));
     let mut conns = JoinSet::new();
     let slots = Slots::new(d.config().max_connections);
-    let mut reserve = Reserve::default();
-    let mut failures = Burst::new(Duration::from_secs(1));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    reserve.refill();
-                    accept(&d, stream, slots.take().ok_or_else(|| slots.refusal()), &mut conns);
-                }
-                Err(e) if out_of_fds(&e) => reserve.refuse_one(&listener, d.pid()).await,
-                Err(e) => {
-                    // Keep serving the connections we have; say so once a second at most.
-                    if let Some(n) = failures.note(std::time::Instant::now()) {
-                        tracing::warn!("accept failed: {e} ({n} times since the last report)");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
+            (stream, check) = listener.accept() => {
+                accept(&d, (stream, check), slots.take().ok_or_else(|| slots.refusal()), &mut conns);
+            }
             Some(_) = conns.join_next() => {}
             binary = d.upgrade_asked() => {
                 // Every connection closes first: its client reconnects to the new program
@@ -79,8 +66,7 @@ pub async fn run(
                     while conns.join_next().await.is_some() {}
                 })
                 .await;
-                let inherited = Inherited { listener: listener.as_raw_fd(), lock };
-                let why = handover::hand_over(&d, inherited, &binary).await;
+                let why = upgrade(&d, &listener, lock, &binary).await;
                 tracing::warn!("upgrade to {} did not happen: {why}", binary.path.display());
                 d.upgrade_failed(why);
             }
@@ -118,54 +104,18 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         &config.state_dir,
     )
     .context("the configured sandbox is not available")?;
-    let (mut header, saved) = match handed {
-        Some(h) => (Some(h.header), h.procs),
-        None => (None, Vec::new()),
-    };
-    let tokens = header.as_mut().map(|h| std::mem::take(&mut h.tokens));
-    let pids: Vec<i32> = saved.iter().map(|p| p.info.pid as i32).collect();
+    let mut taken = Takeover::of(handed);
     let (reaper, exits) =
-        Reaper::start_adopting(&pids).context("cannot become a child subreaper")?;
+        Reaper::start_adopting(&taken.pids()).context("cannot become a child subreaper")?;
     let state = StateDir::new(config.state_dir.clone());
     let instance = instance_id(&state)?;
     let journal_path = state.journal();
     let loaded = Journal::load(&journal_path)
         .with_context(|| format!("cannot read {}", journal_path.display()))?;
-    let handed_ids: HashSet<u64> = saved.iter().map(|p| p.info.id).collect();
-    let handed_leaves: HashSet<u64> = saved
-        .iter()
-        .filter_map(|p| p.cgroup.map(|s| s.leaf))
-        .collect();
-    let mut next_id = loaded.next_id;
+    let (handed_ids, handed_leaves) = taken.kept();
     let (mut contents, mut records) = restore::restore(&state, config.grace, loaded, &handed_ids);
-    let mut adopted = Vec::new();
-    for (p, exit) in saved.into_iter().zip(exits) {
-        let record = journal::Record {
-            info: p.info.clone(),
-            start_time: p.start_time,
-            marker: p.marker.clone(),
-            token: p.token,
-            tenant: p.tenant.clone(),
-            output: None,
-        };
-        let id = p.info.id;
-        match p.take() {
-            Ok((output, a)) => {
-                let mut data = ProcData::new(a.info.clone(), output, false);
-                data.token = record.token;
-                data.tenant = record.tenant.as_deref().map(Arc::from);
-                let proc = Arc::new(Proc::new(data));
-                contents.procs.insert(id, proc.clone());
-                records.insert(id, record);
-                adopted.push((proc, a, exit));
-            }
-            Err(e) => tracing::error!(id, "cannot take over process: {e}"),
-        }
-    }
-    if let Some(h) = &header {
-        next_id = next_id.max(h.next_id);
-        contents.next_id = next_id;
-    }
+    let adopted = taken.records(&mut contents, &mut records, exits);
+    let next_id = contents.next_id;
     let journal = Journal::create(journal_path.clone(), &records, next_id)
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
     let limiter = Limiter::setup(&config.limits)
@@ -190,7 +140,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         max_finished: config.max_finished,
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
-    table.tokens().import(tokens.unwrap_or_default());
+    table.tokens().import(taken.tokens());
     let defaults = (
         config.grace,
         config.orphan_timeout,
@@ -209,68 +159,58 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     );
     let askpass = crate::launch::askpass_env(&config.exe, &config.socket);
     let launcher = Launcher::new(table, reaper, limits, defaults, (exec, asks, askpass));
-    let d = Daemon::new(config, launcher);
-    for (p, mut a, exit) in adopted {
-        let root = a.root.clone();
-        let route = a.session.take().map(|(name, nonce, pipe, conf)| {
-            d.sessions().adopt(p.clone(), (name, nonce), pipe, conf)
-        });
-        if let Err(e) = d.launcher().adopt(&p, a, exit, route) {
-            tracing::error!(id = p.id, "cannot take over process: {e}");
-            tree::kill_tree(&root, &tree::Find::Scan);
-            p.lock().set_drained();
-            let why = format!("not taken over by the upgrade: {e}");
-            d.table().finish(&p, Outcome::lost(why));
-        }
-    }
-    Ok(match header {
-        Some(h) => {
-            tracing::info!(
-                processes = h.procs,
-                upgrade = h.upgrades + 1,
-                "took over from the previous program of this pid"
-            );
-            d.upgraded(h.started_at_ms, h.upgrades + 1)
-        }
-        None => d,
-    })
+    Ok(taken.adopt(Daemon::new(config, launcher), adopted))
+}
+
+/// Hands over to `binary`; returns only if that did not happen, with why.
+#[cfg(unix)]
+async fn upgrade(
+    d: &Arc<Daemon>,
+    listener: &Listener,
+    lock: Lock,
+    binary: &crate::new_program::Accepted,
+) -> String {
+    let inherited = Inherited {
+        listener: listener.raw_fd(),
+        lock,
+    };
+    handover::hand_over(d, inherited, binary).await
+}
+
+#[cfg(windows)]
+async fn upgrade(
+    _: &Arc<Daemon>,
+    _: &Listener,
+    _: Lock,
+    _: &crate::new_program::Accepted,
+) -> String {
+    let f = crate::platform::capability::UPGRADES;
+    format!("{} are not offered on Windows{}", f.name, f.instead)
 }
 
 /// `slot`: the connection's place under `max_connections`, taken at accept, or the refusal
 /// when there is none.
 fn accept(
     d: &Arc<Daemon>,
-    stream: tokio::net::UnixStream,
+    (stream, check): (Raw, Check),
     slot: Result<OwnedSemaphorePermit, String>,
     conns: &mut JoinSet<()>,
 ) {
     let d = d.clone();
     conns.spawn(async move {
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        match (stream.peer_cred(), slot) {
-            (Ok(cred), Ok(slot)) if cred.uid() == me => {
-                let peer = Peer {
-                    uid: cred.uid(),
-                    pid: cred.pid(),
-                };
-                conn::serve(d, stream, peer, slot).await
+        match (check, slot) {
+            (Check::Ours(peer), Ok(slot)) => conn::serve(d, stream, peer, slot).await,
+            (Check::Ours(peer), Err(full)) => {
+                tracing::debug!(pid = ?peer.pid, "refused a connection over the limit");
+                transport::refuse(stream, handshake::encode_refusal(d.pid(), &full)).await;
             }
-            (Ok(cred), Err(full)) if cred.uid() == me => {
-                tracing::debug!(pid = ?cred.pid(), "refused a connection over the limit");
-                conn::refuse(stream, handshake::encode_refusal(d.pid(), &full)).await;
+            (Check::Foreign { peer, why }, _) => {
+                tracing::warn!(uid = peer.uid, pid = ?peer.pid, "refused a peer of another user");
+                let frame = handshake::encode_refusal_of_another_user(d.pid(), &why);
+                transport::refuse(stream, frame).await;
             }
-            (Ok(cred), _) => {
-                tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a peer of another uid");
-                let reason = format!(
-                    "permission denied: this cubad serves uid {me} only, the peer is uid {}",
-                    cred.uid()
-                );
-                let frame = handshake::encode_refusal_of_another_user(d.pid(), &reason);
-                conn::refuse(stream, frame).await;
-            }
-            (Err(e), _) => {
-                tracing::warn!("cannot read peer credentials, connection dropped: {e}")
+            (Check::Unreadable(e), _) => {
+                tracing::warn!("cannot tell who the peer is, connection dropped: {e}")
             }
         }
     });

@@ -311,7 +311,10 @@ impl Table {
             outcome.apply(&mut rec.info, now_ms());
             rec.stdin = None;
             // What is left of the tree keeps the checker's copy until its last process ends.
-            rec.exec_listener = None;
+            #[cfg(unix)]
+            {
+                rec.exec_listener = None;
+            }
             (rec.info.kind, rec.info.name.clone())
         };
         self.lock().leave(p.id, kind, name.as_ref());

@@ -169,8 +169,13 @@ pub fn members_linked(root: &TreeRoot, scope: &Scope) -> Vec<(i32, StartTime)> {
 /// not reuse a pid while a group of that id exists, so the group of the root's pid is the
 /// root's. `getpgid` first: one system call, where the marker costs reading a file.
 fn escaped_from(root: &TreeRoot, pid: i32) -> bool {
+    #[cfg(unix)]
     // SAFETY: getpgid has no memory arguments; a gone pid is an error (-1).
     let group = unsafe { libc::getpgid(pid) };
+    // Each command starts a process group of its own on Windows too (the Job Object is its
+    // exact tree; this path serves a tree found by parents only).
+    #[cfg(windows)]
+    let group = proc::stat(pid).map_or(-1, |s| s.pgrp);
     group == root.pid || proc::has_env_entry(pid, &root.marker)
 }
 
@@ -202,7 +207,7 @@ pub fn signal_descendants(root: &TreeRoot, signal: i32, find: &Find) -> usize {
 pub fn kill_tree(root: &TreeRoot, find: &Find) -> usize {
     let mut total = 0;
     for _ in 0..50 {
-        let n = signal_tree(root, libc::SIGKILL, find);
+        let n = signal_tree(root, cuba_protocol::Signal::Kill.number(), find);
         if n == 0 {
             break;
         }

@@ -2,7 +2,8 @@
 //! agent's command running `cubactl`, or talking to the socket itself) is held to the policy of
 //! the client that started that tree, intersected with its own, never a fresh human's.
 //!
-//! The peer pid comes from `SO_PEERCRED` at accept. Its environment, then each ancestor's (up
+//! The peer pid comes from the transport at accept (`SO_PEERCRED`; the pipe's client on Windows,
+//! where a tree's Job Object says who is in it). Its environment, then each ancestor's (up
 //! the ppid chain to pid 1), is searched for this daemon's marker
 //! `CUBA_EXEC_PROCESS=<instance>.<id>`, which every descendant of a managed process inherits.
 //! Reaching the daemon itself without a marker means an escapee that cleared its environment
@@ -14,11 +15,13 @@ use std::sync::Arc;
 
 use cuba_protocol::ClientInfo;
 
+#[cfg(unix)]
 use crate::platform::proc;
 use crate::policy::{Effective, Policy};
 use crate::table::Table;
 
 /// Ancestors walked at most (a chain is never this deep; a bound against a cycle of reused pids).
+#[cfg(unix)]
 const MAX_DEPTH: usize = 1024;
 
 /// Where a connection comes from, decided at accept.
@@ -32,18 +35,21 @@ pub enum Origin {
 }
 
 /// The process id in this daemon's marker in `pid`'s environment, if any.
+#[cfg(unix)]
 fn marker_id(pid: i32, prefix: &[u8]) -> Option<u64> {
     let id = proc::env_entry_after(pid, prefix)?;
     std::str::from_utf8(&id).ok()?.parse().ok()
 }
 
 /// The live record and policy of process `id`, when it still has one.
+#[cfg(unix)]
 fn owner(table: &Table, id: u64) -> Option<Arc<Effective>> {
     table.get(id).ok()?.lock().policy.clone()
 }
 
 /// Finds where a peer comes from. `None` (no credentials) is treated as outside: `server.rs`
 /// only serves peers whose credentials it could read.
+#[cfg(unix)]
 pub fn origin(table: &Table, peer: Option<i32>) -> Origin {
     let Some(pid) = peer.filter(|p| *p > 0) else {
         return Origin::Outside;
@@ -89,6 +95,30 @@ pub fn origin(table: &Table, peer: Option<i32>) -> Origin {
         cur = stat.ppid;
     }
     Origin::Unknown(format!("peer pid {pid}: ancestry deeper than {MAX_DEPTH}"))
+}
+
+/// Finds where a peer comes from on Windows: a process is inside a tree of ours exactly when
+/// it is in that tree's Job Object, which nothing in it can leave (the jobs allow no
+/// breakaway), so no environment marker or parent chain is needed.
+#[cfg(windows)]
+pub fn origin(table: &Table, peer: Option<i32>) -> Origin {
+    let Some(pid) = peer.filter(|p| *p > 0) else {
+        return Origin::Outside;
+    };
+    for p in table.all() {
+        let (job, policy) = {
+            let data = p.lock();
+            (data.cgroup.clone(), data.policy.clone())
+        };
+        let members = job.and_then(|j| j.members()).unwrap_or_default();
+        if members.contains(&pid) {
+            return match policy {
+                Some(policy) => Origin::Process { id: p.id, policy },
+                None => Origin::Unknown(format!("process {} has no policy record", p.id)),
+            };
+        }
+    }
+    Origin::Outside
 }
 
 /// The policy a connection is held to: the daemon's, narrowed by the client's own settings, and

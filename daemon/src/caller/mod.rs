@@ -99,12 +99,7 @@ impl Caller {
 
     /// Who this caller is, as an answer names them: the user and the channel.
     pub fn answerer(&self) -> crate::asks::Who {
-        let uid = self.peer.uid;
-        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|u| format!("{} (uid {uid})", u.name))
-            .unwrap_or_else(|| format!("uid {uid}"));
+        let user = user_name(self.peer.uid);
         let channel = match self.client.kind {
             cuba_protocol::ClientKind::Cli => "cubactl".to_string(),
             cuba_protocol::ClientKind::Mcp => {
@@ -201,6 +196,22 @@ fn tenant(table: &Table, origin: &Origin, client: &ClientInfo) -> Option<Arc<str
         .iter()
         .any(|(k, v)| !v.is_empty() && k.to_str().is_some_and(|k| CONFINING.contains(&k)));
     confining.then(|| Arc::from(format!("{:?}:{}", client.kind, client.name)))
+}
+
+/// The user an answer is recorded as.
+#[cfg(unix)]
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| format!("{} (uid {uid})", u.name))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The user an answer is recorded as: the daemon's, the only one its pipe lets in.
+#[cfg(windows)]
+fn user_name(_: u32) -> String {
+    std::env::var("USERNAME").unwrap_or_else(|_| "this user".to_string())
 }
 
 #[cfg(test)]

@@ -5,14 +5,12 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use cuba_protocol::handshake::{self, HelloOutcome};
-use cuba_protocol::quiet::QuietStream;
 use cuba_protocol::{wire, ClientInfo, Welcome, PROTOCOL_VERSION, VERSION};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec, LengthDelimitedCodecError};
 
 use crate::handlers::validate::{env_entry, shown};
+use crate::platform::transport::Stream;
 
 /// Most variables in a client's environment.
 pub const MAX_ENV_VARS: usize = 4096;
@@ -31,41 +29,15 @@ pub const LARGE_ENV: usize = 64 * 1024;
 const KEPT_BUFFER: usize = 64 * 1024;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a refused peer has to read the refusal and close.
-const LINGER: Duration = Duration::from_secs(1);
 
-pub type Conn = Framed<QuietStream, LengthDelimitedCodec>;
-
-/// Refuses a peer before reading anything from it with `frame` (`handshake::encode_refusal…`).
-pub async fn refuse(mut stream: UnixStream, frame: Vec<u8>) {
-    let len = u32::try_from(frame.len()).unwrap_or(u32::MAX).to_be_bytes();
-    let write = async {
-        stream.write_all(&len).await?;
-        stream.write_all(&frame).await
-    };
-    if let Ok(Ok(())) = tokio::time::timeout(HANDSHAKE_TIMEOUT, write).await {
-        linger(&mut stream).await;
-    }
-}
-
-/// After a refusal: says end of file, then reads (and drops) what the peer still sends until
-/// it closes, bounded. Closing with its hello unread would reset the connection, and a client
-/// still writing would see a broken pipe instead of the reason.
-async fn linger<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
-    let _ = stream.shutdown().await;
-    let mut sink = [0u8; 8192];
-    let _ = tokio::time::timeout(LINGER, async {
-        while let Ok(1..) = stream.read(&mut sink).await {}
-    })
-    .await;
-}
+pub type Conn = Framed<Stream, LengthDelimitedCodec>;
 
 /// `large`: the hello took a large buffer, worth returning to the kernel once freed.
 async fn refuse_framed(framed: &mut Conn, pid: u32, reason: &str, large: bool) {
     let frame = handshake::encode_refusal(pid, reason);
     let sent = tokio::time::timeout(HANDSHAKE_TIMEOUT, framed.send(Bytes::from(frame))).await;
     if let Ok(Ok(())) = sent {
-        linger(framed.get_mut()).await;
+        crate::platform::transport::linger(framed.get_mut()).await;
     }
     if large {
         super::trim::after_large_client();
@@ -214,22 +186,25 @@ mod tests {
 
     use super::*;
 
-    fn client(env: Vec<(&[u8], &[u8])>) -> ClientInfo {
+    #[cfg(unix)]
+    fn os(b: &[u8]) -> OsString {
         use std::os::unix::ffi::OsStringExt;
+        OsString::from_vec(b.to_vec())
+    }
+
+    /// On Windows a name or value is Unicode: bytes that are not UTF-8 become U+FFFD.
+    #[cfg(windows)]
+    fn os(b: &[u8]) -> OsString {
+        OsString::from(String::from_utf8_lossy(b).into_owned())
+    }
+
+    fn client(env: Vec<(&[u8], &[u8])>) -> ClientInfo {
         ClientInfo {
             kind: ClientKind::Other,
             name: "t".into(),
             pid: 1,
             cwd: "/".into(),
-            env: env
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        OsString::from_vec(k.to_vec()),
-                        OsString::from_vec(v.to_vec()),
-                    )
-                })
-                .collect(),
+            env: env.into_iter().map(|(k, v)| (os(k), os(v))).collect(),
         }
     }
 

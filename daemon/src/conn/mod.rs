@@ -13,12 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cuba_protocol::quiet::QuietStream;
 use cuba_protocol::{
     wire, ErrorKind, ProtocolError, Request, RequestFrame, Response, ResponseFrame,
 };
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::codec::Framed;
@@ -27,7 +25,7 @@ use crate::audit::Peer;
 use crate::caller::{Caller, Origin};
 use crate::daemon::Daemon;
 use crate::handlers::{dispatch, Responder};
-pub use hello::refuse;
+use crate::platform::transport::{self, Raw};
 use hello::Conn;
 use idle::Idle;
 
@@ -76,7 +74,7 @@ async fn write_replies(
 /// connection inside one of our process trees or not (`caller::ancestry`), before anything is
 /// read from it. `slot`: the connection's place under `max_connections`, given back just before
 /// the socket closes, so a client that saw its connection close can connect again at once.
-pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSemaphorePermit) {
+pub async fn serve(d: Arc<Daemon>, stream: Raw, peer: Peer, slot: OwnedSemaphorePermit) {
     let origin = Caller::origin(d.table(), peer);
     // Before the handshake is answered: once it has been, the helper may hide its `/proc`.
     let helper = match origin {
@@ -87,7 +85,7 @@ pub async fn serve(d: Arc<Daemon>, stream: UnixStream, peer: Peer, slot: OwnedSe
         )),
         _ => d.genuine().helper(peer.pid),
     };
-    let stream = match QuietStream::from_tokio(stream) {
+    let stream = match transport::stream(stream) {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!("cannot serve a connection: {e}");

@@ -97,7 +97,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::WatchTable(r) => watch::watch(&d, &caller, r, &out).await,
         Request::Follow(r) => follow::follow(&d, r, &out).await,
         Request::Prune => Ok(prune::prune(&d, &caller).await),
-        Request::PolicyCheck(text) => Ok(policy_check::policy_check(&caller, &text)),
+        Request::PolicyCheck(text) => Ok(policy_check::policy_check(&d, &caller, &text)),
         Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(&d))),
         Request::Resize(r) => resize::resize(&d, r).await,
         Request::Screen(r) => screen::screen(&d, r.id),

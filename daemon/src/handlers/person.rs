@@ -64,9 +64,17 @@ pub fn http_stop(d: &Daemon, caller: &Caller, pid: u32) -> Result<Response, Prot
     if !name.starts_with("cuba-exec") {
         return Err(none());
     }
+    #[cfg(unix)]
     let sent = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGTERM,
+    );
+    // A Ctrl-Break, the endpoint's TERM on Windows.
+    #[cfg(windows)]
+    let sent = crate::platform::signal::signal_exact(
+        pid,
+        crate::platform::proc::start_time_of(pid),
+        cuba_protocol::Signal::Term.number(),
     );
     sent.map_err(|e| {
         ProtocolError::new(ErrorKind::Internal, format!("cannot stop pid {pid}: {e}"))

@@ -3,7 +3,16 @@
 use cuba_protocol::Response;
 
 use crate::caller::Caller;
+use crate::daemon::Daemon;
 
-pub fn policy_check(caller: &Caller, text: &str) -> Response {
-    Response::Policy(caller.policy.check(text))
+/// As a spawn with the daemon's shell would be judged: parsed, or (a shell whose text the
+/// policy cannot read) as a whole.
+pub fn policy_check(d: &Daemon, caller: &Caller, text: &str) -> Response {
+    match super::spawn::unread_shell(d, None) {
+        Some(shell) => {
+            let cwd = std::path::Path::new(&caller.client.cwd);
+            Response::Policy(caller.policy.check_unread(shell, text, cwd))
+        }
+        None => Response::Policy(caller.policy.check(text)),
+    }
 }

@@ -21,6 +21,9 @@ fn ends_process(signal: Signal) -> bool {
 }
 
 pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolError> {
+    // A signal Windows has no meaning for is refused, naming what works there.
+    #[cfg(windows)]
+    crate::platform::win_signal::action(r.signal).map_err(ProtocolError::bad_request)?;
     let p = d.table().get(r.id)?;
     let grace = r.grace_ms.map_or(d.config().grace, Duration::from_millis);
     let control = {

@@ -236,9 +236,12 @@ fn allowed(
             .audit()
             .refused(caller.who(), &req.command, &cwd, decision);
     };
-    let decision = caller
-        .policy
-        .check_spawn(req.shell.as_deref(), &req.command, cwd);
+    let decision = match unread_shell(d, req.shell.as_deref()) {
+        Some(shell) => caller.policy.check_unread(shell, &req.command, cwd),
+        None => caller
+            .policy
+            .check_spawn(req.shell.as_deref(), &req.command, cwd),
+    };
     if !decision.allowed {
         refused(&decision);
         // One sentence: whose policy, the rule's words with the sub-command, and the fix; the
@@ -251,6 +254,17 @@ fn allowed(
         return Err(ProtocolError::new(
             cuba_protocol::ErrorKind::Blocked,
             message,
+        ));
+    }
+    // Asked for and not there, a sandbox refuses the command rather than being ignored.
+    #[cfg(windows)]
+    if d.launcher().confinement(caller).sandbox.active() {
+        return Err(ProtocolError::new(
+            cuba_protocol::ErrorKind::Blocked,
+            format!(
+                "a sandbox was asked for, and {}; the command was not run",
+                crate::platform::windows::SANDBOX
+            ),
         ));
     }
     let unresolved = decision
@@ -273,4 +287,20 @@ fn allowed(
         Some(format!("ask_side_effects: {category}"))
     });
     Ok(Checked { unresolved, ask })
+}
+
+/// The shell that will run a command when the policy cannot read its text (Windows' `cmd.exe`
+/// and PowerShell): the text is then judged as a whole (`check_unread`). `None` on Unix,
+/// where the text is parsed as POSIX shell.
+pub fn unread_shell<'a>(d: &'a Daemon, named: Option<&'a str>) -> Option<&'a str> {
+    #[cfg(windows)]
+    {
+        let shell = named.unwrap_or(&d.config().shell);
+        (!crate::platform::win_shell::Kind::of(shell).parsed()).then_some(shell)
+    }
+    #[cfg(unix)]
+    {
+        let _ = (d, named);
+        None
+    }
 }

@@ -31,6 +31,7 @@ pub fn status(d: &Daemon) -> DaemonStatus {
             d.config().state_dir.display()
         ));
     }
+    notices.extend(os_notices());
     notices.extend(crate::health::notices());
     let upgrade_failed = d.upgrade_failure();
     if let Some(why) = &upgrade_failed {
@@ -58,4 +59,26 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         supervision: d.launcher().supervision().to_string(),
         exec_checks: d.launcher().exec_checks(),
     }
+}
+
+/// What this OS's daemon lacks (`platform::capability`), and on Windows the sandbox and Wine.
+fn os_notices() -> Vec<String> {
+    let mut notices = Vec::new();
+    if let Some(missing) = crate::platform::capability::missing() {
+        notices.push(format!(
+            "not offered on {}: {missing}.",
+            std::env::consts::OS
+        ));
+    }
+    #[cfg(windows)]
+    {
+        notices.push(format!("{}.", crate::platform::windows::SANDBOX));
+        if let Some(version) = cuba_protocol::win::wine() {
+            notices.push(format!(
+                "running under Wine {version}: file access lists are not checked (Wine keeps \
+                 none)"
+            ));
+        }
+    }
+    notices
 }

@@ -17,6 +17,19 @@ pub async fn upgrade(d: &Daemon, caller: &Caller, r: UpgradeRequest, out: &Respo
         out.send(Response::Error(e)).await;
         return;
     }
+    if let Err(e) = crate::platform::capability::UPGRADES.check() {
+        out.send(Response::Error(e)).await;
+        return;
+    }
+    #[cfg(unix)]
+    hand_over(d, r, out).await;
+    #[cfg(windows)]
+    let _ = r;
+}
+
+/// Judges the binary, checks the hand-over and asks the server loop for it.
+#[cfg(unix)]
+async fn hand_over(d: &Daemon, r: UpgradeRequest, out: &Responder) {
     let binary = match r.binary {
         Some(b) if !b.is_empty() => PathBuf::from(b),
         _ => d.config().exe.clone(),

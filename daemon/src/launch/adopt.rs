@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::stdin::{self, PipeSink, StdinSink};
 use super::{Launcher, CONTROL_QUEUE};
 use crate::platform;
-use crate::reaper::Exit;
+use crate::platform::Exit;
 use crate::record::{Proc, StdinMsg, StopCause, TtyData};
 use crate::supervise::{supervise, ChildIo, Cleanup, InputTarget, Job, Route, Source};
 use crate::terminal::{Master, Screen};

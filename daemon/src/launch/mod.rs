@@ -4,22 +4,33 @@
 //! a terminal (`terminal.rs`), the sandbox and the resource limits. Then the record gets its
 //! handles and the child goes to its supervisor, and the stdin writer starts.
 
+#[cfg(unix)]
 mod adopt;
 mod askpass;
+#[cfg(unix)]
 mod cgroup;
 mod checking;
 mod error;
 #[cfg(target_os = "linux")]
 mod exec_check;
+#[cfg(unix)]
 mod group;
+#[cfg(unix)]
 mod layer;
+#[cfg(unix)]
 mod limits;
+#[cfg(unix)]
 mod pipes;
 mod plan;
+#[cfg(unix)]
 mod program;
+#[cfg(unix)]
 mod sandbox;
 mod stdin;
+#[cfg(unix)]
 mod terminal;
+#[cfg(windows)]
+mod windows;
 
 pub use error::{LaunchError, Stage};
 
@@ -34,17 +45,21 @@ use crate::caller::Caller;
 use crate::config::Sandbox;
 use crate::platform::cgroup::{Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
+#[cfg(unix)]
 use crate::platform::spawn::Spawn;
 use crate::reaper::Reaper;
 use crate::record::{Outcome, Proc, StdinMsg, TtyData};
 use crate::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
 use crate::table::Table;
 use crate::tree::TreeRoot;
+#[cfg(unix)]
 pub use adopt::Adopted;
 pub use askpass::askpass_env;
 pub use checking::ExecChecking;
+#[cfg(unix)]
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
+#[cfg(unix)]
 pub use program::write_script;
 pub use stdin::StdinSink;
 
@@ -127,6 +142,7 @@ impl Launcher {
     /// Answers the execs of a process taken over at an upgrade. Where this program does not
     /// check execs, the listener is closed: every later exec in that tree fails (ENOSYS)
     /// rather than going on unchecked or waiting for an answer forever.
+    #[cfg(unix)]
     fn adopt_exec_listener(&self, p: &Arc<Proc>, listener: std::os::fd::OwnedFd) {
         match &*self.exec {
             #[cfg(target_os = "linux")]
@@ -188,6 +204,7 @@ impl Launcher {
         let began = Instant::now();
         let stdin = plan.stdin.take();
         let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
+        #[cfg(unix)]
         let exec: Option<Box<dyn Layer>> = match &*self.exec {
             #[cfg(target_os = "linux")]
             ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
@@ -207,7 +224,21 @@ impl Launcher {
             }
             _ => None,
         };
-        let started = match self.start(plan, exec) {
+        #[cfg(windows)]
+        if let ExecChecking::Unavailable {
+            why,
+            required: true,
+        } = &*self.exec
+        {
+            let why =
+                format!("exec checks are required (exec_checks = \"on\") and unavailable: {why}");
+            return Err(self.failed(caller, p, LaunchError::new(Stage::ExecCheck, why)));
+        }
+        #[cfg(unix)]
+        let started = self.start(plan, exec);
+        #[cfg(windows)]
+        let started = self.start(plan);
+        let started = match started {
             Ok(started) => started,
             Err(e) => return Err(self.failed(caller, p, e)),
         };
@@ -245,7 +276,10 @@ impl Launcher {
         if close_stdin {
             let _ = stdin_tx.try_send(StdinMsg::Eof);
         }
+        // A terminal's first write waits for its program to read it, where the OS says when
+        // (not Windows).
         let first_read = match &connected.sink {
+            #[cfg(unix)]
             stdin::StdinSink::Pty(master) => {
                 let (table, root, master) = (self.table.clone(), root.clone(), master.clone());
                 let cgroup = p.lock().cgroup.clone();
@@ -255,7 +289,7 @@ impl Launcher {
                 });
                 Some(reads)
             }
-            stdin::StdinSink::Pipe(_) => None,
+            _ => None,
         };
         tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx, first_read));
         let job = Job {
@@ -284,26 +318,13 @@ impl Launcher {
 
     /// Runs the layers around the spawn. On an error, what the layers did is undone and no
     /// child is left running.
+    #[cfg(unix)]
     fn start(
         &self,
         plan: LaunchPlan,
         exec: Option<Box<dyn Layer>>,
     ) -> Result<Started, LaunchError> {
-        let cwd = || plan.cwd.display();
-        match std::fs::metadata(&plan.cwd) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                let why = format!("cwd {}: not a directory", cwd());
-                return Err(LaunchError::new(Stage::Cwd, why));
-            }
-            Err(e) => {
-                return Err(LaunchError::os(
-                    Stage::Cwd,
-                    format!("cwd {}: {e}", cwd()),
-                    e,
-                ))
-            }
-        }
+        plan::check_cwd(&plan.cwd)?;
         let LaunchPlan {
             id,
             shell,
@@ -373,6 +394,7 @@ impl Launcher {
     }
 
     /// The spawn between the layers: the child's ends, pid and start time.
+    #[cfg(unix)]
     fn spawn(
         &self,
         mut cmd: Spawn,

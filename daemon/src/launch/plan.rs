@@ -2,8 +2,8 @@
 //! and its caller before anything is done, so it can be read (and tested) on its own.
 
 use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ pub enum Program {
     Script(String),
     /// A session's shell, reading its commands from the read end of a pipe of its own (given
     /// as fd 3), apart from stdin, so what its commands leave unread is never run.
+    #[cfg(unix)]
     Session(OwnedFd),
 }
 
@@ -103,6 +104,7 @@ impl LaunchPlan {
         }
     }
 
+    #[cfg(unix)]
     /// Process `id`, the shell of a session: `shell` reading commands from `commands`, with
     /// the caller's environment and the marker, on pipes, no timeout.
     pub fn session_shell(
@@ -146,12 +148,28 @@ fn environment(
 /// Whether the command gets a `TERM` from its caller: set in the request, or a real one (not
 /// `dumb`) in the client's environment.
 fn has_term(client: &ClientInfo, req: &SpawnRequest) -> bool {
-    let is_term = |k: &OsString| k.as_bytes() == b"TERM";
+    let is_term = |k: &OsString| k.as_encoded_bytes() == b"TERM";
     req.env.iter().any(|(k, _)| is_term(k))
         || client
             .env
             .iter()
-            .any(|(k, v)| is_term(k) && !v.is_empty() && v.as_bytes() != b"dumb")
+            .any(|(k, v)| is_term(k) && !v.is_empty() && v.as_encoded_bytes() != b"dumb")
+}
+
+/// The working directory must be a directory: said before anything else is done.
+pub fn check_cwd(cwd: &Path) -> Result<(), super::LaunchError> {
+    match std::fs::metadata(cwd) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => {
+            let why = format!("cwd {}: not a directory", cwd.display());
+            Err(super::LaunchError::new(super::Stage::Cwd, why))
+        }
+        Err(e) => Err(super::LaunchError::os(
+            super::Stage::Cwd,
+            format!("cwd {}: {e}", cwd.display()),
+            e,
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -2,15 +2,18 @@
 //! so a child that does not read its stdin never stalls the output drain or a request.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+#[cfg(unix)]
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(unix)]
 use tokio::io::AsyncWriteExt;
+#[cfg(unix)]
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use crate::record::{StdinMsg, StdinPaused};
+use crate::record::{RawFd, StdinMsg, StdinPaused};
 use crate::terminal::Master;
 
 /// Writes queued per process before a write gets `LIMIT` instead of waiting.
@@ -27,7 +30,10 @@ impl StdinSink {
     /// One cancel-safe write (dropped before it completes, it wrote nothing).
     async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         match self {
+            #[cfg(unix)]
             StdinSink::Pipe(p) => p.ready()?.write(data).await,
+            #[cfg(windows)]
+            StdinSink::Pipe(p) => p.0.write(data).await,
             StdinSink::Pty(m) => m.write(data).await,
         }
     }
@@ -35,20 +41,36 @@ impl StdinSink {
     /// The pipe's descriptor; `None` on a terminal (the master is the supervisor's).
     fn pipe_fd(&self) -> Option<RawFd> {
         match self {
+            #[cfg(unix)]
             StdinSink::Pipe(p) => Some(p.raw()),
+            #[cfg(windows)]
+            StdinSink::Pipe(_) => None,
             StdinSink::Pty(_) => None,
         }
+    }
+}
+
+/// The stdin pipe's write end on Windows: a thread writes it (`threaded.rs`).
+#[cfg(windows)]
+pub struct PipeSink(crate::platform::windows::threaded::Writer);
+
+#[cfg(windows)]
+impl PipeSink {
+    pub fn new(writer: crate::platform::windows::threaded::Writer) -> PipeSink {
+        PipeSink(writer)
     }
 }
 
 /// The stdin pipe's write end, given to the runtime at the first write: most commands are
 /// never sent input, and a registered end costs set-up at the spawn and an event when the
 /// child exits.
+#[cfg(unix)]
 pub enum PipeSink {
     Idle(Option<OwnedFd>),
     Ready(pipe::Sender),
 }
 
+#[cfg(unix)]
 impl PipeSink {
     pub fn new(fd: OwnedFd) -> PipeSink {
         PipeSink::Idle(Some(fd))

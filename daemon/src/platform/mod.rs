@@ -15,16 +15,24 @@
 //! - [`spawn`]: what a child is started with, and its start; [`clone`] (Linux) is the
 //!   vfork-style `clone3` start, into the child's cgroup.
 //! - [`cgroup`]: a cgroup per process, entered before the exec: exact stop, CPU and memory,
-//!   `pids_max` / `memory_max`, OOM kills (a stub reporting "unavailable" on macOS).
+//!   `pids_max` / `memory_max`, OOM kills (a stub reporting "unavailable" on macOS; a Job
+//!   Object per command on Windows).
 //! - [`sandbox`]: write confinement and network isolation (the command to run, and what the
-//!   child does before its exec).
+//!   child does before its exec; refused at start-up on Windows).
+//! - [`usage`]: the portable plain types: a tree's CPU and memory figures, a pooled cgroup's
+//!   slot, how a process ended ([`Exit`]).
 //! - [`descriptors`]: how many descriptors the daemon has open.
 //! - [`memory`]: giving freed heap memory back to the kernel.
+//! - [`transport`]: the clients' connections (a Unix socket; a named pipe on Windows) and the
+//!   system's word on each peer.
+//! - [`capability`]: what this OS's daemon offers, and the refusal of what it does not.
 //!
-//! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of the last
-//! two for any other OS. `seatbelt` is macOS's pure profile text and `win_shell` / `win_signal`
-//! Windows' command lines, environment and signal actions, compiled for tests everywhere so they are checked on any
-//! machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
+//! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of
+//! [`descriptors`] and [`memory`] for any other OS. `windows/` implements [`proc`], [`signal`],
+//! [`limits`], [`cgroup`] and [`sandbox`] (and has its own Job Objects, pseudo consoles and
+//! console events). `seatbelt` is macOS's pure profile text and `win_shell` / `win_signal`
+//! Windows' command lines, environment and signal actions, compiled for tests everywhere so
+//! they are checked on any machine (the `KERN_PROCARGS2` parser, shared with `cubactl`, is
 //! `cuba_protocol::procargs`).
 
 #[cfg(target_os = "linux")]
@@ -45,10 +53,14 @@ pub mod spawn;
 pub use macos::{
     cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
+pub mod capability;
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
 mod start_time;
 pub use start_time::StartTime;
+pub mod transport;
+pub mod usage;
+pub use usage::Exit;
 #[cfg(any(test, windows))]
 pub mod win_shell;
 #[cfg(any(test, windows))]
@@ -56,6 +68,8 @@ pub mod win_signal;
 
 #[cfg(windows)]
 pub mod windows;
+#[cfg(windows)]
+pub use windows::{cgroup, limits, proc, sandbox, signal};
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod fallback;

@@ -57,28 +57,8 @@ pub fn pipe_id(fd: &impl AsRawFd) -> Option<u64> {
     Some(st.st_ino)
 }
 
-/// CPU and memory of a process's cgroup (the whole tree, all it ever ran); where there are no
-/// cgroups (macOS), never known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CgroupUsage {
-    pub cpu_ms: Option<u64>,
-    pub memory_bytes: Option<u64>,
-    pub memory_peak_bytes: Option<u64>,
-    /// The cgroup's pids cap, where the daemon set one.
-    pub pids_max: Option<u64>,
-    /// Forks and clones the kernel refused at that cap (`pids.events` `max`).
-    pub forks_refused: Option<u64>,
-}
-
-/// Which pooled cgroup a process is in, and the CPU time that cgroup had counted before it: what
-/// an in-place upgrade hands the new program so it finds the cgroup and reads the same figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CgroupSlot {
-    /// The directory's name under the daemon's cgroup base.
-    pub leaf: u64,
-    /// `usage_usec` of its `cpu.stat` when the process was given it.
-    pub cpu_base_us: u64,
-}
+/// Portable now (`platform/usage.rs`); kept here for the Unix cgroup modules that name them so.
+pub use super::usage::{CgroupSlot, CgroupUsage};
 
 /// Adds the hook that sets the configured rlimits (soft = hard, so the command cannot raise
 /// them) in the child before its exec, with `set` (the platform's `setrlimit`, on the

@@ -42,11 +42,11 @@ impl Supervisor {
         }
         match signal {
             Signal::Kill => {
-                self.signal_below_shell(libc::SIGKILL);
+                self.signal_below_shell(cuba_protocol::Signal::Kill.number());
                 self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
             }
             Signal::Term | Signal::Int | Signal::Hup | Signal::Quit => {
-                self.signal_tree(libc::SIGINT);
+                self.signal_tree(cuba_protocol::Signal::Int.number());
                 self.cmd_reinterrupt = Some((Instant::now() + REINTERRUPT, 0));
                 if let Some(grace) = grace {
                     self.cmd_kill_at = Some(Instant::now() + grace);
@@ -71,7 +71,7 @@ impl Supervisor {
         if self.route.as_ref().and_then(|r| r.current()).is_none() {
             return;
         }
-        self.signal_below_shell(libc::SIGINT);
+        self.signal_below_shell(cuba_protocol::Signal::Int.number());
         if times + 1 < REINTERRUPTS {
             self.cmd_reinterrupt = Some((
                 Instant::now() + REINTERRUPT * 2u32.pow(times + 1),
@@ -83,7 +83,7 @@ impl Supervisor {
     /// The grace period of an interrupted command is over: SIGKILL what runs below the shell.
     pub(super) fn kill_command(&mut self) {
         if self.route.as_ref().and_then(|r| r.current()).is_some() {
-            self.signal_below_shell(libc::SIGKILL);
+            self.signal_below_shell(cuba_protocol::Signal::Kill.number());
             self.cmd_abandon_at = Some(Instant::now() + ABANDON_AFTER);
         }
     }

@@ -13,7 +13,7 @@ use super::{Supervisor, ABANDON_AFTER};
 /// a stuck uninterruptible sleep).
 const EMPTY_WITHIN: Duration = Duration::from_secs(2);
 use crate::platform::cgroup::ProcCgroup;
-use crate::reaper::Exit;
+use crate::platform::Exit;
 use crate::record::{set_usage, Outcome, Proc, StopCause};
 use crate::table::Table;
 use crate::tree;
@@ -56,10 +56,12 @@ impl Supervisor {
         let left = match (root, populated) {
             // Exact: anything left is in the cgroup. Counted at least once, so the KILL
             // (`cgroup.kill`) follows the grace even if the walk finds nothing to TERM.
-            (Some(_), Some(true)) => self.signal_tree(libc::SIGTERM).max(1),
+            (Some(_), Some(true)) => self
+                .signal_tree(cuba_protocol::Signal::Term.number())
+                .max(1),
             (Some(_), Some(false)) => 0,
             (Some(root), _) if tree::may_have_leftovers(&root, &self.table.scope()) => {
-                self.signal_tree(libc::SIGTERM)
+                self.signal_tree(cuba_protocol::Signal::Term.number())
             }
             _ => 0,
         };

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 
 use super::Supervisor;
 use crate::platform::cgroup::ProcCgroup;
+#[cfg(unix)]
 use crate::platform::input::{self, Source};
+#[cfg(unix)]
 use crate::platform::proc;
 use crate::record::Proc;
 use crate::table::Table;
@@ -156,7 +158,15 @@ impl Supervisor {
         self.drain_now(&mut buf)
     }
 
+    /// A member of the tree blocked reading the input: its pid. Windows does not say which
+    /// process waits on a pipe or a console (no input target is set there).
+    #[cfg(windows)]
+    fn member_reading(&self) -> Option<i32> {
+        None
+    }
+
     /// A member of the tree blocked reading the input: its pid.
+    #[cfg(unix)]
     fn member_reading(&self) -> Option<i32> {
         let (root, cgroup) = self.tree()?;
         let members = self.find(cgroup.as_deref()).members(&root);
@@ -174,6 +184,7 @@ impl Supervisor {
 }
 
 /// A member of `members` in the terminal's foreground group blocked reading it: its pid.
+#[cfg(unix)]
 fn tty_reader(members: Vec<(i32, crate::platform::StartTime)>, master: &Master) -> Option<i32> {
     let fg = master.foreground()?;
     let source = Source::Tty(master.path.clone());
@@ -186,6 +197,7 @@ fn tty_reader(members: Vec<(i32, crate::platform::StartTime)>, master: &Master) 
 
 /// Whether a member of `root`'s tree (in `cgroup`) reads its terminal now (for the first stdin
 /// write).
+#[cfg(unix)]
 pub fn reads_terminal(
     table: &Table,
     root: &TreeRoot,

@@ -12,6 +12,7 @@ mod command;
 mod exit;
 mod input;
 mod orphan;
+mod read;
 mod route;
 mod timers;
 
@@ -22,18 +23,19 @@ use std::time::Duration;
 
 use cuba_protocol::Stream;
 use futures_util::FutureExt;
-use tokio::io::AsyncReadExt;
-use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::platform::cgroup::ProcCgroup;
-use crate::reaper::Exit;
+use crate::platform::Exit;
 use crate::record::{spill_off_thread, Control, Paused, Proc};
 use crate::table::Table;
 use crate::terminal::Master;
-pub use input::{reads_terminal, InputTarget};
+#[cfg(unix)]
+pub use input::reads_terminal;
+pub use input::InputTarget;
 pub use orphan::Orphan;
+use read::{grow, read_now, read_some};
 pub use route::Route;
 
 /// Read buffers start small (most processes print little, and a thousand idle ones must stay
@@ -45,6 +47,7 @@ const FLOOD_READ: usize = 1024;
 const FLOOD_PAUSE: Duration = Duration::from_millis(1);
 /// Pipe buffer asked for once a child writes fast (the first read that fills the smallest
 /// buffer), so it needs fewer wake-ups (capped by the kernel setting).
+#[cfg(unix)]
 const PIPE_SIZE: i32 = 1024 * 1024;
 /// After the exit, how long to wait for pipes held by processes outside our reach.
 const ABANDON_AFTER: Duration = Duration::from_secs(1);
@@ -55,6 +58,11 @@ const DRAIN_LIMIT: usize = 4 * READ_BUF_MAX;
 /// `Output`): long enough that a short command's reply does not wait for the spool's files,
 /// short enough that what a running process printed is on disk should the daemon die.
 const SPILL_AFTER: Duration = Duration::from_millis(10);
+
+/// On Windows, how long the threads reading a process's pipes get after its exit to hand over
+/// the rest (a process it left behind that holds them gets the abandon time as on Unix).
+#[cfg(windows)]
+const SETTLE_WITHIN: Duration = Duration::from_millis(250);
 
 /// Something to undo once the process has ended and its output is in (a cgroup, a script file).
 /// It runs on the runtime's thread and must not block: what may wait for the kernel (a file's
@@ -79,9 +87,16 @@ pub struct Job {
 
 /// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
 pub enum Source {
-    Pipe(pipe::Receiver),
+    Pipe(Pipe),
     Pty(Arc<Master>),
 }
+
+/// An output pipe as the runtime reads it: on Windows a thread's chunks
+/// (`platform::windows::threaded`).
+#[cfg(unix)]
+pub type Pipe = tokio::net::unix::pipe::Receiver;
+#[cfg(windows)]
+pub type Pipe = crate::platform::windows::threaded::Reader;
 
 /// The child as its supervisor holds it.
 pub struct ChildIo {
@@ -91,24 +106,6 @@ pub struct ChildIo {
     pub stderr: Option<Source>,
     pub exit: oneshot::Receiver<Exit>,
     pub input: Option<InputTarget>,
-}
-
-async fn read_some(source: &mut Option<Source>, buf: &mut [u8]) -> io::Result<usize> {
-    match source {
-        Some(Source::Pipe(p)) => p.read(buf).await,
-        Some(Source::Pty(m)) => m.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A read on the source's fd, now. Not `try_read`: that returns `WouldBlock` without reading
-/// until the runtime has seen the pipe become readable, which for a process that lived a
-/// millisecond may not have happened yet when its exit arrives.
-fn read_now(source: &Source, buf: &mut [u8]) -> io::Result<usize> {
-    match source {
-        Source::Pipe(p) => crate::fd::read(p, buf),
-        Source::Pty(m) => m.read_now(buf),
-    }
 }
 
 struct Supervisor {
@@ -219,7 +216,8 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             {
                 exit = None;
                 // A dropped sender means the reaper is gone: the daemon is going down.
-                let status = status.unwrap_or(Exit::Signal(libc::SIGKILL));
+                let status = status.unwrap_or(Exit::Signal(cuba_protocol::Signal::Kill.number()));
+                s.settle(&mut out_buf).await;
                 s.drain_now(&mut out_buf);
                 s.on_exit(status);
                 // Its waiters (a `run`'s reply) go first; the clean-up after them.
@@ -261,23 +259,15 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     s.finish();
 }
 
-/// A read that filled the buffer suggests a fast writer: a bigger buffer halves the wake-ups.
-/// At the first, its pipe is given a bigger buffer too (most commands write a few lines: the
-/// pipe keeps the kernel's default, and the spawn two `fcntl`s fewer).
-fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>, source: &Option<Source>) {
-    if matches!(r, Ok(n) if *n == buf.len()) && buf.len() < READ_BUF_MAX {
-        if buf.len() == READ_BUF_MIN {
-            if let Some(Source::Pipe(p)) = source {
-                crate::platform::pipe::grow(p, PIPE_SIZE);
-            }
-        }
-        buf.resize(buf.len() * 4, 0);
-    }
-}
-
 impl Supervisor {
     /// What an in-place upgrade needs to carry this process on: `None` while it is ending
     /// (its exit is being handled) or is a session's shell running a command.
+    #[cfg(windows)]
+    fn paused(&self) -> Option<Paused> {
+        None
+    }
+
+    #[cfg(unix)]
     fn paused(&self) -> Option<Paused> {
         let busy_session = self.route.as_ref().is_some_and(|r| r.current().is_some());
         if self.exited || busy_session || self.abandon_at.is_some() {

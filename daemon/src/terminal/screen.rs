@@ -1,5 +1,5 @@
 //! The screen of a PTY process: a vt100 emulator fed with everything the program writes, and
-//! the view clients get of it. On every OS (Windows builds it as `crate::screen`).
+//! the view clients get of it. On every OS.
 
 use cuba_protocol::{ScreenView, TtySize};
 

@@ -15,16 +15,17 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::os::windows::process::CommandExt;
 use std::process::{Child, Command};
 
-use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::Foundation::{ERROR_MORE_DATA, HANDLE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
     CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JobObjectBasicAccountingInformation,
-    JobObjectExtendedLimitInformation, QueryInformationJobObject, SetInformationJobObject,
-    TerminateJobObject, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
-    JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_ACTIVE_PROCESS,
-    JOB_OBJECT_LIMIT_JOB_MEMORY, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+    JobObjectBasicProcessIdList, JobObjectExtendedLimitInformation, QueryInformationJobObject,
+    SetInformationJobObject, TerminateJobObject, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+    JOBOBJECT_BASIC_PROCESS_ID_LIST, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
+    JOB_OBJECT_LIMIT_ACTIVE_PROCESS, JOB_OBJECT_LIMIT_JOB_MEMORY,
+    JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
 };
 use windows_sys::Win32::System::Threading::{
     OpenThread, ResumeThread, CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED, THREAD_SUSPEND_RESUME,
@@ -139,12 +140,11 @@ impl Job {
         Ok(())
     }
 
-    /// The tree's accounting now.
-    pub fn usage(&self) -> io::Result<Usage> {
-        // SAFETY: plain-data structs filled in by the calls below, with their sizes.
+    /// The job's basic accounting (CPU times, process counts).
+    fn accounting(&self) -> io::Result<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION> {
+        // SAFETY: a plain-data struct, filled in by the call below.
         let mut basic: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = unsafe { std::mem::zeroed() };
-        let mut limits: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = unsafe { std::mem::zeroed() };
-        // SAFETY: as above: each struct is the one its class takes.
+        // SAFETY: the struct is the one this information class takes, with its size.
         let ok = unsafe {
             QueryInformationJobObject(
                 self.raw(),
@@ -152,16 +152,82 @@ impl Job {
                 (&mut basic as *mut JOBOBJECT_BASIC_ACCOUNTING_INFORMATION).cast(),
                 std::mem::size_of_val(&basic) as u32,
                 std::ptr::null_mut(),
-            ) != 0
-                && QueryInformationJobObject(
-                    self.raw(),
-                    JobObjectExtendedLimitInformation,
-                    (&mut limits as *mut JOBOBJECT_EXTENDED_LIMIT_INFORMATION).cast(),
-                    std::mem::size_of_val(&limits) as u32,
-                    std::ptr::null_mut(),
-                ) != 0
+            )
         };
-        if !ok {
+        if ok == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(basic)
+    }
+
+    /// How many processes are in the tree now.
+    pub fn active(&self) -> io::Result<u32> {
+        Ok(self.accounting()?.ActiveProcesses)
+    }
+
+    /// The pids of the processes in the tree now.
+    pub fn pids(&self) -> io::Result<Vec<u32>> {
+        // The list follows the two counts, at a word's alignment; the buffer is of words so
+        // that it is aligned as the struct is.
+        let word = std::mem::size_of::<usize>();
+        let head =
+            std::mem::offset_of!(JOBOBJECT_BASIC_PROCESS_ID_LIST, ProcessIdList).div_ceil(word);
+        let mut room = 64usize;
+        // Processes may join between two calls: a few tries, each with room for all seen.
+        for _ in 0..8 {
+            let mut buf = vec![0usize; head + room];
+            let bytes = u32::try_from(buf.len() * word)
+                .map_err(|_| io::Error::other("too many processes in the job"))?;
+            // SAFETY: the buffer is `bytes` long and aligned for the struct this class takes.
+            let ok = unsafe {
+                QueryInformationJobObject(
+                    self.raw(),
+                    JobObjectBasicProcessIdList,
+                    buf.as_mut_ptr().cast(),
+                    bytes,
+                    std::ptr::null_mut(),
+                )
+            } != 0;
+            let error = io::Error::last_os_error();
+            // SAFETY: the buffer holds at least the struct (its counts and one id), aligned,
+            // and all of it is initialised (zeroed, then written by the call).
+            let list = unsafe {
+                buf.as_ptr()
+                    .cast::<JOBOBJECT_BASIC_PROCESS_ID_LIST>()
+                    .read()
+            };
+            if ok {
+                let listed = (list.NumberOfProcessIdsInList as usize).min(room);
+                return Ok(buf[head..head + listed]
+                    .iter()
+                    .map(|&id| id as u32)
+                    .collect());
+            }
+            if error.raw_os_error() != Some(ERROR_MORE_DATA as i32) {
+                return Err(error);
+            }
+            // Too small: the call said how many there are.
+            room = (list.NumberOfAssignedProcesses as usize).max(room) * 2;
+        }
+        Err(io::Error::other("the job's processes kept changing"))
+    }
+
+    /// The tree's accounting now.
+    pub fn usage(&self) -> io::Result<Usage> {
+        let basic = self.accounting()?;
+        // SAFETY: a plain-data struct, filled in by the call below.
+        let mut limits: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = unsafe { std::mem::zeroed() };
+        // SAFETY: the struct is the one this information class takes, with its size.
+        let ok = unsafe {
+            QueryInformationJobObject(
+                self.raw(),
+                JobObjectExtendedLimitInformation,
+                (&mut limits as *mut JOBOBJECT_EXTENDED_LIMIT_INFORMATION).cast(),
+                std::mem::size_of_val(&limits) as u32,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
             return Err(io::Error::last_os_error());
         }
         // Times are in 100 ns units.
