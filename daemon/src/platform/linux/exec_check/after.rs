@@ -7,9 +7,16 @@
 //! It costs one `statx` of `/proc/PID/exe` when the exec is answered (what the caller ran),
 //! and one a millisecond later (what it runs now); a later exec of the same process settles
 //! the look at once, with the `statx` that exec makes anyway.
+//!
+//! A process number is only a name: the process may end before the look, and with a few tens
+//! of thousands of numbers a busy machine gives its number to another process within the
+//! looks' five seconds. So the look holds the process itself (a pidfd taken while its exec
+//! was held): what `/proc/PID` shows counts only while that process still lives, and a kill
+//! goes through it, never to whoever has the number now.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +42,33 @@ pub struct After {
     pub checked: Vec<(u64, u64)>,
     /// Whether the caller was a shell, where the rules asked (an allowlist governs them).
     pub shell_caller: Option<bool>,
+    /// The caller's process, taken while its exec was held ([`hold`]); `None` where no
+    /// descriptor could be had, and then the number is trusted as it was read.
+    pub process: Option<OwnedFd>,
+}
+
+/// The process `tgid` as a descriptor, for the look after an exec of it: taken while the
+/// exec is still held (before its answer), so the number names the caller.
+pub fn hold(tgid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; the new descriptor is owned at once.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    // SAFETY: a new descriptor nothing else owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether the process `fd` holds has not ended (a zombie has not: its number is still its).
+fn lives(fd: &OwnedFd) -> bool {
+    // SAFETY: signal 0 on a pidfd owned here only checks the process; no siginfo.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// What a look at the process found.
@@ -142,6 +176,12 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
         // Ended: whatever ran has ended with it.
         return Seen::Done;
     };
+    // Read first, then asked whether the process still lives: if it does, what was read was
+    // its (its number cannot have passed on while it lived).
+    if a.process.as_ref().is_some_and(|p| !lives(p)) {
+        // Ended, and the number may be another's now.
+        return Seen::Done;
+    }
     if Some(now) == a.before {
         // The caller's own program: the exec has not happened yet, or it failed (it is over
         // when the process makes another). That program was let go on by a check of its own.
@@ -179,7 +219,7 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
     if let Some(mut refusal) = refusal {
         let argv = notif::cmdline(pid);
         // Reported whether or not it was still there to kill: it ran.
-        if !kill_if_running(pid, now) {
+        if !kill_if_running(pid, a.process.as_ref(), now) {
             refusal.message = format!(
                 "{}; it ran, and had ended before it could be killed",
                 refusal.message
@@ -190,17 +230,22 @@ fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
     Seen::Done
 }
 
-/// SIGKILLs `pid` if it still runs the program `what`: through a pidfd taken first and checked
-/// against the program after, so no other process that reused the pid is hit.
-fn kill_if_running(pid: i32, what: (u64, u64)) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags; the new descriptor is owned at once.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    if notif::running_id(pid) != Some(what) {
+/// SIGKILLs the process `held` (else the one numbered `pid` now) if it still runs the program
+/// `what`: through a pidfd, checked against the program after it was taken, so no other
+/// process that took the number is hit.
+fn kill_if_running(pid: i32, held: Option<&OwnedFd>, what: (u64, u64)) -> bool {
+    let taken;
+    let fd = match held {
+        Some(fd) => fd,
+        None => match hold(pid) {
+            Some(fd) => {
+                taken = fd;
+                &taken
+            }
+            None => return false,
+        },
+    };
+    if notif::running_id(pid) != Some(what) || held.is_some_and(|p| !lives(p)) {
         return false;
     }
     // SAFETY: a pidfd owned here; no siginfo.
@@ -214,4 +259,104 @@ fn kill_if_running(pid: i32, what: (u64, u64)) -> bool {
         )
     };
     r == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::process::{Child, Command};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use cuba_protocol::ExecBlocked;
+
+    use super::super::types::{AskStart, Target};
+    use super::super::Reply;
+
+    /// Rules that refuse every program, counting the refusals reported.
+    #[derive(Default)]
+    struct RefuseAll(AtomicUsize);
+
+    impl Judge for RefuseAll {
+        fn decide(&self, exec: &Exec) -> Verdict {
+            Verdict::Refuse(Refusal {
+                program: exec.path.clone(),
+                message: "refused".to_string(),
+                rule: "test",
+                errno: libc::EACCES,
+            })
+        }
+        fn refused(&self, _: ExecBlocked) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn listening(&self, _: Arc<OwnedFd>) {}
+        fn wants_argv(&self, _: &Target) -> bool {
+            false
+        }
+        fn ask(&self, _: &Exec, _: String, _: Reply) -> AskStart {
+            AskStart::Allow
+        }
+    }
+
+    /// A `sleep` numbered `pid`: the kernel is told the last number given was `pid - 1`
+    /// (root only), and asked again when another process took `pid` first.
+    fn child_numbered(pid: i32) -> Option<Child> {
+        for _ in 0..500 {
+            std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+            let mut c = Command::new("sleep").arg("30").spawn().ok()?;
+            if c.id() as i32 == pid {
+                return Some(c);
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        None
+    }
+
+    #[test]
+    fn the_look_after_an_ended_process_spares_the_one_given_its_number() {
+        let mut first = Command::new("true").spawn().unwrap();
+        let pid = first.id() as i32;
+        let process = hold(pid);
+        assert!(
+            process.is_some(),
+            "pidfd_open: {}",
+            io::Error::last_os_error()
+        );
+        first.wait().unwrap();
+        let Some(mut second) = child_numbered(pid) else {
+            let why = "no process could be given an ended one's number (ns_last_pid needs root)";
+            let ci = std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1");
+            assert!(!ci, "skipped under CI, whose machines have this: {why}");
+            eprintln!(
+                "SKIPPED the_look_after_an_ended_process_spares_the_one_given_its_number: {why}"
+            );
+            return;
+        };
+        let judge = Arc::new(RefuseAll::default());
+        let after = |process| After {
+            judge: judge.clone(),
+            before: None,
+            checked: Vec::new(),
+            shell_caller: None,
+            process,
+        };
+        let held = after(process);
+        assert!(matches!(
+            look(pid, &held, notif::running_id(pid), false),
+            Seen::Done
+        ));
+        assert_eq!(judge.0.load(Ordering::SeqCst), 0, "nothing is reported");
+        assert!(second.try_wait().unwrap().is_none(), "and nothing killed");
+        // By its number alone, the same look takes the newcomer for the caller and kills it.
+        let blind = after(None);
+        let _ = look(pid, &blind, notif::running_id(pid), false);
+        assert_eq!(judge.0.load(Ordering::SeqCst), 1);
+        // Killed by the look (else `sleep` ends by itself, after 30 s, with 0).
+        let status = second.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+    }
 }

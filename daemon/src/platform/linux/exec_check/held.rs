@@ -77,8 +77,11 @@ pub(super) fn answered(
         let fd = h.listener.as_raw_fd();
         match answer {
             Ok(()) => {
+                // Taken before the answer, while the caller is held.
+                let mut after = h.after;
+                after.process = super::after::hold(h.tgid);
                 if notif::answer(fd, h.id, None).is_ok() {
-                    afters.schedule(h.tgid, h.after);
+                    afters.schedule(h.tgid, after);
                 }
             }
             Err(reason) => {

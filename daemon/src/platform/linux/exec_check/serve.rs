@@ -198,6 +198,7 @@ impl Loop {
             before,
             checked: exec.files().map(Target::id).collect(),
             shell_caller: exec.shell_caller.get(),
+            process: None,
         };
         match judge.decide(&exec) {
             Verdict::Refuse(refusal) => return refuse(refusal),
@@ -239,12 +240,15 @@ impl Loop {
                 }
             }
         }
+        // Taken before the answer, while the caller is held: the number is still its.
+        let process = super::after::hold(tgid);
         if notif::answer(fd, n.id, None).is_err() {
             // The caller is gone: nothing ran.
             return;
         }
         let after = After {
             shell_caller: exec.shell_caller.get(),
+            process,
             ..after
         };
         self.afters.schedule(tgid, after);
