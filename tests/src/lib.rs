@@ -155,10 +155,18 @@ fn wait_req(id: u64) -> WaitRequest {
 
 /// Waits until process `id` has ended and all its output is in; returns the daemon's answer.
 pub async fn wait_exit(client: &Client, id: u64) -> WaitResult {
+    wait_exit_within(client, id, STEP).await
+}
+
+/// [`wait_exit`] for a command whose work takes longer than a step (thousands of processes on
+/// a loaded machine): the daemon waits up to `limit`.
+pub async fn wait_exit_within(client: &Client, id: u64, limit: Duration) -> WaitResult {
+    let mut req = wait_req(id);
+    req.spec.timeout_ms = limit.as_millis() as u64;
     let w = bounded(
         &format!("wait for process {id}"),
-        STEP + Duration::from_secs(5),
-        client.wait(wait_req(id)),
+        limit + Duration::from_secs(5),
+        client.wait(req),
     )
     .await
     .unwrap_or_else(|e| panic!("wait for process {id} failed: {e}"));
