@@ -23,7 +23,7 @@ use cuba_protocol::{
 use tokio::sync::oneshot;
 
 use crate::config::Notify;
-use crate::record::Proc;
+use crate::record::{Note, Proc};
 use crate::table::Table;
 
 use store::Store;
@@ -137,15 +137,14 @@ impl Asks {
             deadline_ms: at + self.timeout.as_millis() as u64,
         };
         let (tx, rx) = oneshot::channel();
-        let info = {
-            let mut rec = p.lock();
-            rec.info.asks.push(ask.clone());
-            rec.info.state = match ask.kind {
-                AskKind::Password => ProcState::WaitingInput,
-                _ => ProcState::AwaitingApproval,
-            };
-            rec.info.clone()
+        // The row as it is once the record has the question (its writer applies the note).
+        let mut info = p.lock().snapshot();
+        info.asks.push(ask.clone());
+        info.state = match ask.kind {
+            AskKind::Password => ProcState::WaitingInput,
+            _ => ProcState::AwaitingApproval,
         };
+        p.note(Note::Asked(ask.clone()));
         pending.insert(
             id,
             Entry {
@@ -157,7 +156,6 @@ impl Asks {
         drop(pending);
         self.table.audit().asked(&info, &ask);
         notify::tell(&self.notify, &info, &ask);
-        p.notify();
         self.table.changed();
         let (me, timeout) = (self.clone(), self.timeout);
         let process = p.clone();
@@ -190,26 +188,8 @@ impl Asks {
         let Some(entry) = self.lock().remove(&id) else {
             return Err(format!("ask {id} was answered already"));
         };
-        let info = {
-            let mut rec = entry.process.lock();
-            rec.info.asks.retain(|a| a.id != id);
-            let held = rec.info.asks.iter().any(|a| a.kind != AskKind::Password);
-            let waiting_password = rec.info.asks.iter().any(|a| a.kind == AskKind::Password);
-            // A command not started stays held until its launch; an exec goes on running.
-            let back_to_running = match rec.info.state {
-                ProcState::AwaitingApproval => entry.ask.kind == AskKind::Exec && !held,
-                ProcState::WaitingInput => entry.ask.kind == AskKind::Password && !waiting_password,
-                _ => false,
-            };
-            if back_to_running {
-                rec.info.state = match (held, waiting_password) {
-                    (true, _) => ProcState::AwaitingApproval,
-                    (false, true) => ProcState::WaitingInput,
-                    (false, false) => ProcState::Running,
-                };
-            }
-            rec.info.clone()
-        };
+        entry.process.note(Note::Settled(id));
+        let info = entry.process.lock().snapshot();
         let reason = match &answer {
             Answer::Denied(why) => Some(why.as_str()),
             _ => None,
@@ -218,7 +198,6 @@ impl Asks {
             .audit()
             .answered(&info, &entry.ask, decision, (&who.by, &who.channel, reason));
         let _ = entry.reply.send(answer);
-        entry.process.notify();
         self.table.changed();
         Ok(())
     }
@@ -226,7 +205,7 @@ impl Asks {
     /// Forgets ask `id` unanswered (its process ended).
     fn drop_ask(&self, id: u64) {
         if let Some(entry) = self.lock().remove(&id) {
-            entry.process.lock().info.asks.retain(|a| a.id != id);
+            entry.process.note(Note::Settled(id));
         }
     }
 

@@ -16,12 +16,8 @@ use crate::platform::exec_check::{
 };
 use crate::platform::spawn::{Attend, Spawn};
 use crate::policy::Effective;
-use crate::record::Proc;
+use crate::record::{Note, Proc};
 use crate::table::Table;
-
-/// Refusals a record keeps (the audit log has every one): the first, and then those killed
-/// after their exec in place of refusals at the exec.
-const KEPT: usize = 8;
 
 /// The checker and how its filters are installed.
 pub struct ExecService {
@@ -65,6 +61,8 @@ struct ProcJudge {
     table: Arc<Table>,
     asks: Arc<Asks>,
     proc: Weak<Proc>,
+    /// The last refusal reported (pid, program, arguments): the same one again is not.
+    last: std::sync::Mutex<Option<(u32, String, Vec<String>)>>,
 }
 
 impl ProcJudge {
@@ -79,6 +77,7 @@ impl ProcJudge {
             table: table.clone(),
             asks: asks.clone(),
             proc: Arc::downgrade(p),
+            last: std::sync::Mutex::new(None),
         })
     }
 }
@@ -135,36 +134,25 @@ impl Judge for ProcJudge {
 
     fn refused(&self, blocked: ExecBlocked) {
         let Some(p) = self.proc.upgrade() else { return };
-        tracing::info!(id = p.id, program = %blocked.program, rule = %blocked.rule, "exec refused");
-        let info = {
-            let mut rec = p.lock();
+        {
             // A shell trying each `PATH` entry meets the same program again (`/bin` → `/usr/bin`).
-            let again = rec.info.blocked.last().is_some_and(|b| {
-                (b.pid, &b.program, &b.argv) == (blocked.pid, &blocked.program, &blocked.argv)
-            });
-            if again {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let this = (blocked.pid, blocked.program.clone(), blocked.argv.clone());
+            if last.as_ref() == Some(&this) {
                 return;
             }
-            let kept = &mut rec.info.blocked;
-            if kept.len() < KEPT {
-                kept.push(blocked.clone());
-            } else if blocked.killed {
-                // A program that ran and was killed says more than one refused at its exec:
-                // it takes the place of the oldest of those.
-                if let Some(i) = kept.iter().position(|b| !b.killed) {
-                    kept.remove(i);
-                    kept.push(blocked.clone());
-                }
-            }
-            rec.info.clone()
-        };
+            *last = Some(this);
+        }
+        tracing::info!(id = p.id, program = %blocked.program, rule = %blocked.rule, "exec refused");
+        let info = p.lock().snapshot();
         self.table.audit().exec_refused(&info, &blocked);
+        p.note(Note::Blocked(blocked));
         self.table.changed();
     }
 
     fn listening(&self, listener: Arc<OwnedFd>) {
         if let Some(p) = self.proc.upgrade() {
-            p.lock().exec_listener = Some(listener);
+            p.note(Note::Listening(listener));
         }
     }
 }

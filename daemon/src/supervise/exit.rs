@@ -24,6 +24,8 @@ impl Supervisor {
     pub(super) fn on_exit(&mut self, status: Exit) {
         tracing::debug!(id = self.p.id, ?status, "exited");
         self.exited = true;
+        // What its tree's execs met before the exit is in the row the exit publishes.
+        self.p.take_notes();
         let (stop, cgroup) = {
             let rec = self.p.lock();
             (rec.stop, rec.cgroup.clone())
@@ -167,6 +169,7 @@ impl Supervisor {
         // Each hands what may block (a cgroup's rmdir waits for RCU grace periods) to the
         // blocking pool; a cgroup that goes back to the pool needs no thread of its own.
         self.cleanup.drain(..).for_each(|undo| undo());
+        self.p.unsupervised();
         {
             let mut rec = self.p.lock();
             rec.set_drained();
@@ -187,6 +190,7 @@ impl Supervisor {
 /// its handles.
 pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
     kill(table, p);
+    p.unsupervised();
     let why = format!("its supervisor failed ({what}); the process tree was killed");
     table.finish(p, Outcome::lost(why));
     {

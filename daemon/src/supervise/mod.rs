@@ -187,6 +187,8 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     let mut out_buf = vec![0u8; READ_BUF_MIN];
     let mut err_buf = vec![0u8; READ_BUF_MIN];
     let mut timer = timers::Timer::new();
+    // From here on the notes of other threads (refused execs, questions) wait for this loop.
+    s.p.supervised();
     // A pending KILL keeps the loop too: what the process left behind may have closed its
     // pipes and still be shrugging off the TERM.
     while !(s.exited && s.stdout.is_none() && s.stderr.is_none() && s.kill_at.is_none()) {
@@ -231,6 +233,11 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
                 }
             }
             _ = timer.fired(), if timed => s.due().await,
+            () = s.p.noted() => {
+                if s.p.take_notes() {
+                    s.table.changed();
+                }
+            }
             _ = Orphan::exited(&s.orphan), if Orphan::watching(&s.orphan) => s.owner_gone(),
             Some(msg) = control.recv() => match msg {
                 Control::Pause { reply, resume } => {
