@@ -144,3 +144,40 @@ while time.time() - t < 2: select.select([sys.stdin],[],[], 0.5)'",
     assert_eq!(text(&w.output.bytes()), "ready?\ngot yes\n");
     wait_exit(&c, polling.id).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_forever_on_something_else_than_stdin_is_not_waiting_input() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    // `make -j` waits for its jobs in pselect on its jobserver, its fd 0 our stdin pipe.
+    let dir = tempfile::tempdir_in(d.dir()).unwrap();
+    std::fs::write(
+        dir.path().join("Makefile"),
+        "all: a b\na:\n\t@sleep 2\nb:\n\t@sleep 2\n",
+    )
+    .unwrap();
+    let make = spawn(
+        &c,
+        &format!("make -s -j2 -C {} && echo built", dir.path().display()),
+    )
+    .await;
+    // select() with no timeout on a pipe of its own, not on stdin.
+    let other = spawn(
+        &c,
+        "python3 -c 'import os,select,threading,time
+r, w = os.pipe()
+threading.Timer(2, lambda: os.write(w, b\"x\")).start()
+select.select([r],[],[]); print(\"woken\")'",
+    )
+    .await;
+    let quiet = Duration::from_millis(1500);
+    let (m, o) = tokio::join!(wait_for(&c, make.id, quiet), wait_for(&c, other.id, quiet));
+    for w in [m, o] {
+        assert_eq!(w.reason, WaitReason::Timeout, "{:?}", w.process);
+        assert_eq!(w.process.state, ProcState::Running);
+    }
+    let w = wait_exit(&c, make.id).await;
+    assert_eq!(text(&w.output.bytes()), "built\n");
+    let w = wait_exit(&c, other.id).await;
+    assert_eq!(text(&w.output.bytes()), "woken\n");
+}

@@ -45,7 +45,9 @@ pub fn blocked_on(pid: i32, source: &Source) -> bool {
         match fs::read_to_string(task.join("syscall")) {
             Ok(text) => {
                 syscall_read_fd(&text).is_some_and(is_source)
-                    || (syscall_waits_forever(&text) && is_source(0))
+                    || (syscall_waits_forever(&text)
+                        && waits_reading(pid, &text, 0)
+                        && is_source(0))
             }
             Err(_) => {
                 let fds = open_on.get_or_insert_with(|| fds_on(pid, &link));
@@ -128,6 +130,59 @@ pub fn syscall_waits_forever(text: &str) -> bool {
     }
 }
 
+/// Whether the `select`/`poll` a `/proc/PID/task/TID/syscall` line shows waits to read `fd`:
+/// its descriptor set (or `pollfd` array) is read from the caller's memory. A `make -j`
+/// waiting for its jobs in `pselect` on its jobserver, with the stdin pipe as its fd 0, waits
+/// for no input.
+fn waits_reading(pid: i32, text: &str, fd: u64) -> bool {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let Some(nr) = fields.first().and_then(|nr| nr.parse::<i64>().ok()) else {
+        return false;
+    };
+    let arg = |i: usize| fields.get(i + 1).and_then(|a| hex(a)).unwrap_or(0);
+    let select = nr == libc::SYS_pselect6;
+    #[cfg(target_arch = "x86_64")]
+    let select = select || nr == libc::SYS_select;
+    if select {
+        let (nfds, readfds) = (arg(0), arg(1));
+        if readfds == 0 || fd >= nfds {
+            return false;
+        }
+        let mut word = [0u8; 8];
+        let at = readfds + (fd / 64) * 8;
+        return read_memory(pid, at, &mut word) && u64::from_ne_bytes(word) & (1 << (fd % 64)) != 0;
+    }
+    // poll and ppoll: an array of `struct pollfd { int fd; short events; short revents; }`.
+    let (fds, nfds) = (arg(0), arg(1).min(256) as usize);
+    let mut buf = vec![0u8; nfds * 8];
+    read_memory(pid, fds, &mut buf)
+        && buf.chunks_exact(8).any(|p| {
+            let pfd = i32::from_ne_bytes([p[0], p[1], p[2], p[3]]);
+            let events = i16::from_ne_bytes([p[4], p[5]]);
+            pfd as i64 == fd as i64 && events & libc::POLLIN != 0
+        })
+}
+
+/// Reads `buf.len()` bytes at `addr` of process `pid`'s memory (the daemon's own user's, or
+/// root's daemon): whether all were read.
+fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> bool {
+    if buf.is_empty() {
+        return false;
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: one local iovec over `buf`, which lives across the call; the remote one is only
+    // read by the kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    n == buf.len() as isize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +235,53 @@ mod tests {
         );
         assert!(!syscall_waits_forever(&read));
         assert!(!syscall_waits_forever("running"));
+    }
+
+    #[test]
+    fn a_wait_counts_only_when_its_set_holds_the_descriptor() {
+        let me = std::process::id() as i32;
+        // select: fds 0 and 3 in the read set, or only 3.
+        let with0: [u64; 1] = [0b1001];
+        let without0: [u64; 1] = [0b1000];
+        let line = |set: &[u64; 1]| {
+            let p = set.as_ptr() as u64;
+            format!(
+                "{} 0x4 {p:#x} 0x0 0x0 0x0 0x0 0x7ffe 0x7f",
+                libc::SYS_pselect6
+            )
+        };
+        assert!(waits_reading(me, &line(&with0), 0));
+        assert!(!waits_reading(me, &line(&without0), 0));
+        assert!(waits_reading(me, &line(&without0), 3));
+        // Beyond nfds: not in the set, whatever the memory says.
+        assert!(!waits_reading(me, &line(&with0), 7));
+        // ppoll: a make's jobserver and a child's pipe, then a REPL's stdin.
+        let pollfds = |fds: &[(i32, i16)]| -> Vec<u8> {
+            fds.iter()
+                .flat_map(|(fd, ev)| {
+                    let mut b = fd.to_ne_bytes().to_vec();
+                    b.extend(ev.to_ne_bytes());
+                    b.extend(0i16.to_ne_bytes());
+                    b
+                })
+                .collect()
+        };
+        let poll_line = |arr: &[u8]| {
+            let p = arr.as_ptr() as u64;
+            format!(
+                "{} {p:#x} {:#x} 0x0 0x0 0x8 0x0 0x7ffe 0x7f",
+                libc::SYS_ppoll,
+                arr.len() / 8
+            )
+        };
+        let make = pollfds(&[(3, libc::POLLIN), (5, libc::POLLIN)]);
+        assert!(!waits_reading(me, &poll_line(&make), 0));
+        let repl = pollfds(&[(3, libc::POLLIN), (0, libc::POLLIN)]);
+        assert!(waits_reading(me, &poll_line(&repl), 0));
+        let out_only = pollfds(&[(0, libc::POLLOUT)]);
+        assert!(!waits_reading(me, &poll_line(&out_only), 0));
+        // Unreadable memory reads as no wait on it.
+        let bad = format!("{} 0x1 0x8 0x0 0x0 0x0 0x0 0x7ffe 0x7f", libc::SYS_pselect6);
+        assert!(!waits_reading(me, &bad, 0));
     }
 }

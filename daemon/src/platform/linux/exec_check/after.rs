@@ -173,8 +173,13 @@ impl Afters {
 /// the process is making another exec, so the last one is over whatever `now` says.
 fn look(pid: i32, a: &After, now: Option<(u64, u64)>, settled: bool) -> Seen {
     let Some(now) = now else {
-        // Ended: whatever ran has ended with it.
-        return Seen::Done;
+        // Unreadable: it has ended (whatever ran has ended with it), or an exec from another
+        // thread than its first is replacing that thread, whose program cannot be read
+        // meanwhile: looked at again while it lives.
+        return match &a.process {
+            Some(p) if !settled && lives(p) => Seen::Again,
+            _ => Seen::Done,
+        };
     };
     // Read first, then asked whether the process still lives: if it does, what was read was
     // its (its number cannot have passed on while it lived).
