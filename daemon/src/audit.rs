@@ -20,6 +20,15 @@ use std::sync::Mutex;
 
 use cuba_protocol::{now_ms, safe_fs, ClientInfo, ClientKind, PolicyDecision, ProcessInfo};
 use serde::Serialize;
+
+/// Who answered, for the audit log and a remembered approval.
+#[derive(Debug, Clone)]
+pub struct Who {
+    /// The person (`alice (uid 1000)`), or `nobody` for a timeout.
+    pub by: String,
+    /// `cubactl`, `elicitation in claude-code`, `approval_timeout`.
+    pub channel: String,
+}
 #[cfg(test)]
 use serde_json::{json, Value};
 
@@ -254,6 +263,8 @@ impl Audit {
     }
 
     /// An exec let go on without asking: a remembered approval of its rule holds in its cwd.
+    /// (Execs are checked on Linux only.)
+    #[cfg(target_os = "linux")]
     pub fn remembered_exec(
         &self,
         info: &ProcessInfo,
@@ -274,6 +285,7 @@ impl Audit {
     }
 
     /// An exec in the tree of `info` that the exec checks refused (or killed once it ran).
+    #[cfg(target_os = "linux")]
     pub fn exec_refused(&self, info: &ProcessInfo, b: &cuba_protocol::ExecBlocked) {
         let peer = self.lock().peers.get(&info.id).copied();
         let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);

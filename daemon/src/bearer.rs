@@ -55,10 +55,6 @@ impl Bearer {
         bearer
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

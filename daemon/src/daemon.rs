@@ -63,6 +63,7 @@ impl Daemon {
 
     /// This program took over from an earlier one of the same pid (started at
     /// `started_at_ms`, `count` upgrades ago in all).
+    #[cfg(unix)]
     pub fn upgraded(mut self, started_at_ms: u64, count: u32) -> Daemon {
         self.started_at_ms = started_at_ms;
         self.upgrade.count = count;
@@ -80,6 +81,7 @@ impl Daemon {
     }
 
     /// Asks the server loop to hand over to `binary` (accepted already).
+    #[cfg(unix)]
     pub fn ask_upgrade(&self, binary: Accepted) {
         *lock(&self.upgrade.failed) = None;
         *lock(&self.upgrade.wanted) = Some(binary);

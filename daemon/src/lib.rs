@@ -57,8 +57,6 @@ mod session;
 #[cfg(windows)]
 #[path = "session/unsupported.rs"]
 mod session;
-// Used by the Unix request path only so far.
-#[cfg_attr(not(unix), allow(dead_code))]
 mod side_effects;
 mod state_dir;
 mod supervise;

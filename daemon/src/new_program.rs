@@ -9,6 +9,7 @@
 //! root that only root may write. Anything else could have been written by a command the
 //! daemon ran (as the daemon's own user), and is refused.
 
+#[cfg(unix)]
 use std::fs::File;
 #[cfg(unix)]
 use std::os::fd::AsRawFd;
@@ -18,9 +19,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::path::PathBuf;
 
-/// A program accepted to take the hand-over: its descriptor and the path it was named by.
+/// A program accepted to take the hand-over: its descriptor and the path it was named by (on
+/// Windows, which has no upgrade, none is ever accepted).
 #[derive(Debug)]
 pub struct Accepted {
+    #[cfg(unix)]
     pub file: File,
     pub path: PathBuf,
 }

@@ -16,6 +16,8 @@ mod outcome;
 pub use note::Note;
 pub use outcome::Outcome;
 
+#[cfg(unix)]
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -71,6 +73,7 @@ pub enum Control {
         stop: Option<StopCause>,
     },
     /// The timeout of command `id` running in a session has passed.
+    #[cfg(unix)]
     CommandTimeout(u64),
     /// Bytes were queued for the stdin of process `id` (`eof`: and it was closed): it is no
     /// longer waiting for input, and the quiet period restarts. `done` answers once the record
@@ -88,20 +91,16 @@ pub enum Control {
     /// Stop between two events and say what the process's ends and timers are, for an
     /// in-place upgrade; carry on when `resume` fires (or is dropped: the upgrade failed).
     /// `None` in reply: not now (it is ending, or is a session's shell running a command).
+    #[cfg(unix)]
     Pause {
         reply: oneshot::Sender<Option<Paused>>,
         resume: oneshot::Receiver<()>,
     },
 }
 
-/// A descriptor handed over at an in-place upgrade (which Windows does not have: there none is).
-#[cfg(unix)]
-pub type RawFd = std::os::fd::RawFd;
-#[cfg(windows)]
-pub type RawFd = std::convert::Infallible;
-
 /// A paused supervisor's state: its output descriptors (still open, still its own) and
 /// what is left of its timers.
+#[cfg(unix)]
 #[derive(Debug)]
 pub struct Paused {
     pub stdout: Option<RawFd>,
@@ -112,6 +111,7 @@ pub struct Paused {
 
 /// A paused stdin writer's state: its descriptor (`None` on a terminal: the master is the
 /// supervisor's), the bytes not yet written, and whether a close was asked for.
+#[cfg(unix)]
 #[derive(Debug)]
 pub struct StdinPaused {
     pub fd: Option<RawFd>,
@@ -125,6 +125,7 @@ pub enum StdinMsg {
     Data(Vec<u8>),
     Eof,
     /// As [`Control::Pause`], for the writer.
+    #[cfg(unix)]
     Pause {
         reply: oneshot::Sender<StdinPaused>,
         resume: oneshot::Receiver<()>,

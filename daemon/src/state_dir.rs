@@ -32,7 +32,8 @@ impl StateDir {
     }
 
     /// The script file of process `id` (command text too long for an argument, or a command
-    /// run in a session).
+    /// run in a session). Unix only: Windows passes the text on the command line.
+    #[cfg(unix)]
     pub fn script(&self, id: u64) -> PathBuf {
         self.0.join("scripts").join(format!("{id}.sh"))
     }

@@ -110,10 +110,12 @@ impl Table {
     }
 
     /// The id the next record will get.
+    #[cfg(unix)]
     pub fn next_id(&self) -> u64 {
         self.lock().next_id
     }
 
+    #[cfg(any(unix, test))]
     pub fn state_dir(&self) -> &StateDir {
         &self.settings.state
     }
@@ -122,6 +124,7 @@ impl Table {
         &self.audit
     }
 
+    #[cfg(unix)]
     pub fn daemon_pid(&self) -> u32 {
         self.settings.daemon_pid
     }

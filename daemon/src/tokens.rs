@@ -281,7 +281,9 @@ impl Tokens {
         });
     }
 
-    /// Every finished entry, oldest first, as plain data.
+    /// Every finished entry, oldest first, as plain data: what an in-place upgrade (Unix) hands
+    /// over.
+    #[cfg(any(unix, test))]
     pub fn export(&self) -> Vec<Exported> {
         let inner = self.lock();
         let mut out: Vec<(u64, Exported)> = inner

@@ -313,3 +313,73 @@ async def test_the_python_sdk_runs_a_command_through_the_windows_server(mode: st
         assert "echo hi from cmd" in listed, listed
     finally:
         w.close()
+
+
+async def test_a_command_cannot_reach_past_its_owners_policy_through_cubactl() -> None:
+    """The trust check on Windows, attacked from inside a command's tree: a client confined to
+    one directory (`CUBA_EXEC_ALLOWED_DIRS`) runs a command through MCP that drops that setting
+    from its environment and uses `cubactl.exe` to run elsewhere, to stop a command it did not
+    start, and to stop the daemon. The daemon tells it by its Job Object (the tree's job, which
+    nothing in it can leave), not by anything the command says, and holds it to its owner's
+    policy; the same requests from outside the tree are the outsider's, and succeed."""
+    w = Win()
+    try:
+        box, elsewhere = w.tmp / "box", w.tmp / "elsewhere"
+        box.mkdir()
+        elsewhere.mkdir()
+        # The outsider's command: not the confined client's to see or stop.
+        w.ctl("start", "--name", "victim", "--", w.helper, "sleep", "120", check=True)
+        pid = json.loads(w.ctl("daemon", "status", "--json", check=True).stdout)["pid"]
+        ctl = f'"{wine_path(w.bin / "cubactl.exe")}"'
+        # One stream (`2>&1`): what each step says comes after its marker.
+        attack = " & ".join(
+            [
+                # What the command's own cubactl would carry, dropped: only its tree tells now.
+                'set "CUBA_EXEC_ALLOWED_DIRS="',
+                "echo ==run",
+                f'{ctl} run --cwd "{wine_path(elsewhere)}" -- "{w.helper}" exit 0 2>&1',
+                "echo ==kill",
+                f"{ctl} kill victim 2>&1",
+                "echo ==stop",
+                f"{ctl} daemon stop 2>&1",
+                "echo ==done",
+            ]
+        )
+        params = StdioServerParameters(
+            command=str(WINE),
+            args=[str(w.bin / "cuba-exec.exe")],
+            env={**w.env, "CUBA_EXEC_ALLOWED_DIRS": wine_path(box)},
+        )
+        client = Client(
+            params,
+            mode=MODES[-1],
+            client_info=Implementation(name="pytest-wine-confined", version="0.0.1"),
+            read_timeout_seconds=120.0,
+        )
+        with anyio.fail_after(240):
+            async with client:
+                result = await client.call_tool(
+                    "run", {"command": attack, "cwd": wine_path(box), "yield_ms": 100000}
+                )
+        said = "".join(getattr(c, "text", "") for c in result.content)
+        assert "==done" in said, said
+        parts = {p.split("\n", 1)[0].strip(): p for p in said.split("==")[1:]}
+        # Refused by the owner's rule, not by anything the command itself still carried.
+        assert "owner of process" in parts["run"] and "allowed_dirs" in parts["run"], said
+        assert "exiting with 0" not in parts["run"], said
+        assert "victim" in parts["kill"] and "stopped on request" not in parts["kill"], said
+        assert "only a person can stop the daemon" in parts["stop"], said
+        # Nothing of it happened: the daemon serves on, the outsider's command runs on.
+        status = json.loads(w.ctl("daemon", "status", "--json", check=True).stdout)
+        assert status["pid"] == pid, status
+        info = json.loads(w.ctl("info", "victim", "--json", check=True).stdout)
+        assert info["state"] == "running", info
+        # The same requests from outside every tree are the outsider's.
+        ran = w.ctl("run", "--cwd", wine_path(elsewhere), "--", w.helper, "exit", "0")
+        assert ran.returncode == 0 and "exiting with 0" in ran.stderr, (ran.stdout, ran.stderr)
+        killed = w.ctl("kill", "victim", check=True)
+        assert "stopped on request" in killed.stdout + killed.stderr, killed
+        stopped = w.ctl("daemon", "stop", check=True)
+        assert "stopped cubad" in stopped.stdout, stopped.stdout
+    finally:
+        w.close()

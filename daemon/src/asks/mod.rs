@@ -22,6 +22,7 @@ use cuba_protocol::{
 };
 use tokio::sync::oneshot;
 
+pub use crate::audit::Who;
 use crate::config::Notify;
 use crate::record::{Note, Proc};
 use crate::table::Table;
@@ -38,15 +39,6 @@ pub enum Answer {
     Approved,
     Denied(String),
     Secret(Vec<u8>),
-}
-
-/// Who answered, for the audit log and a remembered approval.
-#[derive(Debug, Clone)]
-pub struct Who {
-    /// The person (`alice (uid 1000)`), or `nobody` for a timeout.
-    pub by: String,
-    /// `cubactl`, `elicitation in claude-code`, `approval_timeout`.
-    pub channel: String,
 }
 
 struct Entry {
@@ -343,7 +335,8 @@ impl Asks {
         self.store.forget(which).map_err(ProtocolError::bad_request)
     }
 
-    /// The runtime asks are answered in (for a caller outside it).
+    /// The runtime asks are answered in (for a caller outside it: the exec checks' thread).
+    #[cfg(target_os = "linux")]
     pub fn runtime(&self) -> &tokio::runtime::Handle {
         &self.runtime
     }

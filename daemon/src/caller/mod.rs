@@ -98,7 +98,7 @@ impl Caller {
     }
 
     /// Who this caller is, as an answer names them: the user and the channel.
-    pub fn answerer(&self) -> crate::asks::Who {
+    pub fn answerer(&self) -> crate::audit::Who {
         let user = user_name(self.peer.uid);
         let channel = match self.client.kind {
             cuba_protocol::ClientKind::Cli => "cubactl".to_string(),
@@ -107,7 +107,7 @@ impl Caller {
             }
             _ => self.client.name.clone(),
         };
-        crate::asks::Who { by: user, channel }
+        crate::audit::Who { by: user, channel }
     }
 
     /// Who asks, for the audit log.

@@ -1,14 +1,17 @@
 //! How a question shows a program's text: its command line shortened and quoted, and any text
 //! of a program's with its control characters escaped.
 
+#[cfg(unix)]
 use std::path::Path;
 
 /// The most characters of a command line a question shows.
+#[cfg(unix)]
 pub(super) const MAX_CMDLINE: usize = 200;
 
 /// A command line as a question shows it: the program's name (its path is shown beside it),
 /// the arguments quoted where a space or quote would blur them, control characters escaped,
 /// at most [`MAX_CMDLINE`] characters.
+#[cfg(unix)]
 pub(super) fn command_line(args: &[String]) -> String {
     let words: Vec<String> = args
         .iter()

@@ -10,7 +10,9 @@ use crate::caller::Caller;
 use crate::daemon::Daemon;
 
 /// How the person's files differ from what the daemon uses now: the settings file (read again
-/// at a restart), and the approvals and tokens edited by hand and not yet reloaded.
+/// at a restart), and the approvals and tokens edited by hand and not yet reloaded. For an
+/// upgrade's reply (Unix).
+#[cfg(unix)]
 pub fn changes(d: &Daemon) -> Vec<String> {
     let mut lines = d.config().file_changes(|k| std::env::var(k).ok());
     lines.extend(d.asks().unconfirmed());

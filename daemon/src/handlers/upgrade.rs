@@ -4,9 +4,12 @@
 //! new program will read differently, and asks the server loop to hand over. A refusal is an
 //! error reply, and the daemon carries on.
 
+#[cfg(unix)]
 use std::path::PathBuf;
 
-use cuba_protocol::{Changes, ProtocolError, Response, UpgradeRequest};
+#[cfg(unix)]
+use cuba_protocol::{Changes, ProtocolError};
+use cuba_protocol::{Response, UpgradeRequest};
 
 use super::Responder;
 use crate::caller::Caller;

@@ -12,12 +12,15 @@ use cuba_protocol::StartFailure;
 pub enum Stage {
     /// The working directory.
     Cwd,
-    /// The shell's program: a script file, a session's command pipe.
+    /// The shell's program: a script file, a session's command pipe (Unix).
+    #[cfg(unix)]
     Program,
     Cgroup,
     Sandbox,
     Terminal,
     Pipes,
+    /// The rlimits, set after the spawn (Unix).
+    #[cfg(unix)]
     Limits,
     ExecCheck,
     /// The spawn itself: the shell could not be run.

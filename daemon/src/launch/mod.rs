@@ -70,7 +70,11 @@ const CONTROL_QUEUE: usize = 16;
 #[derive(Clone)]
 pub struct Launcher {
     table: Arc<Table>,
+    /// Unix only: on Windows a thread waits on each process handle, and the only limits are
+    /// the Job Object's (in `cgroups`).
+    #[cfg(unix)]
     reaper: Arc<Reaper>,
+    #[cfg(unix)]
     limiter: Arc<Limiter>,
     /// The per-process cgroups, or the mode without them.
     cgroups: Arc<Cgroups>,
@@ -114,9 +118,13 @@ impl Launcher {
         (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
         (exec, asks, askpass): (ExecChecking, Arc<Asks>, Vec<(OsString, OsString)>),
     ) -> Launcher {
+        #[cfg(windows)]
+        let _ = (reaper, limiter);
         Launcher {
             table,
+            #[cfg(unix)]
             reaper,
+            #[cfg(unix)]
             limiter,
             cgroups,
             grace,
@@ -164,6 +172,7 @@ impl Launcher {
         &self.table
     }
 
+    #[cfg(unix)]
     pub fn reaper(&self) -> &Arc<Reaper> {
         &self.reaper
     }
@@ -299,7 +308,7 @@ impl Launcher {
             route,
             cleanup,
             kill_in: None,
-            orphan: Orphan::of(caller, self.orphan),
+            orphan: Orphan::of(&caller.client, caller.peer.pid, self.orphan),
         };
         tokio::spawn(supervise(job, p.clone(), connected.io, control_rx));
         self.table.changed();
@@ -308,6 +317,7 @@ impl Launcher {
 
     /// The record `p` finished as failed to start, with `e`'s words and kind.
     fn failed(&self, caller: &Caller, p: &Arc<Proc>, e: LaunchError) -> LaunchError {
+        tracing::debug!(id = p.id, stage = ?e.stage, "failed to start: {}", e.why);
         self.table
             .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
         p.lock().set_drained();

@@ -13,7 +13,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use crate::record::{RawFd, StdinMsg, StdinPaused};
+#[cfg(unix)]
+use std::os::fd::RawFd;
+
+use crate::record::StdinMsg;
+#[cfg(unix)]
+use crate::record::StdinPaused;
 use crate::terminal::Master;
 
 /// Writes queued per process before a write gets `LIMIT` instead of waiting.
@@ -39,12 +44,10 @@ impl StdinSink {
     }
 
     /// The pipe's descriptor; `None` on a terminal (the master is the supervisor's).
+    #[cfg(unix)]
     fn pipe_fd(&self) -> Option<RawFd> {
         match self {
-            #[cfg(unix)]
             StdinSink::Pipe(p) => Some(p.raw()),
-            #[cfg(windows)]
-            StdinSink::Pipe(_) => None,
             StdinSink::Pty(_) => None,
         }
     }
@@ -128,6 +131,7 @@ pub async fn write_stdin(
                 Some(StdinMsg::Data(bytes)) if !eof => pending.push_back(bytes),
                 Some(StdinMsg::Data(_)) => {}
                 Some(StdinMsg::Eof) => eof = true,
+                #[cfg(unix)]
                 Some(StdinMsg::Pause { reply, resume }) => {
                     let mut left: Vec<u8> = Vec::new();
                     for (i, chunk) in pending.iter().enumerate() {

@@ -1,8 +1,9 @@
 //! Starting a process on Windows: the command line of its shell (`platform::win_shell`), its
 //! environment as a Windows block, its Job Object (the tree's handle, as its cgroup is on
-//! Linux), then its pipes — stdin a named pipe, output read by threads (`threaded.rs`) — or
-//! its pseudo console. Its exit is waited for on its process handle by a thread of its own and
-//! reaches the supervisor as the reaper's exit does on Unix.
+//! Linux), then its pipes — stdin a named pipe, whose pending read the supervisor looks for,
+//! output read by threads (`threaded.rs`) — or its pseudo console. Its exit is waited for on
+//! its process handle by a thread of its own and reaches the supervisor as the reaper's exit
+//! does on Unix.
 
 use std::os::windows::io::AsRawHandle;
 use std::os::windows::process::CommandExt;
@@ -17,10 +18,11 @@ use super::stdin::{PipeSink, StdinSink};
 use super::{Connected, Launcher, Started};
 use crate::platform::win_shell::{self, Args, Kind};
 use crate::platform::windows::conpty::Pty;
+use crate::platform::windows::input::{StdinEnd, Waiting};
 use crate::platform::windows::threaded::{thread, Reader, Writer};
 use crate::platform::Exit;
 use crate::record::TtyData;
-use crate::supervise::{ChildIo, Source};
+use crate::supervise::{ChildIo, InputTarget, Source};
 use crate::terminal::{Master, Screen};
 use crate::tree::TreeRoot;
 
@@ -32,6 +34,14 @@ impl Launcher {
     /// Starts `plan`'s command in a job of its own, on pipes or a pseudo console.
     pub(super) fn start(&self, plan: LaunchPlan) -> Result<Started, LaunchError> {
         super::plan::check_cwd(&plan.cwd)?;
+        // The spawn handler refuses it first; nothing asked to run confined may run without.
+        if plan.confinement.sandbox.active() {
+            let why = format!(
+                "a sandbox was asked for, and {}; the command was not run",
+                crate::platform::windows::SANDBOX
+            );
+            return Err(LaunchError::new(Stage::Sandbox, why));
+        }
         let text = match &plan.program {
             Program::Inline(text) | Program::Script(text) => text.clone(),
         };
@@ -113,7 +123,11 @@ impl Launcher {
                     )),
                     None => None,
                 };
-                let sink = Writer::spawn("cubad-in", std::fs::File::from(stdin_write))
+                // The writer holds the stdin end; the supervisor's look for a pending read on it
+                // (absent under Wine) never keeps it open.
+                let stdin_end = StdinEnd::new(stdin_write);
+                let input = Waiting::on(&stdin_end).map(InputTarget::PendingRead);
+                let sink = Writer::spawn("cubad-in", stdin_end)
                     .map_err(LaunchError::at(Stage::Pipes, "cannot write the stdin pipe"))?;
                 let process = std::os::windows::io::OwnedHandle::from(child);
                 let exit = waiter(process).map_err(spawn_err)?;
@@ -121,7 +135,7 @@ impl Launcher {
                     stdout,
                     stderr,
                     exit,
-                    input: None,
+                    input,
                 };
                 let connected = Connected {
                     io,

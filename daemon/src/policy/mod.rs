@@ -109,9 +109,14 @@ pub fn name_list(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Splits a directory list on `:` and `,`.
+/// Splits a directory list on `,` and the OS's list separator, as `PATH` has it: `:`, or `;` on
+/// Windows, where a `:` follows every drive letter.
 pub fn dir_list(text: &str) -> Vec<PathBuf> {
-    text.split([':', ','])
+    split_dirs(text, if cfg!(windows) { ';' } else { ':' })
+}
+
+fn split_dirs(text: &str, list: char) -> Vec<PathBuf> {
+    text.split([list, ','])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)

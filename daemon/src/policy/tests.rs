@@ -264,3 +264,14 @@ fn hostile_text_is_refused_without_harm() {
     let t = vec!["ls"; 5000].join(" && ");
     assert!(Policy::default().check(&t).allowed);
 }
+
+#[test]
+fn a_directory_list_splits_as_path_does_on_each_os() {
+    let paths = |list: &[&str]| list.iter().map(PathBuf::from).collect::<Vec<_>>();
+    assert_eq!(split_dirs("/a:/b, /c", ':'), paths(&["/a", "/b", "/c"]));
+    // Windows' separator is `;`: each drive letter has its `:`.
+    assert_eq!(
+        split_dirs(r"C:\work;D:\x,E:\y", ';'),
+        paths(&[r"C:\work", r"D:\x", r"E:\y"])
+    );
+}

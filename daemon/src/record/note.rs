@@ -7,6 +7,7 @@
 //!
 //! An end is final: a note never changes the state of an ended record.
 
+#[cfg(unix)]
 use std::sync::Arc;
 
 use cuba_protocol::{Ask, AskKind, ExecBlocked, ProcState};
@@ -24,6 +25,8 @@ const QUEUED: usize = 1024;
 #[derive(Debug)]
 pub enum Note {
     /// An exec of its tree was refused, or killed after it ran.
+    // Only the exec checks (Linux) find one.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Blocked(ExecBlocked),
     /// Its tree's exec-check listener: kept for an in-place upgrade.
     #[cfg(unix)]

@@ -45,6 +45,7 @@ impl Outcome {
 
     /// A command in a session: the status its shell printed for it, or how the shell itself
     /// ended under it (`error` says which); with neither, it is `lost`.
+    #[cfg(unix)]
     pub fn of_command(
         stop: Option<StopCause>,
         exit_code: Option<i32>,
@@ -143,6 +144,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_session_command_without_a_status_is_lost() {
         let o = Outcome::of_command(None, Some(130), None, None);

@@ -59,6 +59,7 @@ impl Supervisor {
     }
 
     /// The timeout of command `id` has passed: it is interrupted and ends `timed_out`.
+    #[cfg(unix)]
     pub(super) fn command_timeout(&mut self, id: u64) {
         let grace = Some(self.grace);
         self.signal_command(id, Signal::Int, grace, Some(StopCause::Timeout));

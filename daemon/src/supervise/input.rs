@@ -11,14 +11,18 @@ use cuba_protocol::TtySize;
 use tokio::time::Instant;
 
 use super::Supervisor;
+#[cfg(unix)]
 use crate::platform::cgroup::ProcCgroup;
 #[cfg(unix)]
 use crate::platform::input::{self, Source};
 #[cfg(unix)]
 use crate::platform::proc;
 use crate::record::Proc;
+#[cfg(unix)]
 use crate::table::Table;
+#[cfg(unix)]
 use crate::terminal::Master;
+#[cfg(unix)]
 use crate::tree::{Find, TreeRoot};
 
 /// How long output must have been quiet before the tree is checked.
@@ -31,9 +35,14 @@ const CHECKS: u32 = 5;
 /// What a process waiting for input would be blocked reading.
 pub enum InputTarget {
     /// The stdin pipe the daemon holds the write end of, by inode (both ends share it).
+    #[cfg(unix)]
     Pipe(u64),
     /// The terminal: its foreground group reading it.
+    #[cfg(unix)]
     Tty(Arc<Master>),
+    /// On Windows the stdin pipe, looked at for a pending read in a tree that used no CPU.
+    #[cfg(windows)]
+    PendingRead(crate::platform::windows::input::Waiting),
 }
 
 impl Supervisor {
@@ -158,11 +167,14 @@ impl Supervisor {
         self.drain_now(&mut buf)
     }
 
-    /// A member of the tree blocked reading the input: its pid. Windows does not say which
-    /// process waits on a pipe or a console (no input target is set there).
+    /// A member of the tree blocked reading the input: on Windows, which does not say which
+    /// process waits on a pipe, the command's own pid.
     #[cfg(windows)]
     fn member_reading(&self) -> Option<i32> {
-        None
+        let (root, cgroup) = self.tree()?;
+        let InputTarget::PendingRead(pipe) = self.input.as_ref()?;
+        pipe.blocked(cgroup.and_then(|c| c.cpu_ns()))
+            .then_some(root.pid)
     }
 
     /// A member of the tree blocked reading the input: its pid.

@@ -28,7 +28,9 @@ use tokio::time::Instant;
 
 use crate::platform::cgroup::ProcCgroup;
 use crate::platform::Exit;
-use crate::record::{spill_off_thread, Control, Paused, Proc};
+#[cfg(unix)]
+use crate::record::Paused;
+use crate::record::{spill_off_thread, Control, Proc};
 use crate::table::Table;
 use crate::terminal::Master;
 #[cfg(unix)]
@@ -240,6 +242,7 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
             }
             _ = Orphan::exited(&s.orphan), if Orphan::watching(&s.orphan) => s.owner_gone(),
             Some(msg) = control.recv() => match msg {
+                #[cfg(unix)]
                 Control::Pause { reply, resume } => {
                     // An exit already delivered is handled now, not handed over.
                     if let Some(Ok(status)) = exit.as_mut().map(|rx| rx.try_recv()) {
@@ -269,11 +272,6 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
 impl Supervisor {
     /// What an in-place upgrade needs to carry this process on: `None` while it is ending
     /// (its exit is being handled) or is a session's shell running a command.
-    #[cfg(windows)]
-    fn paused(&self) -> Option<Paused> {
-        None
-    }
-
     #[cfg(unix)]
     fn paused(&self) -> Option<Paused> {
         let busy_session = self.route.as_ref().is_some_and(|r| r.current().is_some());
@@ -313,6 +311,7 @@ impl Supervisor {
                 }
                 self.signal(signal, grace);
             }
+            #[cfg(unix)]
             Control::CommandTimeout(id) => self.command_timeout(id),
             Control::Input { id, eof, done } => {
                 self.input_sent(id, eof);
@@ -322,6 +321,7 @@ impl Supervisor {
                 let _ = done.send(self.resize(size));
             }
             // Handled in the loop, which can wait; answered here only for completeness.
+            #[cfg(unix)]
             Control::Pause { reply, .. } => {
                 let _ = reply.send(None);
             }

@@ -7,11 +7,10 @@
 
 use std::time::Duration;
 
-use cuba_protocol::{ClientKind, ProcState, Signal};
+use cuba_protocol::{ClientInfo, ClientKind, ProcState, Signal};
 use tokio::time::Instant;
 
 use super::Supervisor;
-use crate::caller::Caller;
 use crate::platform::signal::ExitWatch;
 use crate::record::StopCause;
 
@@ -24,14 +23,17 @@ pub struct Orphan {
 }
 
 impl Orphan {
-    /// The watch for what `caller` starts: an MCP client on this machine, talking for itself
-    /// (a bridged client's pid is another machine's). `None` for any other client, or where
-    /// its exit cannot be watched.
-    pub fn of(caller: &Caller, after: Option<Duration>) -> Option<Orphan> {
+    /// The watch for what `client` starts, whose connection's peer is `peer_pid`: an MCP
+    /// client on this machine, talking for itself (a bridged client's pid is another
+    /// machine's). `None` for any other client, or where its exit cannot be watched.
+    pub fn of(
+        client: &ClientInfo,
+        peer_pid: Option<i32>,
+        after: Option<Duration>,
+    ) -> Option<Orphan> {
         let after = after?;
-        let client = &caller.client;
         let pid = i32::try_from(client.pid).ok()?;
-        if client.kind != ClientKind::Mcp || caller.peer.pid != Some(pid) {
+        if client.kind != ClientKind::Mcp || peer_pid != Some(pid) {
             return None;
         }
         match ExitWatch::of(pid) {

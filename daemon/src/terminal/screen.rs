@@ -65,7 +65,8 @@ impl Screen {
     }
 
     /// Escape codes that rebuild this screen (contents, cursor, input modes) when fed to a new
-    /// one of the same size: how a screen crosses an in-place upgrade.
+    /// one of the same size: how a screen crosses an in-place upgrade (Unix).
+    #[cfg(unix)]
     pub fn state(&self) -> Vec<u8> {
         self.parser.screen().state_formatted().into_bytes()
     }

@@ -102,8 +102,18 @@ pub fn this_client(kind: ClientKind, name: impl Into<String>) -> ClientInfo {
         cwd: std::env::current_dir()
             .map(PathBuf::into_os_string)
             .unwrap_or_else(|_| OsString::from("/")),
-        env: std::env::vars_os().collect(),
+        env: std::env::vars_os()
+            .filter(|(name, _)| !(cfg!(windows) && hidden_entry(name)))
+            .collect(),
     }
+}
+
+/// An entry of a Windows environment block that is no variable: `cmd.exe`'s current directory
+/// per drive (`=C:=C:\dir`) and the like, which every program `cmd` starts inherits. A name
+/// with '=' can be in no other process's environment (the daemon refuses a client that sends
+/// one), and what the client starts gets its own working directory anyway.
+fn hidden_entry(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().first() == Some(&b'=')
 }
 
 impl Client {
@@ -413,6 +423,25 @@ impl Client {
         match self.call(Request::Screen(IdRequest { id })).await? {
             Response::Screen(s) => Ok(s),
             other => Err(unexpected(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drive_s_current_directory_is_no_variable() {
+        assert!(hidden_entry(std::ffi::OsStr::new("=C:")));
+        assert!(hidden_entry(std::ffi::OsStr::new("=ExitCode")));
+        assert!(!hidden_entry(std::ffi::OsStr::new("PATH")));
+        assert!(!hidden_entry(std::ffi::OsStr::new("")));
+        if cfg!(windows) {
+            assert!(this_client(ClientKind::Cli, "t")
+                .env
+                .iter()
+                .all(|(k, _)| !hidden_entry(k)));
         }
     }
 }

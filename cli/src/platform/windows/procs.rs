@@ -11,10 +11,7 @@
 use std::collections::HashMap;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 
-use windows_sys::Win32::Foundation::{FILETIME, INVALID_HANDLE_VALUE, STILL_ACTIVE};
-use windows_sys::Win32::System::Diagnostics::ToolHelp::{
-    CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, PROCESSENTRY32W, TH32CS_SNAPPROCESS,
-};
+use windows_sys::Win32::Foundation::{FILETIME, STILL_ACTIVE};
 use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -61,28 +58,13 @@ fn stat_of(ppid: u32, m: Option<&Measured>) -> Option<ProcStat> {
     })
 }
 
-/// `(pid, parent pid)` of every process at one moment.
+/// `(pid, parent pid)` of every process at one moment (`cuba_protocol::win::processes`, the
+/// walk the daemon shares).
 fn entries() -> Vec<(u32, u32)> {
-    // SAFETY: plain values; INVALID_HANDLE_VALUE on failure.
-    let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
-    if snap == INVALID_HANDLE_VALUE || snap.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: a handle just opened, owned here and closed on drop.
-    let snap = unsafe { OwnedHandle::from_raw_handle(snap) };
-    let mut entry = PROCESSENTRY32W {
-        dwSize: std::mem::size_of::<PROCESSENTRY32W>() as u32,
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    // SAFETY: the snapshot is open; `entry` is writable and its dwSize says how big it is.
-    let mut more = unsafe { Process32FirstW(snap.as_raw_handle(), &mut entry) } != 0;
-    while more {
-        out.push((entry.th32ProcessID, entry.th32ParentProcessID));
-        // SAFETY: as above.
-        more = unsafe { Process32NextW(snap.as_raw_handle(), &mut entry) } != 0;
-    }
-    out
+    cuba_protocol::win::processes()
+        .into_iter()
+        .map(|p| (p.pid, p.ppid))
+        .collect()
 }
 
 /// What an open process handle tells.

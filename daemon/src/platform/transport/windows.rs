@@ -3,12 +3,13 @@
 //! token user is checked all the same, as the peer's uid is on Unix.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cuba_protocol::win;
 use tokio::net::windows::named_pipe::NamedPipeServer;
 
 use super::{Check, Peer};
+use crate::admission::Burst;
 
 pub type Raw = NamedPipeServer;
 pub type Stream = NamedPipeServer;
@@ -22,6 +23,8 @@ pub fn stream(raw: Raw) -> std::io::Result<Stream> {
 pub struct Listener {
     name: PathBuf,
     waiting: NamedPipeServer,
+    /// Failures to make the next instance, logged once a second at most.
+    failures: Burst,
 }
 
 impl Listener {
@@ -30,6 +33,7 @@ impl Listener {
         Listener {
             name,
             waiting: first,
+            failures: Burst::new(Duration::from_secs(1)),
         }
     }
 
@@ -45,7 +49,13 @@ impl Listener {
             match win::pipe_server(&self.name, false) {
                 Ok(next) => break next,
                 Err(e) => {
-                    tracing::error!("cannot create the next pipe instance: {e}");
+                    // Keep serving the connections we have.
+                    if let Some(n) = self.failures.note(Instant::now()) {
+                        tracing::error!(
+                            "cannot create the next pipe instance: {e} ({n} times since the \
+                             last report)"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }

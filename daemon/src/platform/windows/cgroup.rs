@@ -147,6 +147,12 @@ impl ProcCgroup {
         usage
     }
 
+    /// The tree's CPU time in ns, to the job's own precision (the look for a wait for input
+    /// compares two); `None` when the job cannot be asked.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        self.job.usage().ok().map(|u| u.cpu_ns)
+    }
+
     /// The same as [`ProcCgroup::usage`]: a job's accounting stays readable after its end.
     pub fn final_usage(&self) -> Usage {
         self.usage()

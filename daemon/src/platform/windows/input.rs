@@ -6,9 +6,18 @@
 //! waits, and the whole buffer when none does. Cygwin's `select` tells a writable pipe this
 //! way. The daemon holds the write end of every pipe child's stdin, so it can ask without
 //! touching the child.
+//!
+//! Windows does not say which process a read belongs to, so the supervisor's look
+//! ([`Waiting`]) also asks that the tree used no CPU since its last look: a program busy
+//! elsewhere while a thread of it reads is not waiting for an answer. A pseudo console has no
+//! such signal (its input is read by the console host at all times), so a terminal command is
+//! never reported waiting on Windows.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 /// `FILE_PIPE_LOCAL_INFORMATION`.
 #[repr(C)]
@@ -138,6 +147,76 @@ pub fn read_pending(write_end: &impl AsRawHandle) -> io::Result<bool> {
     Ok(info.read_data_available == 0 && info.write_quota_available < buffer)
 }
 
+/// The daemon's end of a child's stdin, as the thread writing it holds it: the only strong
+/// reference, so the pipe closes (the child reads end of file) as soon as that thread lets go;
+/// the supervisor's [`Waiting`] looks at it through a weak one.
+pub struct StdinEnd(Arc<File>);
+
+impl StdinEnd {
+    pub fn new(write_end: OwnedHandle) -> StdinEnd {
+        StdinEnd(Arc::new(File::from(write_end)))
+    }
+}
+
+impl Write for StdinEnd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+/// A stdin pipe as the supervisor looks at it once output has been quiet: whether a read waits
+/// on it while the tree uses no CPU.
+#[derive(Debug)]
+pub struct Waiting {
+    /// The write end; gone once the writer has closed it (nobody can answer then).
+    pipe: Weak<File>,
+    /// The tree's CPU time at the last look, in ns ([`NO_LOOK`] before the first).
+    cpu_ns: AtomicU64,
+}
+
+/// No CPU time seen yet: the first look only takes the measure.
+const NO_LOOK: u64 = u64::MAX;
+
+impl Waiting {
+    /// The look at `end`'s pipe; `None` under Wine, whose pipes report no write quota and
+    /// whose jobs no CPU time: every look there would see a read waiting in an idle tree.
+    pub fn on(end: &StdinEnd) -> Option<Waiting> {
+        cuba_protocol::win::wine()
+            .is_none()
+            .then(|| Waiting::of(end))
+    }
+
+    fn of(end: &StdinEnd) -> Waiting {
+        Waiting {
+            pipe: Arc::downgrade(&end.0),
+            cpu_ns: AtomicU64::new(NO_LOOK),
+        }
+    }
+
+    /// Whether the tree looks blocked reading its stdin now: a read waits on the pipe, nothing
+    /// is in it, and the tree (its job's CPU time now: `cpu_ns`) used no CPU since the last
+    /// look. The first look after a burst of work only takes the measure.
+    pub fn blocked(&self, cpu_ns: Option<u64>) -> bool {
+        self.look(cpu_ns, |end| read_pending(end))
+    }
+
+    fn look(&self, cpu_ns: Option<u64>, pending: impl FnOnce(&File) -> io::Result<bool>) -> bool {
+        let before = self
+            .cpu_ns
+            .swap(cpu_ns.unwrap_or(NO_LOOK), Ordering::Relaxed);
+        let idle = cpu_ns.is_some_and(|now| now != NO_LOOK && now == before);
+        let Some(end) = self.pipe.upgrade() else {
+            return false;
+        };
+        // A pipe whose state cannot be read says nothing: not waiting.
+        idle && pending(&end).unwrap_or(false)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -145,6 +224,73 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+
+    #[test]
+    fn a_wait_is_a_pending_read_in_a_tree_that_used_no_cpu_since_the_last_look() {
+        let (write, _read) = stdin_pipe().expect("pipe");
+        let end = StdinEnd::new(write);
+        let w = Waiting::of(&end);
+        let pending = |_: &File| -> io::Result<bool> { Ok(true) };
+        // The first look only measures; then the same CPU time is idle, a new one is not.
+        assert!(!w.look(Some(10), pending));
+        assert!(w.look(Some(10), pending));
+        assert!(!w.look(Some(25), pending));
+        assert!(w.look(Some(25), pending));
+        // No read waiting, or a pipe whose state cannot be read: not waiting.
+        assert!(!w.look(Some(25), |_| Ok(false)));
+        assert!(!w.look(Some(25), |_| Err(io::Error::other("no state"))));
+        // A job that cannot be asked: never idle.
+        assert!(!w.look(None, pending));
+        assert!(!w.look(None, pending));
+        // Once the writer has closed the pipe nobody can answer: the pipe is not even asked.
+        drop(end);
+        assert!(!w.look(Some(25), |_| panic!("a closed pipe asked")));
+    }
+
+    #[test]
+    fn the_look_keeps_no_pipe_open() {
+        // `more` copies its stdin until end of file: it ends once the writer lets go, though a
+        // look at the pipe still exists.
+        let (write, read) = stdin_pipe().expect("pipe");
+        let mut child = Command::new("cmd.exe")
+            .args(["/d", "/c", "more"])
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut end = StdinEnd::new(write);
+        let look = Waiting::of(&end);
+        end.write_all(b"through the pipe\r\n").expect("write");
+        drop(end);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let ended = loop {
+            match child.try_wait().expect("wait") {
+                Some(_) => break true,
+                None if Instant::now() > deadline => break false,
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        if !ended {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("output");
+        assert!(ended, "the child never read end of file");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("through the pipe"),
+            "{out:?}"
+        );
+        assert!(!look.blocked(Some(0)) && !look.blocked(Some(0)));
+    }
+
+    #[test]
+    fn under_wine_no_look_is_made() {
+        let (write, _read) = stdin_pipe().expect("pipe");
+        let end = StdinEnd::new(write);
+        assert_eq!(
+            Waiting::on(&end).is_some(),
+            cuba_protocol::win::wine().is_none()
+        );
+    }
 
     /// Polls `pending` up to 10 s for `want` (the reader starts at its own pace).
     fn becomes(pipe: &impl AsRawHandle, want: bool) -> bool {

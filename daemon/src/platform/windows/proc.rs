@@ -15,10 +15,7 @@ use std::collections::HashMap;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::path::PathBuf;
 
-use windows_sys::Win32::Foundation::{FILETIME, INVALID_HANDLE_VALUE};
-use windows_sys::Win32::System::Diagnostics::ToolHelp::{
-    CreateToolhelp32Snapshot, Process32FirstW, Process32NextW, PROCESSENTRY32W, TH32CS_SNAPPROCESS,
-};
+use windows_sys::Win32::Foundation::FILETIME;
 use windows_sys::Win32::System::Threading::{
     GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
 };
@@ -46,48 +43,22 @@ struct Entry {
 }
 
 /// Every live process, with the pid of its creator and its program's file name; empty when no
-/// snapshot can be taken.
+/// snapshot can be taken (the walk is `cuba_protocol::win::processes`, shared with `cubactl`).
 fn snapshot() -> Vec<Entry> {
-    // SAFETY: a snapshot of the process list; the invalid handle value is the error.
-    let raw = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
-    if raw.is_null() || raw == INVALID_HANDLE_VALUE {
-        return Vec::new();
-    }
-    // SAFETY: a handle just created, owned (and closed) from here.
-    let snap = unsafe { OwnedHandle::from_raw_handle(raw) };
-    let mut entry = PROCESSENTRY32W {
-        dwSize: std::mem::size_of::<PROCESSENTRY32W>() as u32,
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    // SAFETY: `entry` has its size set, as the walk requires; the snapshot is valid.
-    let mut more = unsafe { Process32FirstW(snap.as_raw_handle(), &mut entry) } != 0;
-    while more {
-        let (Ok(pid), Ok(ppid)) = (
-            i32::try_from(entry.th32ProcessID),
-            i32::try_from(entry.th32ParentProcessID),
-        ) else {
-            // SAFETY: as for Process32FirstW.
-            more = unsafe { Process32NextW(snap.as_raw_handle(), &mut entry) } != 0;
-            continue;
-        };
-        // Pid 0 is the idle "process", not one.
-        if pid > 0 {
-            let len = entry
-                .szExeFile
-                .iter()
-                .position(|c| *c == 0)
-                .unwrap_or(entry.szExeFile.len());
-            out.push(Entry {
+    cuba_protocol::win::processes()
+        .into_iter()
+        .filter_map(|p| {
+            let (Ok(pid), Ok(ppid)) = (i32::try_from(p.pid), i32::try_from(p.ppid)) else {
+                return None;
+            };
+            // Pid 0 is the idle "process", not one.
+            (pid > 0).then_some(Entry {
                 pid,
                 ppid,
-                exe: String::from_utf16_lossy(&entry.szExeFile[..len]),
-            });
-        }
-        // SAFETY: as for Process32FirstW.
-        more = unsafe { Process32NextW(snap.as_raw_handle(), &mut entry) } != 0;
-    }
-    out
+                exe: p.exe,
+            })
+        })
+        .collect()
 }
 
 /// The creation time of process `pid`, as 100-ns ticks since 1601 (a `FILETIME`);

@@ -18,6 +18,10 @@ use windows_sys::Win32::System::Threading::{
     GetCurrentProcess, OpenProcess, OpenProcessToken, PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
+mod procs;
+
+pub use procs::{processes, Process};
+
 /// The pipe a user's daemon listens on: one per user, named by their SID, so two users of one
 /// machine never meet (the pipe's security descriptor admits only its owner as well).
 pub fn pipe_name(sid: &str) -> PathBuf {
@@ -438,6 +442,15 @@ mod tests {
         );
         assert_eq!(sid_of_pid(std::process::id()).ok(), Some(sid.clone()));
         assert_eq!(pipe_sddl(&sid), format!("D:P(A;;GA;;;{sid})"));
+    }
+
+    #[test]
+    fn the_snapshot_has_this_process_and_its_program() {
+        let me = std::process::id();
+        let all = processes();
+        let mine = all.iter().find(|p| p.pid == me).expect("this process");
+        assert!(mine.exe.to_ascii_lowercase().ends_with(".exe"), "{mine:?}");
+        assert!(mine.ppid != me, "{mine:?}");
     }
 
     #[test]
