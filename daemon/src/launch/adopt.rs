@@ -10,6 +10,7 @@ use cuba_protocol::ProcessInfo;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::{LaunchError, Stage};
 use super::stdin::{self, PipeSink, StdinSink};
 use super::{Launcher, CONTROL_QUEUE};
 use crate::platform;
@@ -52,19 +53,23 @@ impl Launcher {
         a: Adopted,
         exit: oneshot::Receiver<Exit>,
         route: Option<Box<dyn Route>>,
-    ) -> Result<(), String> {
-        let io_err = |e: std::io::Error| format!("process {}: {e}", p.id);
+    ) -> Result<(), LaunchError> {
+        let id = p.id;
+        let at = |stage| {
+            move |e: std::io::Error| LaunchError::os(stage, format!("process {id}: {e}"), e)
+        };
         let master = match a.terminal {
-            Some((fd, path, screen)) => {
-                Some((Arc::new(Master::adopt(fd, path).map_err(io_err)?), screen))
-            }
+            Some((fd, path, screen)) => Some((
+                Arc::new(Master::adopt(fd, path).map_err(at(Stage::Terminal))?),
+                screen,
+            )),
             None => None,
         };
-        let pipe_in = |fd: Option<OwnedFd>| -> Result<Option<Source>, String> {
+        let pipe_in = |fd: Option<OwnedFd>| -> Result<Option<Source>, LaunchError> {
             fd.map(|fd| {
                 pipe::Receiver::from_owned_fd(fd)
                     .map(Source::Pipe)
-                    .map_err(io_err)
+                    .map_err(at(Stage::Pipes))
             })
             .transpose()
         };
@@ -95,7 +100,10 @@ impl Launcher {
             let sink = match (&master, fd) {
                 (Some((m, _)), _) => StdinSink::Pty(m.clone()),
                 (None, Some(fd)) => StdinSink::Pipe(PipeSink::new(fd)),
-                (None, None) => return Err(format!("process {}: no stdin to write to", p.id)),
+                (None, None) => {
+                    let why = format!("process {id}: no stdin to write to");
+                    return Err(LaunchError::new(Stage::Pipes, why));
+                }
             };
             let (tx, rx) = mpsc::channel(stdin::QUEUE);
             // The queue is empty: these cannot fail for lack of room.

@@ -22,7 +22,7 @@ impl Cgroup {
     pub fn of(cgroups: &Cgroups, id: u64) -> Result<Cgroup, LaunchError> {
         let placement = cgroups
             .prepare(id)
-            .map_err(|why| LaunchError::new(Stage::Cgroup, why))?;
+            .map_err(|e| LaunchError::os(Stage::Cgroup, e.to_string(), e))?;
         Ok(Cgroup {
             handle: placement.handle(),
             placement: Some(placement),

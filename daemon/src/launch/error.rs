@@ -19,9 +19,6 @@ pub enum Stage {
     Sandbox,
     Terminal,
     Pipes,
-    /// The rlimits, set after the spawn (Unix).
-    #[cfg(unix)]
-    Limits,
     ExecCheck,
     /// The spawn itself: the shell could not be run.
     Spawn,

@@ -174,7 +174,7 @@ impl Cgroups {
     /// The per-process cgroups of process `id`, made (or taken from the pool) and with their
     /// limits set, the v2 directory and the v1 `cgroup.procs` open for the child to be born
     /// in or to enter before its exec.
-    pub fn prepare(&self, id: u64) -> Result<Placement, String> {
+    pub fn prepare(&self, id: u64) -> io::Result<Placement> {
         let leaf = id.to_string();
         let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
         let taken = self.pool.as_ref().map(|p| p.take());
@@ -287,7 +287,6 @@ impl Cgroups {
         }
         let placement = self
             .prepare(0)
-            .map_err(|e| anyhow::anyhow!("{e}"))
             .context("cannot make a trial per-process cgroup")?;
         let costly = costly(mode, &self.limits, &placement);
         let cgroup = placement.handle();

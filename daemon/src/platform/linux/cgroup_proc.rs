@@ -82,7 +82,7 @@ impl Placement {
         limits: &[(Option<PathBuf>, &str, u64)],
         (v2_made, v2_configured): (bool, bool),
         files: Option<Arc<Files>>,
-    ) -> Result<Placement, String> {
+    ) -> io::Result<Placement> {
         let mut files = files;
         let made = (|| {
             let (mut v2, mut procs) = (None, Vec::new());
@@ -130,7 +130,11 @@ impl Placement {
                 })
             }
             Err((dir, e)) => {
-                let e = format!("cannot make cgroup {}: {e}", dir.display());
+                // The words say where; the kind stays the OS's (a permission, a full disk).
+                let e = io::Error::new(
+                    e.kind(),
+                    format!("cannot make cgroup {}: {e}", dir.display()),
+                );
                 cgroup.remove();
                 Err(e)
             }

@@ -64,11 +64,6 @@ impl Limiter {
     pub fn install(&self, cmd: &mut crate::platform::spawn::Spawn) {
         crate::platform::posix::install_rlimits(cmd, &self.limits, resource, libc::setrlimit);
     }
-
-    /// Nothing left to do after the spawn: the child set its own limits before it exec'd.
-    pub fn apply(&self, _pid: i32) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

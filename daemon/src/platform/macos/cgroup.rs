@@ -60,8 +60,11 @@ impl Cgroups {
         None
     }
 
-    pub fn prepare(&self, _id: u64) -> Result<Placement, String> {
-        Err("cgroups are unavailable on macOS".into())
+    pub fn prepare(&self, _id: u64) -> std::io::Result<Placement> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "cgroups are unavailable on macOS",
+        ))
     }
 }
 

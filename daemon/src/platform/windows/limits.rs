@@ -34,11 +34,6 @@ impl Limiter {
     pub fn is_active(&self) -> bool {
         false
     }
-
-    /// Nothing to apply after the spawn.
-    pub fn apply(&self, _pid: i32) -> Result<(), String> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
