@@ -47,9 +47,13 @@ impl Seen {
 
 /// Writes `text` to `path` whole (a new file, mode 0600, renamed over the old: a reader sees
 /// the old or the new, never half) and returns it as seen.
-pub fn write_whole(path: &Path, text: &str) -> Result<Seen, String> {
+/// An error keeps the OS's kind, with the file named in its words.
+pub fn write_whole(path: &Path, text: &str) -> std::io::Result<Seen> {
+    let named = |what: String| {
+        move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what}: {e}"))
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(named(format!("cannot make {}", dir.display())))?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".new");
@@ -57,7 +61,7 @@ pub fn write_whole(path: &Path, text: &str) -> Result<Seen, String> {
     let _ = std::fs::remove_file(&tmp);
     cuba_protocol::safe_fs::write_new(&tmp, text.as_bytes())
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(named(format!("cannot write {}", path.display())))?;
     Ok(Seen::now(path))
 }
 

@@ -256,9 +256,7 @@ impl Asks {
                     channel: who.channel.clone(),
                     at_ms: now_ms(),
                 };
-                self.store
-                    .remember(r)
-                    .map_err(|e| ProtocolError::new(ErrorKind::Internal, e))?;
+                self.store.remember(r)?;
                 "approved_always"
             }
             None => "approved",
@@ -332,7 +330,7 @@ impl Asks {
     }
 
     pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, ProtocolError> {
-        self.store.forget(which).map_err(ProtocolError::bad_request)
+        self.store.forget(which)
     }
 
     /// The runtime asks are answered in (for a caller outside it: the exec checks' thread).

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cuba_protocol::Remembered;
+use cuba_protocol::{ErrorKind, ProtocolError, Remembered};
 use serde::{Deserialize, Serialize};
 
 use crate::person_file::Seen;
@@ -104,7 +104,7 @@ impl Store {
 
     /// Adds `r` (replacing one of the same rule and directory, in its place: the numbers
     /// `cubactl approvals` shows stay) and writes the file.
-    pub fn remember(&self, r: Remembered) -> Result<(), String> {
+    pub fn remember(&self, r: Remembered) -> Result<(), ProtocolError> {
         let mut cache = self.lock();
         let same = |e: &Remembered| (&e.rule, &e.dir) == (&r.rule, &r.dir);
         match cache.entries.iter().position(same) {
@@ -115,7 +115,8 @@ impl Store {
     }
 
     /// Forgets the entries `which` names; how many went.
-    pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, String> {
+    /// A number no approval has is a bad request; a file that cannot be written, the daemon's.
+    pub fn forget(&self, which: &cuba_protocol::ForgetRequest) -> Result<usize, ProtocolError> {
         use cuba_protocol::ForgetRequest;
         let mut cache = self.lock();
         let before = cache.entries.len();
@@ -130,10 +131,10 @@ impl Store {
             ForgetRequest::Index(n) => {
                 let i = (*n as usize).checked_sub(1).filter(|i| *i < before);
                 let Some(i) = i else {
-                    return Err(format!(
+                    return Err(ProtocolError::bad_request(format!(
                         "there is no remembered approval {n} (there are {before}: `cubactl \
                          approvals` lists them)"
-                    ));
+                    )));
                 };
                 cache.entries.remove(i);
             }
@@ -189,7 +190,7 @@ impl Store {
         Ok(file.approval.into_iter().map(remembered).collect())
     }
 
-    fn write(&self, cache: &mut Cache) -> Result<(), String> {
+    fn write(&self, cache: &mut Cache) -> Result<(), ProtocolError> {
         // A hand edit not confirmed is not lost: it is kept beside the file.
         if cache.seen.changed(&self.path) && self.path.exists() {
             let kept = self.path.with_extension("toml.edited");
@@ -204,8 +205,10 @@ impl Store {
         let file = File {
             approval: cache.entries.iter().map(entry).collect(),
         };
-        let body = toml::to_string(&file).map_err(|e| e.to_string())?;
-        cache.seen = crate::person_file::write_whole(&self.path, &format!("{HEADER}\n{body}"))?;
+        let internal = |e: String| ProtocolError::new(ErrorKind::Internal, e);
+        let body = toml::to_string(&file).map_err(|e| internal(e.to_string()))?;
+        cache.seen = crate::person_file::write_whole(&self.path, &format!("{HEADER}\n{body}"))
+            .map_err(|e| internal(e.to_string()))?;
         Ok(())
     }
 }
@@ -393,5 +396,23 @@ mod tests {
         assert!(store.unconfirmed()[0].contains("does not read"));
         assert!(store.reload()[0].contains("does not read"));
         assert!(store.all().is_empty());
+    }
+
+    #[test]
+    fn a_number_no_approval_has_is_the_caller_s_error_and_a_failed_write_the_daemon_s() {
+        let dir = tempfile::tempdir().unwrap();
+        // Its directory is a file: nothing can be written there.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let store = Store::new(file.join("approvals.toml"));
+        let e = store
+            .remember(approval("ask_commands: git push", Some("/p")))
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Internal, "{e:?}");
+        assert!(e.message.contains("cannot make"), "{e:?}");
+        let e = store
+            .forget(&cuba_protocol::ForgetRequest::Index(9))
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BadRequest, "{e:?}");
     }
 }
