@@ -4,7 +4,8 @@
 //! Every helper that awaits is bounded by a timeout and panics with what it was waiting for, so
 //! a hung daemon fails a test instead of hanging the suite.
 //!
-//! - [`daemon`]: start, restart, SIGKILL and clean up a real `cubad` in a short temp dir.
+//! - [`daemon`]: a test's private `cubad` world in a short temp dir, the one the end-to-end, MCP
+//!   and CLI tests share: started here or by a client on demand, restarted, SIGKILLed, cleaned up.
 //! - [`exec_corpus`]: the ways to reach a blocked program that the exec checks must stop.
 //! - [`git_http`]: a stand-in git server that asks for credentials and records what git sends.
 //! - [`http`]: `cuba-exec serve --http` for one test, and a hand-written HTTP/1.1 client.

@@ -196,7 +196,7 @@ fn the_terminal_is_restored_on_a_signal_and_on_an_error() {
     let mut pty = OnPty::spawn(&env, &["attach", &ids], 80, 24);
     let before = pty.initial.clone();
     pty.screen.wait_for("\x1b[H\x1b[Jready");
-    let lock = cuba_protocol::paths::lock_path(&env.socket);
+    let lock = cuba_protocol::paths::lock_path(env.socket());
     let daemon: i32 = std::fs::read_to_string(lock)
         .expect("lock file")
         .trim()

@@ -19,11 +19,11 @@ struct Bridge {
 impl Bridge {
     fn new(script: &str) -> Bridge {
         let env = Env::new();
-        let path = env.dir.path().join("bridge.sh");
+        let path = env.dir().join("bridge.sh");
         std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).expect("write the bridge");
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod the bridge");
-        let config = env.dir.path().join("config.toml");
+        let config = env.dir().join("config.toml");
         std::fs::write(&config, "").expect("write config.toml");
         let hosts = format!("b=command:{}", path_str(&path));
         Bridge { env, config, hosts }
@@ -212,7 +212,7 @@ fn a_bridge_that_closes_without_reading_the_request_was_sent_nothing() {
 #[test]
 fn a_signal_while_the_start_goes_unanswered_ends_cubactl() {
     let b = after_welcome("partial");
-    let fifo = b.env.dir.path().join("read");
+    let fifo = b.env.dir().join("read");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.is_ok_and(|s| s.success()), "mkfifo");
     let mut child = b

@@ -68,7 +68,7 @@ fn run_exits_with_the_command_code() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("SIGKILL"));
 
     // Several words are quoted one by one; options and env reach the command.
-    let dir = env.dir.path();
+    let dir = env.dir();
     let out = env
         .cmd()
         .args([

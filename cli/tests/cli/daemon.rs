@@ -5,7 +5,7 @@ use crate::common;
 
 use std::process::Stdio;
 
-use common::{cubad_bin, exited_within, path_str, show, Collector, Env, LIMIT};
+use common::{exited_within, path_str, show, Collector, Env, LIMIT};
 
 fn status_pid(env: &Env) -> u64 {
     let json: serde_json::Value =
@@ -20,7 +20,7 @@ fn status_start_stop_restart() {
     let out = env.output(&["daemon", "status"]);
     assert_eq!(out.status.code(), Some(1), "{}", common::show(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("not running"));
-    assert!(!env.socket.exists(), "status must not start the daemon");
+    assert!(!env.socket().exists(), "status must not start the daemon");
 
     assert!(env.ok(&["daemon", "start"]).contains("started cubad"));
     assert!(env.ok(&["daemon", "start"]).contains("already running"));
@@ -36,7 +36,7 @@ fn status_start_stop_restart() {
     ] {
         assert!(status.contains(field), "{field} missing: {status}");
     }
-    assert!(status.contains(path_str(&env.socket)), "{status}");
+    assert!(status.contains(path_str(env.socket())), "{status}");
     let first = status_pid(&env);
 
     let id = env.start(&["--", "sleep 300"]);
@@ -89,7 +89,7 @@ while True:
 fn restart_replaces_a_daemon_of_another_version() {
     let env = Env::new();
     let mut old = std::process::Command::new("python3")
-        .args(["-c", OLD_DAEMON, path_str(&env.socket)])
+        .args(["-c", OLD_DAEMON, path_str(env.socket())])
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3");
@@ -121,12 +121,12 @@ fn an_upgrade_whose_daemon_ends_mid_hand_over_says_so() {
     let env = Env::new();
     env.ok(&["daemon", "start"]);
     let id = env.start(&["--", "sleep 100"]);
-    let fake = env.dir.path().join("fake-cubad");
+    let fake = env.dir().join("fake-cubad");
     std::fs::write(
         &fake,
         format!(
             "#!/bin/sh\n[ \"$1\" = --handover-version ] && exec {} --handover-version\nexit 1\n",
-            cubad_bin().display()
+            cuba_tests::bin("cubad").display()
         ),
     )
     .expect("write the fake");
@@ -145,7 +145,7 @@ fn an_upgrade_whose_daemon_ends_mid_hand_over_says_so() {
 fn a_daemon_that_cannot_start_says_why_at_once() {
     let env = Env::new();
     // A socket directory others may enter: the daemon refuses it.
-    let open = env.dir.path().join("open");
+    let open = env.dir().join("open");
     std::fs::create_dir(&open).expect("mkdir");
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
@@ -172,7 +172,7 @@ fn a_daemon_that_cannot_start_says_why_at_once() {
     );
 
     // A config file with a key it does not know: the line is quoted.
-    let config = env.dir.path().join("config.toml");
+    let config = env.dir().join("config.toml");
     std::fs::write(&config, "max_procs = 4\nbogus = 1\n").expect("write config");
     let err = failed_start("CUBA_EXEC_CONFIG", &config);
     assert!(

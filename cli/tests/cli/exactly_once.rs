@@ -34,10 +34,10 @@ async fn through(env: &Env, via: &std::path::Path, args: &[&str]) -> String {
 async fn a_start_whose_answer_was_lost_starts_once() {
     let env = Env::new();
     env.ok(&["ps"]);
-    let proxy = CutProxy::start(&env.dir.path().join("p"), &env.socket, |r| {
+    let proxy = CutProxy::start(&env.dir().join("p"), env.socket(), |r| {
         matches!(r, Request::Spawn(_))
     });
-    let marker = env.dir.path().join("marker");
+    let marker = env.dir().join("marker");
     let command = format!("echo x >> {}; exec cat", marker.display());
     let id = through(&env, proxy.path(), &["start", "--", &command]).await;
     assert_eq!(proxy.cuts(), 1, "the first attempt was cut");
@@ -45,7 +45,7 @@ async fn a_start_whose_answer_was_lost_starts_once() {
     assert_eq!(rows.len(), 1, "one record: {rows:?}");
     assert_eq!(rows[0]["id"].to_string(), id.trim());
     // Its input, cut the same way once more: written once.
-    let proxy = CutProxy::start(&env.dir.path().join("q"), &env.socket, |r| {
+    let proxy = CutProxy::start(&env.dir().join("q"), env.socket(), |r| {
         matches!(r, Request::Stdin(_))
     });
     through(&env, proxy.path(), &["send", id.trim(), "once", "--eof"]).await;

@@ -30,13 +30,13 @@ impl World {
     fn new(extra: &[&str]) -> World {
         let local = Env::new();
         let other = Env::new();
-        let config = local.dir.path().join("config.toml");
+        let config = local.dir().join("config.toml");
         std::fs::write(&config, "").expect("write config.toml");
         // The bridge inherits this client's environment: it is given the other daemon's.
         let bridge = format!(
             "other=command:env CUBA_EXEC_SOCKET={} CUBA_EXEC_STATE_DIR={} {} bridge",
-            path_str(&other.socket),
-            path_str(&other.state),
+            path_str(other.socket()),
+            path_str(other.state_dir()),
             path_str(&common::cubactl_bin()),
         );
         let hosts = std::iter::once(bridge.as_str())
@@ -360,7 +360,7 @@ fn host_errors_say_what_is_wrong() {
 fn daemon_commands_on_another_host() {
     let w = World::new(&[]);
     let status = w.ok(&["--host", "other", "daemon", "status"]);
-    assert!(status.contains(path_str(&w.other.socket)), "{status}");
+    assert!(status.contains(path_str(w.other.socket())), "{status}");
     let first = w.other_pid();
     let started = w.ok(&["--host", "other", "daemon", "start"]);
     assert!(started.contains(&format!("pid {first}")), "{started}");
@@ -385,7 +385,7 @@ fn daemon_commands_on_another_host() {
     );
     assert!(exited_within(second, LIMIT));
     // This machine's daemon was never involved.
-    assert!(!w.local.socket.exists());
+    assert!(!w.local.socket().exists());
 
     let out = w.output(&["--host", "other", "audit"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));

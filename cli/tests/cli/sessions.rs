@@ -8,7 +8,7 @@ use common::{wait_line, Env};
 #[test]
 fn a_session_keeps_state_between_runs() {
     let env = Env::new();
-    let dir = env.dir.path().canonicalize().expect("dir");
+    let dir = env.dir().canonicalize().expect("dir");
     let dir = common::path_str(&dir);
     let first = env.output(&["run", "--session", "dev", "--", &format!("cd {dir}; X=42")]);
     assert!(first.status.success(), "{}", common::show(&first));

@@ -160,7 +160,7 @@ fn help_completions_and_man_page() {
     }
     let man = env.ok(&["man"]);
     assert!(man.contains(".TH") && man.contains("cubactl"), "{man}");
-    let dir = env.dir.path().join("man");
+    let dir = env.dir().join("man");
     env.ok(&["man", "--dir", common::path_str(&dir)]);
     assert!(dir.join("cubactl-ps.1").is_file());
     assert!(dir.join("cubactl-screen.1").is_file());

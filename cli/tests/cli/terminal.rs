@@ -110,7 +110,7 @@ fn unknown_keys_and_bad_flags_are_usage_errors() {
         );
     }
     // None of that needed the daemon.
-    assert!(!env.socket.exists());
+    assert!(!env.socket().exists());
 }
 
 #[test]

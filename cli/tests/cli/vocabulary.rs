@@ -7,7 +7,7 @@ use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use common::{cubad_bin, show, Env};
+use common::{show, Env};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -160,7 +160,7 @@ fn directories_open_to_others_are_refused_with_the_fix() {
     std::fs::create_dir(&open).expect("mkdir");
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let run = |socket: &std::path::Path, state: &std::path::Path| {
-        std::process::Command::new(cubad_bin())
+        std::process::Command::new(cuba_tests::bin("cubad"))
             .arg("--socket")
             .arg(socket)
             .arg("--state-dir")

@@ -28,7 +28,7 @@ async fn a_pending_wait_resumes_after_an_upgrade() {
             json!({ "id": id, "since": 0, "timeout_ms": 20_000 }),
         )
         .await;
-    let cubactl = common::cubad_bin().with_file_name("cubactl");
+    let cubactl = cuba_tests::bin("cubactl");
     let upgraded = tokio::time::timeout(
         Duration::from_secs(20),
         tokio::process::Command::new(cubactl)

@@ -1,11 +1,12 @@
-//! Test harness: a private daemon per test (auto-started by cubactl on a temp socket), a guard
-//! that kills it and everything it ran, and bounded waits driven by events (a pidfd or kqueue,
-//! pipes).
+//! Test harness: a private daemon per test (the end-to-end suite's [`TestDaemon`], started by
+//! the first `cubactl` that needs it, and its guard that kills it and everything it ran),
+//! `cubactl` aimed at it, and bounded waits driven by events (a pidfd or kqueue, pipes).
 
 #![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::ops::Deref;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Output, Stdio};
@@ -14,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{ClientInfo, ClientKind};
+use cuba_tests::TestDaemon;
 
 mod procs;
-use procs::marked;
 // Not every test binary uses both.
 #[allow(unused_imports)]
 pub use procs::{alive, exited_within};
@@ -28,62 +29,35 @@ pub fn cubactl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cubactl"))
 }
 
-pub fn cubad_bin() -> PathBuf {
-    let path = cubactl_bin().with_file_name("cubad");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it first (`cargo build --workspace --bins`, as scripts/test does)",
-        path.display()
-    );
-    path
-}
-
-/// One test's daemon world. Dropping it kills the daemon and every process it started.
-pub struct Env {
-    pub dir: tempfile::TempDir,
-    pub socket: PathBuf,
-    pub state: PathBuf,
-}
+/// One test's daemon world, with `cubactl` aimed at it; the rest (its dir, socket, state dir
+/// and log) is the shared [`TestDaemon`]'s, which it derefs to. Dropping it kills the daemon
+/// and every process it started.
+pub struct Env(TestDaemon);
 
 impl Env {
     pub fn new() -> Env {
-        let dir = tempfile::Builder::new()
-            .prefix("cc")
-            // Private, as the daemon requires of its socket and state directories.
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        let socket = dir.path().join("s");
-        let state = dir.path().join("state");
-        Env { dir, socket, state }
+        Env(TestDaemon::builder().grace("500ms").on_demand())
     }
 
-    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
-        vec![
-            ("CUBA_EXEC_SOCKET", self.socket.clone().into()),
-            ("CUBA_EXEC_STATE_DIR", self.state.clone().into()),
-            ("CUBA_EXEC_DAEMON", cubad_bin().into()),
-            ("CUBA_EXEC_SHUTDOWN_TIMEOUT", "500ms".into()),
-        ]
+    /// The environment of a `cubactl` of this world.
+    pub fn vars(&self) -> Vec<(String, OsString)> {
+        self.0.client_env()
     }
 
     /// `cubactl` for assert_cmd, bounded by [`LIMIT`].
     pub fn cmd(&self) -> assert_cmd::Command {
-        let mut c = assert_cmd::Command::new(cubactl_bin());
-        c.envs(self.vars())
-            .env_remove("NO_COLOR")
-            .env_remove("COLUMNS");
+        let mut c = assert_cmd::Command::from_std(self.0.client_command(cubactl_bin()));
+        c.env_remove("NO_COLOR").env_remove("COLUMNS");
         c.timeout(LIMIT);
         c
     }
 
     /// `cubactl` as a plain child process (for signals, pipes and terminals).
     pub fn std_cmd(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(cubactl_bin());
-        c.envs(self.vars())
-            .env_remove("NO_COLOR")
-            .env_remove("COLUMNS");
-        c.stdin(Stdio::null());
+        let mut c = self.0.client_command(cubactl_bin());
+        c.env_remove("NO_COLOR")
+            .env_remove("COLUMNS")
+            .stdin(Stdio::null());
         c
     }
 
@@ -92,8 +66,9 @@ impl Env {
         let out = self.cmd().args(args).output().expect("run cubactl");
         assert!(
             out.status.success(),
-            "cubactl {args:?} failed: {}",
-            show(&out)
+            "cubactl {args:?} failed: {}\ndaemon log:\n{}",
+            show(&out),
+            self.log()
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -134,36 +109,16 @@ impl Env {
             cwd: "/".into(),
             env: std::env::vars_os().collect(),
         };
-        Client::connect(&self.socket, me).await
-    }
-
-    fn daemon_pid(&self) -> Option<i32> {
-        let lock = cuba_protocol::paths::lock_path(&self.socket);
-        std::fs::read_to_string(lock).ok()?.trim().parse().ok()
+        Client::connect(self.socket(), me).await
     }
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(pid) = self.daemon_pid() {
-            sigkill(pid);
-        }
-        let Ok(instance) = std::fs::read_to_string(self.state.join("instance")) else {
-            return;
-        };
-        let marker = format!("CUBA_EXEC_PROCESS={}.", instance.trim());
-        for pid in marked(&marker) {
-            sigkill(pid);
-        }
-        cuba_tests::cgroups::remove_instance(instance.trim());
-    }
-}
+impl Deref for Env {
+    type Target = TestDaemon;
 
-fn sigkill(pid: i32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    fn deref(&self) -> &TestDaemon {
+        &self.0
+    }
 }
 
 pub fn show(out: &Output) -> String {

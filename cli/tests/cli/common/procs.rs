@@ -1,42 +1,7 @@
-//! What the tests ask of the system about processes: whether one lives, waiting for its
-//! exit, and the processes a daemon started (by their environment marker). Linux reads `/proc`
-//! and waits on a pidfd; macOS asks `ps` and waits with kqueue.
+//! What the tests ask of the system about processes: whether one lives, and waiting for its
+//! exit. Linux reads `/proc` and waits on a pidfd; macOS asks `ps` and waits with kqueue.
 
 use std::time::{Duration, Instant};
-
-/// Pids whose environment holds `marker`.
-#[cfg(target_os = "linux")]
-pub fn marked(marker: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|v| v.starts_with(marker.as_bytes()))
-            })
-        })
-        .collect()
-}
-
-/// Pids whose environment holds `marker`: `ps -E` appends each process's environment to its
-/// command line (only ours are readable, which is all a test starts).
-#[cfg(target_os = "macos")]
-pub fn marked(marker: &str) -> Vec<i32> {
-    let Ok(out) = std::process::Command::new("ps")
-        .args(["-axEww", "-o", "pid=,command="])
-        .output()
-    else {
-        return Vec::new();
-    };
-    let needle = format!(" {marker}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|line| line.contains(&needle))
-        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
-        .collect()
-}
 
 /// Waits until process `pid` has exited (it may still be an unreaped zombie), at most
 /// `limit`: a pidfd becomes readable at exit. True when it has.

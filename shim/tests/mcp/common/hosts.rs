@@ -48,15 +48,7 @@ impl Hosts {
     pub async fn new() -> Hosts {
         let remote = TestDir::with_daemon_env(&[REMOTE_MARK, REMOTE_SECRET]).await;
         let sshd = SshServer::start();
-        let socket = remote.socket().display().to_string();
-        let state = remote.state().display().to_string();
-        sshd.add_host(
-            "box",
-            &[
-                ("CUBA_EXEC_SOCKET", &socket),
-                ("CUBA_EXEC_STATE_DIR", &state),
-            ],
-        );
+        sshd.add_daemon_host("box", &remote);
         sshd.add_unreachable_host("down");
         let work = remote.path().join("work");
         fs::create_dir_all(&work).expect("the remote work dir");

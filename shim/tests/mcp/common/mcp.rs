@@ -111,8 +111,8 @@ pub async fn in_process(socket: &Path, name: &str) -> Mcp {
     Mcp { service, progress }
 }
 
-/// The real `cuba-exec` binary with `t`'s environment plus `set`, as client `name`. The
-/// shim's pid is handed to `t` so its guard kills it.
+/// The real `cuba-exec` binary with `t`'s client environment plus `set`, as client `name`.
+/// The shim's pid is handed to `t` so its guard kills it.
 pub async fn binary(t: &mut TestDir, name: &str, set: &[(&str, &str)]) -> Mcp {
     binary_env(t, name, set, &[]).await
 }
@@ -134,18 +134,12 @@ async fn binary_with(
     unset: &[&str],
     elicit: Option<Elicit>,
 ) -> Mcp {
-    let mut cmd = tokio::process::Command::new(super::shim_bin());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("CUBA_EXEC_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = t.client_command(super::shim_bin());
     for k in unset {
         cmd.env_remove(k);
     }
-    cmd.envs(t.shim_env())
-        .envs(set.iter().copied())
-        .env("CUBA_EXEC_LOG", "warn");
+    cmd.envs(set.iter().copied()).env("CUBA_EXEC_LOG", "warn");
+    let cmd = tokio::process::Command::from(cmd);
     let transport = TokioChildProcess::new(cmd).expect("cannot start cuba-exec");
     if let Some(pid) = transport.id() {
         t.kill_on_drop(pid as i32);
