@@ -18,6 +18,18 @@ use std::os::unix::fs::MetadataExt;
 #[cfg(unix)]
 use std::path::Path;
 use std::path::PathBuf;
+#[cfg(unix)]
+use std::time::Duration;
+
+#[cfg(unix)]
+use tokio::time::timeout;
+
+#[cfg(unix)]
+use crate::platform::set_cloexec;
+#[cfg(unix)]
+use crate::platform::spawn::Spawn;
+#[cfg(unix)]
+use crate::reaper::Reaper;
 
 /// A program accepted to take the hand-over: its descriptor and the path it was named by (on
 /// Windows, which has no upgrade, none is ever accepted).
@@ -37,6 +49,72 @@ impl Accepted {
             true => PathBuf::from(format!("/proc/self/fd/{fd}")),
             false => PathBuf::from(format!("/dev/fd/{fd}")),
         }
+    }
+}
+
+/// The hand-over format this program writes and reads (`handover/`). A program that reads
+/// another version is refused before the old one stops anything (`cubad --handover-version`).
+pub const HANDOVER_VERSION: u32 = 8;
+
+#[cfg(unix)]
+impl Accepted {
+    /// Asks the program which hand-over version it reads (`--handover-version`), run through
+    /// its descriptor; refuses one that cannot take ours.
+    pub async fn takes_handover(&self, reaper: &Reaper) -> Result<(), String> {
+        let accepted = self;
+        let binary = accepted.path.as_path();
+        let cannot = |e: std::io::Error| format!("cannot run {}: {e}", binary.display());
+        let (read_end, write_end) = crate::platform::pipe::pipe().map_err(cannot)?;
+        let null = || {
+            std::fs::File::options()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+        };
+        let mut cmd = Spawn::new(accepted.proc_path());
+        let fd = accepted.file.as_raw_fd();
+        // Open across the exec: a `#!` program reads itself through that descriptor's path.
+        cmd.uses(fd).hook(Box::new(move || set_cloexec(fd, false)));
+        cmd.arg("--handover-version").stdio(
+            null().map_err(cannot)?.into(),
+            write_end,
+            null().map_err(cannot)?.into(),
+        );
+        // The reaper collects every child of the daemon: this one's exit comes from it too.
+        let (pid, exit, _) = reaper.spawn(cmd).map_err(cannot)?;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::fs::File::from(read_end), &mut text);
+            text
+        });
+        let text = match timeout(Duration::from_secs(5), read).await {
+            Ok(Ok(text)) => text,
+            _ => {
+                crate::platform::signal::kill_child(pid);
+                return Err(format!(
+                    "{} did not answer --handover-version",
+                    binary.display()
+                ));
+            }
+        };
+        let _ = timeout(Duration::from_secs(1), exit).await;
+        let versions: Vec<u32> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        if !versions.contains(&HANDOVER_VERSION) {
+            return Err(format!(
+                "{} cannot take this daemon's hand-over (version {HANDOVER_VERSION}; it reads {}); restart \
+                 with --kill instead",
+                binary.display(),
+                if versions.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("{versions:?}")
+                }
+            ));
+        }
+        Ok(())
     }
 }
 

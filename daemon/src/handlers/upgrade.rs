@@ -57,7 +57,7 @@ async fn hand_over(d: &Daemon, r: UpgradeRequest, out: &Responder) {
             return;
         }
     };
-    if let Err(why) = crate::handover::check_binary(d, &accepted).await {
+    if let Err(why) = accepted.takes_handover(d.launcher().reaper()).await {
         out.send(Response::Error(ProtocolError::invalid_state(format!(
             "cannot upgrade: {why}"
         ))))

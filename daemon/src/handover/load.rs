@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use cuba_protocol::wire;
 
-use super::{get, set_cloexec, Header, SavedProc, VERSION};
+use super::{get, Header, SavedProc, VERSION};
 use crate::launch::Adopted;
 use crate::output::Output;
+use crate::platform::set_cloexec;
 use crate::tree::TreeRoot;
 
 /// What the previous program handed over.

@@ -28,11 +28,11 @@ use crate::record::StopCause;
 use crate::tokens::{Exported, Stamp};
 
 pub use load::{read, Handed};
-pub use save::{check_binary, hand_over, Inherited};
+pub use save::{hand_over, Inherited};
 
-/// The hand-over format this program writes and reads. A program that reads another
-/// version refuses it before the old one stops anything (`cubad --handover-version`).
-pub const VERSION: u32 = 8;
+/// The hand-over format this program writes and reads: beside the check that asks a new
+/// program which one it reads.
+pub use crate::new_program::HANDOVER_VERSION as VERSION;
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Header {
@@ -119,14 +119,4 @@ fn get<T: serde::de::DeserializeOwned>(file: &mut File) -> io::Result<T> {
     let mut body = vec![0u8; len];
     file.read_exact(&mut body)?;
     wire::decode(&body).map_err(io::Error::other)
-}
-
-/// Sets or clears close-on-exec on `fd`.
-fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor number; a closed one is an error, nothing else.
-    let r = unsafe { libc::fcntl(fd, libc::F_SETFD, if on { libc::FD_CLOEXEC } else { 0 }) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The old program's half of an upgrade: check the new binary, pause every supervisor and
+//! The old program's half of an upgrade: pause every supervisor and
 //! stdin writer, write the hand-over file, keep the descriptors open, and `execve`. Any
 //! failure before the exec succeeds resumes everything as it was.
 
@@ -15,13 +15,11 @@ use cuba_protocol::{wire, ProcKind};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-use super::{
-    put, set_cloexec, Header, SavedProc, SavedSession, SavedStdin, SavedTerminal, VERSION,
-};
+use super::{put, Header, SavedProc, SavedSession, SavedStdin, SavedTerminal, VERSION};
 use crate::daemon::Daemon;
 use crate::launch::Confinement;
 use crate::new_program::Accepted;
-use crate::platform::spawn::Spawn;
+use crate::platform::set_cloexec;
 use crate::record::{Control, Paused, Proc, StdinMsg, StdinPaused};
 
 /// How long a supervisor or stdin writer may take to pause.
@@ -35,64 +33,6 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 pub struct Inherited {
     pub listener: RawFd,
     pub lock: RawFd,
-}
-
-/// Asks the accepted program which hand-over version it reads (`--handover-version`), run
-/// through its descriptor; refuses one that cannot take ours.
-pub async fn check_binary(d: &Daemon, accepted: &Accepted) -> Result<(), String> {
-    let binary = accepted.path.as_path();
-    let cannot = |e: std::io::Error| format!("cannot run {}: {e}", binary.display());
-    let (read_end, write_end) = crate::platform::pipe::pipe().map_err(cannot)?;
-    let null = || {
-        std::fs::File::options()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-    };
-    let mut cmd = Spawn::new(accepted.proc_path());
-    let fd = accepted.file.as_raw_fd();
-    // Open across the exec: a `#!` program reads itself through that descriptor's path.
-    cmd.uses(fd).hook(Box::new(move || set_cloexec(fd, false)));
-    cmd.arg("--handover-version").stdio(
-        null().map_err(cannot)?.into(),
-        write_end,
-        null().map_err(cannot)?.into(),
-    );
-    // The reaper collects every child of the daemon: this one's exit comes from it too.
-    let (pid, exit, _) = d.launcher().reaper().spawn(cmd).map_err(cannot)?;
-    let read = tokio::task::spawn_blocking(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut std::fs::File::from(read_end), &mut text);
-        text
-    });
-    let text = match timeout(Duration::from_secs(5), read).await {
-        Ok(Ok(text)) => text,
-        _ => {
-            crate::platform::signal::kill_child(pid);
-            return Err(format!(
-                "{} did not answer --handover-version",
-                binary.display()
-            ));
-        }
-    };
-    let _ = timeout(Duration::from_secs(1), exit).await;
-    let versions: Vec<u32> = text
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    if !versions.contains(&VERSION) {
-        return Err(format!(
-            "{} cannot take this daemon's hand-over (version {VERSION}; it reads {}); restart \
-             with --kill instead",
-            binary.display(),
-            if versions.is_empty() {
-                "none".to_string()
-            } else {
-                format!("{versions:?}")
-            }
-        ));
-    }
-    Ok(())
 }
 
 /// `(shell id, name, nonce, command pipe, confinement)` of an idle session.

@@ -48,6 +48,8 @@ mod macos;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod posix;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
+pub use posix::set_cloexec;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 pub mod spawn;
 #[cfg(target_os = "macos")]
 pub use macos::{

@@ -2,7 +2,7 @@
 //! re-exports these under its own concern's module.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// Whether process group `pgrp` still has a member (one we may signal or not).
 pub fn group_alive(pgrp: i32) -> bool {
@@ -42,6 +42,16 @@ pub fn close_listed_fds_on_exec(listing: &str) {
             }
         }
     }
+}
+
+/// Sets or clears close-on-exec on `fd`.
+pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor number; a closed one is an error, nothing else.
+    let r = unsafe { libc::fcntl(fd, libc::F_SETFD, if on { libc::FD_CLOEXEC } else { 0 }) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The inode of a pipe (shared by both ends): what identifies it as a reader's input.

@@ -3,6 +3,10 @@
 //! source file is longer than a reader can hold (code before `#[cfg(test)]`). A reference is a
 //! `crate::` path naming a room of the top level, `crate::dir::` naming a room of `dir/`, or a
 //! `super::` path from a file directly inside the directory.
+//!
+//! The daemon's top level is also a house of ordered floors ([`DAEMON_FLOORS`]): each room on
+//! one floor, and a room refers only to rooms on floors below its own; a new room is placed
+//! by hand, and the house may not grow past [`MAX_FLOORS`].
 
 #![allow(clippy::unwrap_used)]
 
@@ -208,6 +212,100 @@ fn no_source_file_is_too_long() {
         long.is_empty(),
         "over {MAX_LINES} lines:\n{}",
         long.join("\n")
+    );
+}
+
+/// The rooms of `daemon/src`, by floor from the ground up: a flow of six steps (accept →
+/// decode → handle → state → spawn → supervise) on the parts and the OS beneath.
+const DAEMON_FLOORS: &[(&str, &[&str])] = &[
+    (
+        "leaves",
+        &[
+            "admission",
+            "audit",
+            "blocking",
+            "fd",
+            "genuine",
+            "health",
+            "person_file",
+            "policy",
+            "private_dir",
+            "side_effects",
+            "state_dir",
+            "tokens",
+        ],
+    ),
+    (
+        "settings and bytes",
+        &["bearer", "config", "new_record", "output"],
+    ),
+    ("the OS", &["platform"]),
+    (
+        "a process's parts",
+        &[
+            "cpu_rate",
+            "exec_rules",
+            "journal",
+            "reaper",
+            "record",
+            "terminal",
+            "tree",
+        ],
+    ),
+    ("the table", &["new_program", "table"]),
+    (
+        "beside the table",
+        &["asks", "caller", "restore", "supervise"],
+    ),
+    ("the launch", &["launch"]),
+    ("sessions", &["session"]),
+    ("the daemon's state", &["daemon"]),
+    ("handling", &["handlers", "handover"]),
+    ("connections", &["conn", "takeover"]),
+    ("serving", &["server", "main_unix", "main_windows"]),
+];
+/// The most floors the daemon's house may have.
+const MAX_FLOORS: usize = 12;
+
+#[test]
+fn the_daemon_is_a_house_of_ordered_floors() {
+    assert!(
+        DAEMON_FLOORS.len() <= MAX_FLOORS,
+        "{} floors; at most {MAX_FLOORS}",
+        DAEMON_FLOORS.len()
+    );
+    let floor_of: BTreeMap<&str, usize> = DAEMON_FLOORS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, rooms))| rooms.iter().map(move |r| (*r, i)))
+        .collect();
+    let edges = arrows(&workspace().join("daemon").join("src"), "");
+    let mut wrong = Vec::new();
+    for (room, refs) in &edges {
+        let Some(&floor) = floor_of.get(room.as_str()) else {
+            wrong.push(format!("{room} is on no floor: place it in DAEMON_FLOORS"));
+            continue;
+        };
+        for r in refs {
+            let to = floor_of.get(r.as_str()).copied().unwrap_or(usize::MAX);
+            if to >= floor {
+                wrong.push(format!(
+                    "{room} ({}) refers to {r} ({}), not below it",
+                    DAEMON_FLOORS[floor].0,
+                    DAEMON_FLOORS.get(to).map_or("no floor", |f| f.0)
+                ));
+            }
+        }
+    }
+    for room in floor_of.keys() {
+        if !edges.contains_key(*room) {
+            wrong.push(format!("{room} is on a floor but not in daemon/src"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the floors do not hold:\n{}",
+        wrong.join("\n")
     );
 }
 
