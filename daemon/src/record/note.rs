@@ -166,3 +166,80 @@ impl ProcData {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use cuba_protocol::{Ask, AskKind, ProcState};
+
+    use super::*;
+    use crate::output::Output;
+
+    fn proc() -> Proc {
+        let info = crate::table::tests::row(1);
+        Proc::new(ProcData::new(info, Output::new(1 << 20, None), false))
+    }
+
+    fn ask(id: u64, kind: AskKind) -> Ask {
+        Ask {
+            id,
+            kind,
+            what: "git push".into(),
+            rule: "ask_commands: git push".into(),
+            pid: 7,
+            cwd: "/".into(),
+            asked_at_ms: 0,
+            deadline_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_supervised_record_changes_only_when_its_supervisor_applies_the_notes() {
+        let p = proc();
+        p.lock().info.state = ProcState::Running;
+        p.supervised();
+        p.note(Note::Asked(ask(1, AskKind::Exec)));
+        assert_eq!(p.lock().info.state, ProcState::Running, "not yet applied");
+        assert!(p.take_notes());
+        assert_eq!(p.lock().info.state, ProcState::AwaitingApproval);
+        p.note(Note::Settled(1));
+        p.unsupervised();
+        assert_eq!(p.lock().info.state, ProcState::Running);
+        assert!(p.lock().info.asks.is_empty());
+        // With no supervisor, a note is applied at once.
+        p.note(Note::Asked(ask(2, AskKind::Password)));
+        assert_eq!(p.lock().info.state, ProcState::WaitingInput);
+    }
+
+    #[test]
+    fn a_late_note_never_changes_an_ended_record_s_state() {
+        let p = proc();
+        p.lock().info.state = ProcState::Exited;
+        p.note(Note::Asked(ask(1, AskKind::Exec)));
+        p.note(Note::Settled(1));
+        let rec = p.lock();
+        assert_eq!(rec.info.state, ProcState::Exited);
+        assert!(rec.info.asks.is_empty());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn refusals_kept_are_few_and_a_kill_takes_an_older_refusal_s_place() {
+        let p = proc();
+        let blocked = |n: u32, killed| ExecBlocked {
+            program: format!("/bin/p{n}"),
+            argv: Vec::new(),
+            rule: "blocklist".into(),
+            message: String::new(),
+            pid: n,
+            killed,
+        };
+        for n in 0..20 {
+            p.note(Note::Blocked(blocked(n, false)));
+        }
+        p.note(Note::Blocked(blocked(99, true)));
+        let kept = p.lock().info.blocked.clone();
+        assert_eq!(kept.len(), KEPT);
+        assert_eq!(kept[0].pid, 1, "the oldest refusal made room");
+        assert!(kept.last().is_some_and(|b| b.killed && b.pid == 99));
+    }
+}
