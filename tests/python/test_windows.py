@@ -383,3 +383,19 @@ async def test_a_command_cannot_reach_past_its_owners_policy_through_cubactl() -
         assert "stopped cubad" in stopped.stdout, stopped.stdout
     finally:
         w.close()
+
+
+def test_ask_rules_and_the_remembered_approvals(win: Win) -> None:
+    """Approvals on Windows: cmd text is not parsed, so a command an `ask` rule could name is
+    refused before it runs rather than held or run unasked; the remembered approvals answer as
+    on Unix (none yet; a number none has is the caller's mistake, not the daemon's)."""
+    asked = {"CUBA_EXEC_ASK_COMMANDS": "echo"}
+    p = win.ctl("run", "echo should-not-run", env=asked)
+    assert p.returncode != 0 and "cannot be checked" in p.stderr, p.stderr
+    assert "should-not-run" not in p.stdout, p.stdout
+    listed = win.ctl("approvals", check=True)
+    assert "should-not-run" not in listed.stdout, listed.stdout
+    forget = win.ctl("approvals", "forget", "3")
+    assert forget.returncode != 0, forget
+    assert "there is no remembered approval 3" in forget.stderr, forget.stderr
+    assert "BAD_REQUEST" in forget.stderr or "bad request" in forget.stderr.lower(), forget.stderr
