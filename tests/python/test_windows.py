@@ -112,7 +112,7 @@ class Win:
             CUBA_EXEC_SOCKET=f"\\\\.\\pipe\\cuba-exec-test-{uuid.uuid4().hex}",
             CUBA_EXEC_STATE_DIR=wine_path(self.tmp / "state"),
             # Short: a stop that Wine cannot deliver as a Ctrl-Break ends the job at once anyway.
-            CUBA_EXEC_GRACE="2s",
+            CUBA_EXEC_SHUTDOWN_TIMEOUT="2s",
         )
         for k in ("CUBA_EXEC_DAEMON", "CUBA_EXEC_HOST", "CUBA_EXEC_CONFIG"):
             self.env.pop(k, None)
