@@ -150,12 +150,12 @@ fn waits_reading(pid: i32, text: &str, fd: u64) -> bool {
         }
         let mut word = [0u8; 8];
         let at = readfds + (fd / 64) * 8;
-        return read_memory(pid, at, &mut word) && u64::from_ne_bytes(word) & (1 << (fd % 64)) != 0;
+        return read_whole(pid, at, &mut word) && u64::from_ne_bytes(word) & (1 << (fd % 64)) != 0;
     }
     // poll and ppoll: an array of `struct pollfd { int fd; short events; short revents; }`.
     let (fds, nfds) = (arg(0), arg(1).min(256) as usize);
     let mut buf = vec![0u8; nfds * 8];
-    read_memory(pid, fds, &mut buf)
+    read_whole(pid, fds, &mut buf)
         && buf.chunks_exact(8).any(|p| {
             let pfd = i32::from_ne_bytes([p[0], p[1], p[2], p[3]]);
             let events = i16::from_ne_bytes([p[4], p[5]]);
@@ -163,24 +163,9 @@ fn waits_reading(pid: i32, text: &str, fd: u64) -> bool {
         })
 }
 
-/// Reads `buf.len()` bytes at `addr` of process `pid`'s memory (the daemon's own user's, or
-/// root's daemon): whether all were read.
-fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> bool {
-    if buf.is_empty() {
-        return false;
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: one local iovec over `buf`, which lives across the call; the remote one is only
-    // read by the kernel, which checks it.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    n == buf.len() as isize
+/// All of `buf` read at `addr` of process `pid`'s memory.
+fn read_whole(pid: i32, addr: u64, buf: &mut [u8]) -> bool {
+    !buf.is_empty() && super::proc::read_memory(pid, addr, buf) == buf.len()
 }
 
 #[cfg(test)]

@@ -8,6 +8,23 @@ use std::path::PathBuf;
 
 use crate::platform::StartTime;
 
+/// Reads up to `buf.len()` bytes at `addr` of process `pid`'s memory (a process of the
+/// daemon's user, or any under a root daemon); the count read, 0 where none could be.
+pub fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> usize {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: one local iovec over `buf`, which lives across the call; the remote one is only
+    // read by the kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    n.max(0) as usize
+}
+
 /// What `/proc/PID/stat` says about a process that we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {

@@ -86,21 +86,6 @@ pub fn answer(listener: RawFd, id: u64, refuse: Option<i32>) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads `buf.len()` bytes at `addr` of process `pid`; the count read.
-fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> usize {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: both iovecs describe valid lengths; the local one is our buffer.
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    n.max(0) as usize
-}
-
 /// The NUL-terminated string at `addr`, at most `max` bytes; `None` if it cannot be read.
 fn read_cstr(pid: i32, addr: u64, max: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
@@ -114,7 +99,7 @@ fn read_cstr(pid: i32, addr: u64, max: usize) -> Option<Vec<u8>> {
             false => room,
         };
         let mut chunk = [0u8; PAGE];
-        let got = read_mem(pid, at, &mut chunk[..room]);
+        let got = crate::platform::proc::read_memory(pid, at, &mut chunk[..room]);
         if got == 0 {
             return None;
         }
@@ -207,7 +192,7 @@ impl Notification {
     fn argc_at_most(&self, n: usize) -> bool {
         let w = self.word();
         let mut ptr = [0u8; 8];
-        read_mem(
+        crate::platform::proc::read_memory(
             self.mem_pid,
             self.argv_base() + (n * w) as u64,
             &mut ptr[..w],
@@ -230,7 +215,12 @@ impl Notification {
         let mut out = Vec::new();
         for i in 0..count {
             let mut ptr = [0u8; 8];
-            if read_mem(self.mem_pid, base + (i * w) as u64, &mut ptr[..w]) < w {
+            if crate::platform::proc::read_memory(
+                self.mem_pid,
+                base + (i * w) as u64,
+                &mut ptr[..w],
+            ) < w
+            {
                 break;
             }
             let addr = match w {
