@@ -9,27 +9,20 @@
 //! root that only root may write. Anything else could have been written by a command the
 //! daemon ran (as the daemon's own user), and is refused.
 
-#[cfg(unix)]
-use std::fs::File;
-#[cfg(unix)]
-use std::os::fd::AsRawFd;
-#[cfg(unix)]
-use std::os::unix::fs::MetadataExt;
-#[cfg(unix)]
-use std::path::Path;
 use std::path::PathBuf;
-#[cfg(unix)]
-use std::time::Duration;
 
+// Only Unix accepts a program and hands over to it.
 #[cfg(unix)]
-use tokio::time::timeout;
-
-#[cfg(unix)]
-use crate::platform::set_cloexec;
-#[cfg(unix)]
-use crate::platform::spawn::Spawn;
-#[cfg(unix)]
-use crate::reaper::Reaper;
+use {
+    crate::platform::{set_cloexec, spawn::Spawn},
+    crate::reaper::Reaper,
+    std::fs::File,
+    std::os::fd::AsRawFd,
+    std::os::unix::fs::MetadataExt,
+    std::path::Path,
+    std::time::Duration,
+    tokio::time::timeout,
+};
 
 /// A program accepted to take the hand-over: its descriptor and the path it was named by (on
 /// Windows, which has no upgrade, none is ever accepted).
