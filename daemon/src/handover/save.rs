@@ -66,10 +66,20 @@ pub async fn hand_over(d: &Daemon, inherited: Inherited, binary: &Accepted) -> S
             }
         }
     };
+    // Last: nothing the exec checks have received may be left unanswered by the exec.
+    let checks = match d.launcher().pause_exec_checks(PAUSE_WITHIN).await {
+        Ok(checks) => checks,
+        Err(why) => {
+            resume(held);
+            reaper.freeze(false);
+            return why;
+        }
+    };
     let why = match write_and_exec(d, inherited, binary, &held) {
         Ok(never) => match never {},
         Err(e) => e,
     };
+    drop(checks);
     resume(held);
     reaper.freeze(false);
     why

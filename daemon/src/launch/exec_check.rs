@@ -36,6 +36,15 @@ impl ExecService {
         })
     }
 
+    /// Stops the checker between two notifications for a hand-over (see
+    /// [`Checker::pause`]).
+    pub async fn pause(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<exec_check::Paused, Option<Vec<i32>>> {
+        self.checker.pause(within).await
+    }
+
     /// Takes over the listener of a process handed over by an upgrade.
     pub fn adopt(
         &self,

@@ -56,6 +56,11 @@ use crate::tree::TreeRoot;
 pub use adopt::Adopted;
 pub use askpass::askpass_env;
 pub use checking::ExecChecking;
+
+/// The exec checks stopped for a hand-over ([`Launcher::pause_exec_checks`]); dropped, they go
+/// on.
+#[cfg(unix)]
+pub struct ExecChecksPaused(#[allow(dead_code)] Option<Box<dyn Send>>);
 #[cfg(unix)]
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
@@ -147,11 +152,38 @@ impl Launcher {
         self.exec.describe()
     }
 
+    /// Stops the exec checks between two notifications for a hand-over to a new program,
+    /// until the value returned is dropped: an exec received and not yet answered would be
+    /// answered by no one after it, and its caller would wait for ever. Refused while an exec
+    /// waits for a person's answer, or if the checks did not stop `within`.
+    #[cfg(unix)]
+    pub async fn pause_exec_checks(&self, within: Duration) -> Result<ExecChecksPaused, String> {
+        match &*self.exec {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(service, _) => match service.pause(within).await {
+                Ok(paused) => Ok(ExecChecksPaused(Some(Box::new(paused)))),
+                Err(Some(pids)) => {
+                    let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+                    Err(format!(
+                        "an exec waits for a person's answer (pid {}); answer it (cubactl \
+                         approvals), then upgrade",
+                        pids.join(", ")
+                    ))
+                }
+                Err(None) => Err("the exec checks did not pause; try again".to_string()),
+            },
+            _ => {
+                let _ = within;
+                Ok(ExecChecksPaused(None))
+            }
+        }
+    }
+
     /// Answers the execs of a process taken over at an upgrade. Where this program does not
     /// check execs, the listener is closed: every later exec in that tree fails (ENOSYS)
     /// rather than going on unchecked or waiting for an answer forever.
     #[cfg(unix)]
-    fn adopt_exec_listener(&self, p: &Arc<Proc>, listener: std::os::fd::OwnedFd) {
+    fn adopt_exec_listener(&self, p: &Arc<crate::record::Proc>, listener: std::os::fd::OwnedFd) {
         match &*self.exec {
             #[cfg(target_os = "linux")]
             ExecChecking::Active(service, _) => {

@@ -411,3 +411,37 @@ async fn a_held_command_can_be_stopped_while_it_awaits_approval() {
     let pending = c.approvals().await.unwrap().pending;
     assert!(pending.is_empty(), "{pending:?}");
 }
+
+/// An upgrade replaces the program that holds an exec for a person: the exec would wait for
+/// an answer nobody can give. So the upgrade is refused, saying why, until it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_awaiting_a_person_holds_off_an_upgrade_until_answered() {
+    let d = asking(&[]).await;
+    let c = d.client().await;
+    if !checking(&c, "an upgrade with a held exec").await {
+        return;
+    }
+    let marker = d.dir().join("marker");
+    let q = c
+        .spawn(spawn_req(&format!(
+            "x=$(printf touch); $x {}; echo after",
+            marker.display()
+        )))
+        .step()
+        .await
+        .unwrap();
+    held(&c, q.id).await;
+    let (ok, _, said) = cubactl(&d, &["daemon", "upgrade"], None).await;
+    assert!(!ok, "upgraded with an exec held: {said}");
+    assert!(said.contains("wait for the user"), "{said}");
+    // Still the same daemon, the question still there and answerable.
+    assert_eq!(c.status().step().await.unwrap().upgrades, 0);
+    let (ok, _, said) = cubactl(&d, &["approve", &q.id.to_string()], None).await;
+    assert!(ok, "{said}");
+    let done = ended(&c, q.id).await;
+    assert_eq!((done.state, done.exit_code), (ProcState::Exited, Some(0)));
+    assert!(marker.exists());
+    let (ok, _, said) = cubactl(&d, &["daemon", "upgrade"], None).await;
+    assert!(ok, "{said}");
+    assert_eq!(d.client().await.status().step().await.unwrap().upgrades, 1);
+}

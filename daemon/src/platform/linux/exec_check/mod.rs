@@ -169,6 +169,9 @@ impl Pending {
 /// The child's end of the socket, held by the daemon until the spawn returns.
 pub struct ChildEnd(#[allow(dead_code)] Option<OwnedFd>);
 
+/// The checker thread stopped ([`Checker::pause`]); dropped, it goes on.
+pub struct Paused(#[allow(dead_code)] std::sync::mpsc::SyncSender<()>);
+
 /// The thread that answers every listener (and what answers a tree's first exec on the
 /// thread that started it).
 pub struct Checker {
@@ -210,11 +213,49 @@ impl Checker {
         }
     }
 
+    /// Stops the thread between two notifications, for a hand-over to a new program: until
+    /// the [`Paused`] returned is dropped. `Err` with the callers whose execs wait for a
+    /// person's answer (it was not stopped), or `None` in them if it did not stop `within`.
+    pub async fn pause(&self, within: std::time::Duration) -> Result<Paused, Option<Vec<i32>>> {
+        let (paused, answer) = tokio::sync::oneshot::channel();
+        let (go, resume) = std::sync::mpsc::sync_channel(1);
+        self.shared
+            .request_pause(shared::PauseRequest { paused, resume });
+        match tokio::time::timeout(within, answer).await {
+            Ok(Ok(Ok(()))) => Ok(Paused(go)),
+            Ok(Ok(Err(held))) => Err(Some(held)),
+            _ => Err(None),
+        }
+    }
+
     /// Hands `w` to the thread: its descriptor goes straight into the thread's `epoll`, so a
     /// start wakes the thread once, when the child sends its listener, not also to say so.
     pub fn watch(&self, w: Watch) -> Result<(), String> {
         self.shared
             .add(w)
             .map_err(|e| format!("the exec checks cannot watch a new tree: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Checker;
+
+    #[tokio::test]
+    async fn a_paused_checker_takes_nothing_until_let_go() {
+        #[allow(clippy::expect_used)]
+        let checker = Checker::start(true).expect("the checker thread starts");
+        let paused = checker.pause(Duration::from_secs(5)).await;
+        let Ok(paused) = paused else {
+            panic!("an idle checker did not pause");
+        };
+        // Stopped: it does not even take the next request.
+        let again = checker.pause(Duration::from_millis(200)).await;
+        assert!(matches!(again, Err(None)), "it went on while paused");
+        drop(paused);
+        // Let go, it takes the request that waited, and then the next one.
+        assert!(checker.pause(Duration::from_secs(5)).await.is_ok());
     }
 }

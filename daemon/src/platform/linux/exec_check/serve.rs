@@ -14,7 +14,7 @@ use super::held::{Denied, Held, DENIED_FOR};
 use super::inspect::{inspect, Miss, View};
 use super::notif::{self, Notification};
 use super::pace::Pace;
-use super::shared::{Entry, Shared, ANSWERS};
+use super::shared::{Entry, PauseRequest, Shared, ANSWERS};
 use super::types::{AskStart, Refusal, Target, Verdict};
 use super::{Judge, Source, Watch};
 
@@ -79,10 +79,27 @@ pub fn run(shared: Arc<Shared>, same_root: bool) {
             }
         }
         l.afters.run_due();
+        if let Some(r) = l.shared.take_pause() {
+            l.pause(r);
+        }
     }
 }
 
 impl Loop {
+    /// Stops here, where every notification received has been answered, for a hand-over;
+    /// not while an exec waits for a person, whose answer would reach no one after it.
+    fn pause(&mut self, r: PauseRequest) {
+        if !self.held.is_empty() {
+            let _ = r
+                .paused
+                .send(Err(self.held.values().map(|h| h.pid).collect()));
+            return;
+        }
+        if r.paused.send(Ok(())).is_ok() {
+            let _ = r.resume.recv();
+        }
+    }
+
     fn remove(&mut self, token: u64) {
         if let Some(entry) = self.entries.remove(&token) {
             // SAFETY: removes a descriptor this loop registered; it is still open.

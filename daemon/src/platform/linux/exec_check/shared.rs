@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Judge, Source, Watch};
@@ -54,6 +54,18 @@ pub struct Shared {
     /// them.
     pub answers: Mutex<Vec<(u64, Result<(), String>)>>,
     pub wake: OwnedFd,
+    /// A hand-over's request that the thread stop between two notifications.
+    pause: Mutex<Option<PauseRequest>>,
+    pause_asked: AtomicBool,
+}
+
+/// A hand-over's request that the checker thread stop: it answers on `paused` once no
+/// notification is half-handled (`Err` with the callers whose execs wait for a person, and
+/// then it goes on), and waits until `resume` says so or is dropped. A program that replaces
+/// this one by an exec finds every exec not yet received still queued in the kernel.
+pub struct PauseRequest {
+    pub paused: tokio::sync::oneshot::Sender<Result<(), Vec<i32>>>,
+    pub resume: std::sync::mpsc::Receiver<()>,
 }
 
 impl Shared {
@@ -94,6 +106,8 @@ impl Shared {
             next: AtomicU64::new(1),
             answers: Mutex::new(Vec::new()),
             wake,
+            pause: Mutex::new(None),
+            pause_asked: AtomicBool::new(false),
         })
     }
 
@@ -103,9 +117,28 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((hold, answer));
+        self.wake_thread();
+    }
+
+    fn wake_thread(&self) {
         let one = 1u64;
         // SAFETY: an eventfd takes 8 bytes; a full counter has woken the thread already.
         unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Asks the thread to stop (from any thread).
+    pub fn request_pause(&self, r: PauseRequest) {
+        *self.pause.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.pause_asked.store(true, Ordering::Release);
+        self.wake_thread();
+    }
+
+    /// The stop asked for, if any (the thread, between two batches of events).
+    pub fn take_pause(&self) -> Option<PauseRequest> {
+        if !self.pause_asked.swap(false, Ordering::Acquire) {
+            return None;
+        }
+        self.pause.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Registers `w` (from any thread): its entry first, then its descriptor, so the thread
