@@ -67,7 +67,7 @@ pub async fn hand_over(d: &Daemon, inherited: Inherited, binary: &Accepted) -> S
         }
     };
     // Last: nothing the exec checks have received may be left unanswered by the exec.
-    let checks = match d.launcher().pause_exec_checks(PAUSE_WITHIN).await {
+    let checks = match d.launcher().exec_checking().pause(PAUSE_WITHIN).await {
         Ok(checks) => checks,
         Err(why) => {
             resume(held);

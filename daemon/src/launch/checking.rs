@@ -66,4 +66,35 @@ impl ExecChecking {
             ExecChecking::Off => "off (exec_checks = \"off\")".to_string(),
         }
     }
+
+    /// Stops the exec checks between two notifications for a hand-over to a new program,
+    /// until the value returned is dropped: an exec received and not yet answered would be
+    /// answered by no one after it, and its caller would wait for ever. Refused while an exec
+    /// waits for a person's answer, or if the checks did not stop `within`.
+    #[cfg(unix)]
+    pub async fn pause(&self, within: std::time::Duration) -> Result<ExecChecksPaused, String> {
+        match self {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(service, _) => match service.pause(within).await {
+                Ok(paused) => Ok(ExecChecksPaused(Some(Box::new(paused)))),
+                Err(Some(pids)) => {
+                    let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+                    Err(format!(
+                        "an exec waits for a person's answer (pid {}); answer it (cubactl \
+                         approvals), then upgrade",
+                        pids.join(", ")
+                    ))
+                }
+                Err(None) => Err("the exec checks did not pause; try again".to_string()),
+            },
+            _ => {
+                let _ = within;
+                Ok(ExecChecksPaused(None))
+            }
+        }
+    }
 }
+
+/// The exec checks stopped for a hand-over ([`ExecChecking::pause`]); dropped, they go on.
+#[cfg(unix)]
+pub struct ExecChecksPaused(#[allow(dead_code)] Option<Box<dyn Send>>);

@@ -56,11 +56,6 @@ use crate::tree::TreeRoot;
 pub use adopt::Adopted;
 pub use askpass::askpass_env;
 pub use checking::ExecChecking;
-
-/// The exec checks stopped for a hand-over ([`Launcher::pause_exec_checks`]); dropped, they go
-/// on.
-#[cfg(unix)]
-pub struct ExecChecksPaused(#[allow(dead_code)] Option<Box<dyn Send>>);
 #[cfg(unix)]
 use layer::Layer;
 pub use plan::{Confinement, LaunchPlan};
@@ -152,31 +147,10 @@ impl Launcher {
         self.exec.describe()
     }
 
-    /// Stops the exec checks between two notifications for a hand-over to a new program,
-    /// until the value returned is dropped: an exec received and not yet answered would be
-    /// answered by no one after it, and its caller would wait for ever. Refused while an exec
-    /// waits for a person's answer, or if the checks did not stop `within`.
+    /// The exec checks, for a hand-over to pause them ([`ExecChecking::pause`]).
     #[cfg(unix)]
-    pub async fn pause_exec_checks(&self, within: Duration) -> Result<ExecChecksPaused, String> {
-        match &*self.exec {
-            #[cfg(target_os = "linux")]
-            ExecChecking::Active(service, _) => match service.pause(within).await {
-                Ok(paused) => Ok(ExecChecksPaused(Some(Box::new(paused)))),
-                Err(Some(pids)) => {
-                    let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
-                    Err(format!(
-                        "an exec waits for a person's answer (pid {}); answer it (cubactl \
-                         approvals), then upgrade",
-                        pids.join(", ")
-                    ))
-                }
-                Err(None) => Err("the exec checks did not pause; try again".to_string()),
-            },
-            _ => {
-                let _ = within;
-                Ok(ExecChecksPaused(None))
-            }
-        }
+    pub fn exec_checking(&self) -> &ExecChecking {
+        &self.exec
     }
 
     /// Answers the execs of a process taken over at an upgrade. Where this program does not
