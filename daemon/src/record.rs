@@ -4,11 +4,13 @@
 //! handlers that read it. Every change (output, state) bumps a `watch` channel, so waiters and
 //! followers wake on events instead of polling.
 //!
-//! Who writes a record: the code that creates it fills it in (the launch, a session starting a
-//! command in its shell, the restore from the journal) until it hands it to its supervisor;
-//! from then on only that supervisor writes it. Requests reach it as [`Control`] messages;
-//! what other threads find (a refused exec, a question to the person) as [`Note`]s, which the
-//! supervisor applies between two of its events (`note.rs`).
+//! Who writes a record: whoever holds its [`Writer`], made with it and never cloned. The code
+//! that creates a record fills it in (the launch, a session starting a command in its shell,
+//! the adoption of a handed-over process) and moves the writer into the task that owns the
+//! process (its supervisor, a held command's wait for approval, a session); everyone else
+//! reads through [`Proc::lock`], which gives no `&mut`. Requests reach a running record as
+//! [`Control`] messages; what other threads find (a refused exec, a question to the person)
+//! as [`Note`]s, which the supervisor applies between two of its events (`note.rs`).
 
 mod note;
 mod outcome;
@@ -185,19 +187,61 @@ pub struct Proc {
     noted: tokio::sync::Notify,
 }
 
+/// The one right to change a record: made with it, held by its creator while it fills the
+/// record in, then moved into the task that owns the process (its supervisor, a held command's
+/// wait for approval, a session). Not `Clone`: a record has one writer, and everyone else
+/// reads it through [`Proc::lock`].
+pub struct Writer(Arc<Proc>);
+
+impl Writer {
+    /// The record, to write.
+    pub fn lock(&self) -> MutexGuard<'_, ProcData> {
+        self.0.data()
+    }
+
+    /// The shared record, for readers.
+    pub fn proc(&self) -> &Arc<Proc> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Writer {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.0
+    }
+}
+
+/// A record locked for reading: its fields, not theirs to change.
+pub struct Read<'a>(MutexGuard<'a, ProcData>);
+
+impl std::ops::Deref for Read<'_> {
+    type Target = ProcData;
+    fn deref(&self) -> &ProcData {
+        &self.0
+    }
+}
+
 impl Proc {
-    pub fn new(data: ProcData) -> Proc {
-        Proc {
+    /// A new record, and the one right to write it.
+    pub fn create(data: ProcData) -> (Arc<Proc>, Writer) {
+        let p = Arc::new(Proc {
             id: data.info.id,
             data: Mutex::new(data),
             reading: Mutex::default(),
             changed: watch::Sender::new(()),
             inbox: Mutex::default(),
             noted: tokio::sync::Notify::new(),
-        }
+        });
+        (p.clone(), Writer(p))
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, ProcData> {
+    /// The record, to read (short, non-async sections only).
+    pub fn lock(&self) -> Read<'_> {
+        Read(self.data())
+    }
+
+    fn data(&self) -> MutexGuard<'_, ProcData> {
         self.data.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -334,18 +378,36 @@ impl ProcData {
     }
 }
 
-/// Writes a record's in-memory output to its spool, without holding its lock while writing (the
-/// caller is the task that appends to it, or it has ended, so nothing is appended meanwhile).
-pub fn spill(p: &Proc) {
-    let job = p.lock().output.take_spill();
+/// Writes a record's in-memory output to its spool, without holding its lock while writing (its
+/// writer asked for it, and appends nothing meanwhile).
+fn spill(p: &Proc) {
+    let job = p.data().output.take_spill();
     if let Some((mut spool, chunks)) = job {
         crate::output::write_all(&mut spool, &chunks);
-        p.lock().output.end_spill(spool);
+        p.data().output.end_spill(spool);
     }
 }
 
-/// [`spill`] on the blocking pool: the runtime thread is free meanwhile, so a waiter just woken
-/// (the exit's reply) runs first instead of after the spool's files are made.
-pub async fn spill_off_thread(p: Arc<Proc>) {
-    let _ = tokio::task::spawn_blocking(move || spill(&p)).await;
+impl Writer {
+    /// Its in-memory output written to its spool, on the blocking pool: the runtime thread is
+    /// free meanwhile, so a waiter just woken (the exit's reply) runs first instead of after
+    /// the spool's files are made. Awaited by its writer, which appends nothing meanwhile.
+    pub fn spill(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let p = self.0.clone();
+        async move {
+            let _ = tokio::task::spawn_blocking(move || spill(&p)).await;
+        }
+    }
+
+    /// The last write of an ended record whose output is all in: spooled, then drained (its
+    /// files closed) and its waiters woken. Its writer may let go of it meanwhile.
+    #[cfg(unix)]
+    pub fn seal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (spill, p) = (self.spill(), self.0.clone());
+        async move {
+            spill.await;
+            p.data().set_drained();
+            p.notify();
+        }
+    }
 }

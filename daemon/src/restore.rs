@@ -68,7 +68,9 @@ pub fn restore(
         let mut data = ProcData::new(rec.info.clone(), output, true);
         data.token = rec.token;
         data.tenant = rec.tenant.as_deref().map(Arc::from);
-        procs.insert(id, Arc::new(Proc::new(data)));
+        // Every restored record has ended: nothing writes it again.
+        let (p, _ended) = Proc::create(data);
+        procs.insert(id, p);
         records.insert(id, rec);
     }
     if !lost_roots.is_empty() {

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::audit::{Audit, Peer};
 use crate::journal::{Journal, Record};
 use crate::output::{Output, Spool};
-use crate::record::{Outcome, Proc, ProcData};
+use crate::record::{Outcome, Proc, ProcData, Writer};
 use crate::state_dir::StateDir;
 use crate::tokens::{Done, Tokens};
 use crate::tree::{Scope, Tracked};
@@ -48,7 +48,8 @@ pub struct Settings {
 /// What [`Table::reserve`] found: a new record, or (asked to reuse one) the running process of
 /// the same name and command.
 pub enum Reserved {
-    New(Arc<Proc>),
+    /// A new record, with the right to write it.
+    New(Writer),
     Existing(Arc<Proc>),
 }
 
@@ -242,8 +243,8 @@ impl Table {
         let mut data = ProcData::new(info, output, false);
         data.token = token;
         data.tenant = tenant;
-        let p = Arc::new(Proc::new(data));
-        contents.procs.insert(id, p.clone());
+        let (p, writer) = Proc::create(data);
+        contents.procs.insert(id, p);
         contents.enter(id, kind, name.as_ref());
         // Past the cap on finished records (with some slack, so the pruning's file removals
         // come in batches rather than on every spawn), the oldest go now.
@@ -253,7 +254,7 @@ impl Table {
         if over {
             self.prune_where(None, None);
         }
-        Ok(Reserved::New(p))
+        Ok(Reserved::New(writer))
     }
 
     /// Process `p` was started (or failed to) for `client` on the connection from `peer`: the
@@ -305,7 +306,7 @@ impl Table {
 
     /// Ends record `p` with `outcome`, now: its row, the journal's end line, the audit's end
     /// line, its waiters and the table's watchers. False (and nothing written) if it had ended.
-    pub fn finish(&self, p: &Proc, outcome: Outcome) -> bool {
+    pub fn finish(&self, p: &Writer, outcome: Outcome) -> bool {
         let (kind, name) = {
             let mut rec = p.lock();
             if rec.finished() {
@@ -452,7 +453,7 @@ pub mod tests {
         t.reserve(new_record(command, kind), reuse).unwrap()
     }
 
-    pub fn new(r: Reserved) -> Arc<Proc> {
+    pub fn new(r: Reserved) -> Writer {
         match r {
             Reserved::New(p) => p,
             Reserved::Existing(p) => panic!("expected a new record, got {}", p.id),

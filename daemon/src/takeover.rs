@@ -4,14 +4,13 @@
 //! there is never anything to take over.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
 use crate::daemon::Daemon;
 use crate::journal;
 use crate::platform::Exit;
-use crate::record::Proc;
+use crate::record::Writer;
 use crate::table::Contents;
 use crate::tokens::Exported;
 
@@ -29,16 +28,16 @@ pub use windows::Takeover;
 
 /// A taken-over process between its record and its supervisor.
 #[cfg(unix)]
-pub type Adopted = (Arc<Proc>, crate::launch::Adopted, oneshot::Receiver<Exit>);
+pub type Adopted = (Writer, crate::launch::Adopted, oneshot::Receiver<Exit>);
 #[cfg(windows)]
-pub type Adopted = (Arc<Proc>, std::convert::Infallible, oneshot::Receiver<Exit>);
+pub type Adopted = (Writer, std::convert::Infallible, oneshot::Receiver<Exit>);
 
 #[cfg(unix)]
 mod unix {
     use super::*;
     use crate::handover::{Handed, Header, SavedProc};
-    use crate::record::{Outcome, ProcData};
-    use crate::tree;
+    use crate::record::{Proc, ProcData};
+    use std::sync::Arc;
 
     pub struct Takeover {
         header: Option<Header>,
@@ -107,10 +106,10 @@ mod unix {
                         let mut data = ProcData::new(a.info.clone(), output, false);
                         data.token = record.token;
                         data.tenant = record.tenant.as_deref().map(Arc::from);
-                        let proc = Arc::new(Proc::new(data));
-                        contents.procs.insert(id, proc.clone());
+                        let (proc, writer) = Proc::create(data);
+                        contents.procs.insert(id, proc);
                         records.insert(id, record);
-                        adopted.push((proc, a, exit));
+                        adopted.push((writer, a, exit));
                     }
                     Err(e) => tracing::error!(id, "cannot take over process: {e}"),
                 }
@@ -125,16 +124,13 @@ mod unix {
         /// it was upgraded.
         pub fn adopt(self, d: Daemon, adopted: Vec<Adopted>) -> Daemon {
             for (p, mut a, exit) in adopted {
-                let root = a.root.clone();
                 let route = a.session.take().map(|(name, nonce, pipe, conf)| {
-                    d.sessions().adopt(p.clone(), (name, nonce), pipe, conf)
+                    d.sessions()
+                        .adopt(p.proc().clone(), (name, nonce), pipe, conf)
                 });
-                if let Err(e) = d.launcher().adopt(&p, a, exit, route) {
-                    tracing::error!(id = p.id, "cannot take over process: {e}");
-                    tree::kill_tree(&root, &tree::Find::Scan);
-                    p.lock().set_drained();
-                    let why = format!("not taken over by the upgrade: {e}");
-                    d.table().finish(&p, Outcome::lost(why));
+                let id = p.id;
+                if let Err(e) = d.launcher().adopt(p, a, exit, route) {
+                    tracing::error!(id, "cannot take over process: {e}");
                 }
             }
             match self.header {

@@ -39,6 +39,8 @@ pub enum Answer {
     Approved,
     Denied(String),
     Secret(Vec<u8>),
+    /// Nobody answered: the command it was about was stopped on request, why as said.
+    Stopped(String),
 }
 
 struct Entry {
@@ -183,7 +185,7 @@ impl Asks {
         entry.process.note(Note::Settled(id));
         let info = entry.process.lock().snapshot();
         let reason = match &answer {
-            Answer::Denied(why) => Some(why.as_str()),
+            Answer::Denied(why) | Answer::Stopped(why) => Some(why.as_str()),
             _ => None,
         };
         self.table
@@ -276,6 +278,17 @@ impl Asks {
         let a = self.find(process, ask, |_| true, "question")?;
         self.settle(a.id, Answer::Denied(reason), who, "denied")
             .map_err(ProtocolError::invalid_state)
+    }
+
+    /// A command held for approval is stopped on request (a signal that ends it): its
+    /// question is withdrawn, and the holder ends it unstarted. False if none was pending.
+    pub fn withdraw(&self, process: u64, why: String, who: &Who) -> bool {
+        let held = self.find(process, None, |k| k == AskKind::Command, "command");
+        let Ok(a) = held else {
+            return false;
+        };
+        self.settle(a.id, Answer::Stopped(why), who, "stopped")
+            .is_ok()
     }
 
     /// A person gives the password a program asked for.

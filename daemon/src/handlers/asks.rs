@@ -163,7 +163,7 @@ pub async fn ask_secret(
     let rx = d.asks().ask(&p, q)?;
     Ok(Response::Secret(match rx.await {
         Ok(Answer::Secret(s)) => Secret::Given(s),
-        Ok(Answer::Denied(why)) => Secret::Refused(why),
+        Ok(Answer::Denied(why) | Answer::Stopped(why)) => Secret::Refused(why),
         Ok(Answer::Approved) => Secret::Refused("no password was given".into()),
         Err(_) => Secret::Refused("the process ended".into()),
     }))

@@ -82,14 +82,14 @@ mod tests {
 
     use super::*;
     use crate::output::Output;
-    use crate::record::ProcData;
+    use crate::record::{ProcData, Writer};
 
-    fn proc() -> Proc {
+    fn proc() -> Writer {
         let info = crate::table::tests::row(1);
-        Proc::new(ProcData::new(info, Output::new(1 << 20, None), false))
+        Proc::create(ProcData::new(info, Output::new(1 << 20, None), false)).1
     }
 
-    fn write(p: &Proc, stream: Stream, text: &str) {
+    fn write(p: &Writer, stream: Stream, text: &str) {
         p.lock().output.append(stream, text.as_bytes());
     }
 

@@ -92,7 +92,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Read(r) => read::read(&d, r),
         Request::Stdin(r) => stdin::stdin(&d, r).await,
         Request::Wait(r) => wait::wait(&d, r).await,
-        Request::Signal(r) => signal::signal(&d, r).await,
+        Request::Signal(r) => signal::signal(&d, &caller, r).await,
         Request::List(r) => Ok(Response::List(list::list(&d, &caller, &r))),
         Request::WatchTable(r) => watch::watch(&d, &caller, r, &out).await,
         Request::Follow(r) => follow::follow(&d, r, &out).await,

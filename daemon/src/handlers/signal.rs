@@ -6,8 +6,9 @@ use std::time::Duration;
 use cuba_protocol::{ProtocolError, Response, Signal, SignalRequest};
 use tokio::time::{timeout_at, Instant};
 
+use crate::caller::Caller;
 use crate::daemon::Daemon;
-use crate::record::{Control, Outcome, StopCause};
+use crate::record::{Control, Proc, StopCause};
 
 /// Slack beyond the grace period for a `wait`ing signal request.
 const WAIT_MARGIN: Duration = Duration::from_secs(3);
@@ -20,7 +21,11 @@ fn ends_process(signal: Signal) -> bool {
     )
 }
 
-pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolError> {
+pub async fn signal(
+    d: &Daemon,
+    caller: &Caller,
+    r: SignalRequest,
+) -> Result<Response, ProtocolError> {
     // A signal Windows has no meaning for is refused, naming what works there.
     #[cfg(windows)]
     crate::platform::win_signal::action(r.signal).map_err(ProtocolError::bad_request)?;
@@ -38,13 +43,11 @@ pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolEr
     };
     let not_running = || ProtocolError::invalid_state(format!("process {} is not running", r.id));
     let Some(control) = control else {
-        // A command held for a person's approval has no process yet: a stop ends it there.
-        let held = p.lock().info.state == cuba_protocol::ProcState::AwaitingApproval;
-        if held && ends_process(r.signal) {
-            p.lock().set_drained();
-            d.table().never_started(&p);
-            let why = "stopped on request while it awaited approval".to_string();
-            d.table().finish(&p, Outcome::stopped_unstarted(why));
+        // A command held for a person's approval has no process yet: a stop withdraws its
+        // question, and the wait for the answer ends it unstarted.
+        let why = "stopped on request while it awaited approval".to_string();
+        if ends_process(r.signal) && d.asks().withdraw(r.id, why, &caller.answerer()) {
+            ended(&p, Instant::now() + WAIT_MARGIN).await;
             return Ok(Response::Process(p.info()));
         }
         return Err(not_running());
@@ -62,14 +65,18 @@ pub async fn signal(d: &Daemon, r: SignalRequest) -> Result<Response, ProtocolEr
         )));
     }
     if r.wait {
-        let mut changes = p.subscribe();
-        let deadline = Instant::now() + grace + WAIT_MARGIN;
-        while !p.lock().finished() {
-            match timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                _ => break,
-            }
-        }
+        ended(&p, Instant::now() + grace + WAIT_MARGIN).await;
     }
     Ok(Response::Process(p.info()))
+}
+
+/// Returns once `p` has ended, or at `deadline`.
+async fn ended(p: &Proc, deadline: Instant) {
+    let mut changes = p.subscribe();
+    while !p.lock().finished() {
+        match timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            _ => break,
+        }
+    }
 }

@@ -4,7 +4,6 @@
 //! gets the first attempt's record as it is now (`Ensure`: the same answer kind).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use cuba_protocol::{AskKind, ProcessInfo, ProtocolError, SpawnRequest};
 
@@ -13,7 +12,7 @@ use crate::asks::{Answer, Question};
 use crate::caller::Caller;
 use crate::daemon::Daemon;
 use crate::launch::LaunchPlan;
-use crate::record::{Outcome, Proc};
+use crate::record::{Outcome, Writer};
 use crate::side_effects::{self, Refusal};
 use crate::table::Reserved;
 use crate::tokens::{Claim, Done, Stamp};
@@ -132,15 +131,16 @@ fn start(
             .map(|info| (info, false));
     }
     let table = d.table();
-    let p = match table.reserve(caller.new_record(&req, &cwd), reuse)? {
-        Reserved::New(p) => p,
+    let w = match table.reserve(caller.new_record(&req, &cwd), reuse)? {
+        Reserved::New(w) => w,
         Reserved::Existing(p) => return Ok((p.info(), true)),
     };
     {
-        let mut rec = p.lock();
+        let mut rec = w.lock();
         rec.unresolved = unresolved;
         rec.approved_rules.extend(approved);
     }
+    let p = w.proc().clone();
     let launcher = d.launcher();
     let defaults = (launcher.shell(), launcher.confinement(caller));
     let command = req.command.clone();
@@ -153,11 +153,11 @@ fn start(
         &table.marker(p.id),
     );
     if let Some(rule) = ask {
-        hold(d, caller, &p, plan, (rule, command, cwd))?;
+        hold(d, caller, w, plan, (rule, command, cwd))?;
         return Ok((p.info(), false));
     }
     // A process that could not start is a record too: its state says why.
-    let _ = launcher.launch(caller, &p, plan, None);
+    let _ = launcher.launch(caller, w, plan, None);
     // Its row without its cgroup's figures: a process started a moment ago has used nothing
     // worth three file reads on the way to the reply.
     let info = p.lock().snapshot();
@@ -165,11 +165,12 @@ fn start(
 }
 
 /// Holds reserved record `p` until a person answers the question of `rule` about `command`:
-/// approved, it is launched as `plan` says; denied (or unanswered), it ends `denied`.
+/// approved, it is launched as `plan` says; denied (or unanswered), it ends `denied`; stopped
+/// meanwhile, it ends `killed`. The wait for the answer is its writer until then.
 fn hold(
     d: &Daemon,
     caller: &Caller,
-    p: &Arc<Proc>,
+    p: Writer,
     plan: LaunchPlan,
     (rule, command, cwd): (String, String, PathBuf),
 ) -> Result<(), ProtocolError> {
@@ -181,18 +182,18 @@ fn hold(
         cwd: cwd.display().to_string(),
     };
     let table = d.table().clone();
-    let rx = match d.asks().ask(p, question) {
+    let rx = match d.asks().ask(p.proc(), question) {
         Ok(rx) => rx,
         Err(e) => {
             p.lock().set_drained();
-            table.never_started(p);
-            table.finish(p, Outcome::denied(e.message.clone()));
+            table.never_started(&p);
+            table.finish(&p, Outcome::denied(e.message.clone()));
             return Err(e);
         }
     };
-    let (launcher, caller, p) = (d.launcher().clone(), caller.clone(), p.clone());
+    let (launcher, caller) = (d.launcher().clone(), caller.clone());
     tokio::spawn(async move {
-        let why = match rx.await {
+        let outcome = match rx.await {
             Ok(Answer::Approved) => {
                 {
                     let mut rec = p.lock();
@@ -200,16 +201,17 @@ fn hold(
                     rec.info.state = cuba_protocol::ProcState::Running;
                 }
                 // A process that could not start is a record too: its state says why.
-                let _ = launcher.launch(&caller, &p, plan, None);
+                let _ = launcher.launch(&caller, p, plan, None);
                 return;
             }
-            Ok(Answer::Denied(why)) => why,
-            Ok(Answer::Secret(_)) => "a password is no approval".to_string(),
-            Err(_) => "it was stopped while awaiting approval".to_string(),
+            Ok(Answer::Denied(why)) => Outcome::denied(why),
+            Ok(Answer::Secret(_)) => Outcome::denied("a password is no approval".to_string()),
+            Ok(Answer::Stopped(why)) => Outcome::stopped_unstarted(why),
+            Err(_) => Outcome::denied("it was stopped while awaiting approval".to_string()),
         };
         p.lock().set_drained();
         table.never_started(&p);
-        table.finish(&p, Outcome::denied(why));
+        table.finish(&p, outcome);
     });
     Ok(())
 }

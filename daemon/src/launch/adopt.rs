@@ -15,7 +15,7 @@ use super::stdin::{self, PipeSink, StdinSink};
 use super::{Launcher, CONTROL_QUEUE};
 use crate::platform;
 use crate::platform::Exit;
-use crate::record::{Proc, StdinMsg, StopCause, TtyData};
+use crate::record::{Control, Outcome, StdinMsg, StopCause, TtyData, Writer};
 use crate::supervise::{supervise, ChildIo, Cleanup, InputTarget, Job, Route, Source};
 use crate::terminal::{Master, Screen};
 use crate::tree::TreeRoot;
@@ -45,15 +45,40 @@ pub struct Adopted {
 
 impl Launcher {
     /// Gives the record `p` (already in the table, its row and output restored) its handles
-    /// and starts its supervisor and stdin writer. `exit` comes from the reaper, which had
-    /// the pid registered before it reaped anything.
+    /// and starts its supervisor and stdin writer, which writes the record from then on.
+    /// `exit` comes from the reaper, which had the pid registered before it reaped anything.
+    /// A process that cannot be taken over has its tree killed and ends `lost`.
     pub fn adopt(
         &self,
-        p: &Arc<Proc>,
+        p: Writer,
         a: Adopted,
         exit: oneshot::Receiver<Exit>,
         route: Option<Box<dyn Route>>,
     ) -> Result<(), LaunchError> {
+        let root = a.root.clone();
+        match self.handles(&p, a, exit, route) {
+            Ok((job, io, control)) => {
+                tokio::spawn(supervise(job, p, io, control));
+                Ok(())
+            }
+            Err(e) => {
+                crate::tree::kill_tree(&root, &crate::tree::Find::Scan);
+                p.lock().set_drained();
+                let why = format!("not taken over by the upgrade: {e}");
+                self.table.finish(&p, Outcome::lost(why));
+                Err(e)
+            }
+        }
+    }
+
+    /// What the supervisor of taken-over `p` needs, its record filled in.
+    fn handles(
+        &self,
+        p: &Writer,
+        a: Adopted,
+        exit: oneshot::Receiver<Exit>,
+        route: Option<Box<dyn Route>>,
+    ) -> Result<(Job, ChildIo, mpsc::Receiver<Control>), LaunchError> {
         let id = p.id;
         let at = |stage| {
             move |e: std::io::Error| LaunchError::os(stage, format!("process {id}: {e}"), e)
@@ -134,7 +159,7 @@ impl Launcher {
             }
         }
         if let Some(listener) = a.exec_listener {
-            self.adopt_exec_listener(p, listener);
+            self.adopt_exec_listener(p.proc(), listener);
         }
         if let Some((sink, rx, _)) = writer {
             // Handed over running: its terminal was read long ago.
@@ -150,8 +175,27 @@ impl Launcher {
             // The client's pid is not checked against a connection any more: not watched.
             orphan: None,
         };
-        tokio::spawn(supervise(job, p.clone(), io, control_rx));
-        Ok(())
+        Ok((job, io, control_rx))
+    }
+
+    /// Answers the execs of a process taken over at an upgrade. Where this program does not
+    /// check execs, the listener is closed: every later exec in that tree fails (ENOSYS)
+    /// rather than going on unchecked or waiting for an answer forever.
+    fn adopt_exec_listener(&self, p: &Arc<crate::record::Proc>, listener: std::os::fd::OwnedFd) {
+        match &*self.exec {
+            #[cfg(target_os = "linux")]
+            super::ExecChecking::Active(service, _) => {
+                service.adopt((&self.table, &self.asks), p, listener)
+            }
+            _ => {
+                tracing::warn!(
+                    id = p.id,
+                    "exec checks are {} here: the execs of this handed-over process will fail",
+                    self.exec.describe()
+                );
+                drop(listener);
+            }
+        }
     }
 
     /// What the layers of a command's launch leave to undo, made again for a process this

@@ -129,7 +129,7 @@ impl Judge for ProcJudge {
                 self.asks.runtime().spawn(async move {
                     let answer = match rx.await {
                         Ok(Answer::Approved) => Ok(()),
-                        Ok(Answer::Denied(why)) => Err(why),
+                        Ok(Answer::Denied(why) | Answer::Stopped(why)) => Err(why),
                         Ok(Answer::Secret(_)) => Err("a password is no approval".to_string()),
                         Err(_) => Err("its process ended first".to_string()),
                     };

@@ -48,7 +48,7 @@ use crate::platform::limits::Limiter;
 #[cfg(unix)]
 use crate::platform::spawn::Spawn;
 use crate::reaper::Reaper;
-use crate::record::{Outcome, Proc, StdinMsg, TtyData};
+use crate::record::{Outcome, StdinMsg, TtyData, Writer};
 use crate::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
 use crate::table::Table;
 use crate::tree::TreeRoot;
@@ -153,27 +153,6 @@ impl Launcher {
         &self.exec
     }
 
-    /// Answers the execs of a process taken over at an upgrade. Where this program does not
-    /// check execs, the listener is closed: every later exec in that tree fails (ENOSYS)
-    /// rather than going on unchecked or waiting for an answer forever.
-    #[cfg(unix)]
-    fn adopt_exec_listener(&self, p: &Arc<crate::record::Proc>, listener: std::os::fd::OwnedFd) {
-        match &*self.exec {
-            #[cfg(target_os = "linux")]
-            ExecChecking::Active(service, _) => {
-                service.adopt((&self.table, &self.asks), p, listener)
-            }
-            _ => {
-                tracing::warn!(
-                    id = p.id,
-                    "exec checks are {} here: the execs of this handed-over process will fail",
-                    self.exec.describe()
-                );
-                drop(listener);
-            }
-        }
-    }
-
     pub fn table(&self) -> &Arc<Table> {
         &self.table
     }
@@ -202,13 +181,14 @@ impl Launcher {
         Confinement::of(caller, &self.sandbox)
     }
 
-    /// Starts the process of the reserved record `p` for `caller` as `plan` says and hands it
-    /// to its supervisor (with `route` for a session's shell). A process that cannot start is
-    /// finished `failed_to_start` with the reason and its kind, and the error is returned.
+    /// Starts the process of the reserved record `p` for `caller` as `plan` says and hands it,
+    /// with the right to write its record, to its supervisor (with `route` for a session's
+    /// shell). A process that cannot start is finished `failed_to_start` with the reason and
+    /// its kind, and the error is returned.
     pub fn launch(
         &self,
         caller: &Caller,
-        p: &Arc<Proc>,
+        p: Writer,
         mut plan: LaunchPlan,
         route: Option<Box<dyn Route>>,
     ) -> Result<(), LaunchError> {
@@ -225,7 +205,7 @@ impl Launcher {
             ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
                 service,
                 (&self.table, &self.asks),
-                p,
+                p.proc(),
                 &caller.policy,
             ))),
             ExecChecking::Unavailable {
@@ -235,7 +215,7 @@ impl Launcher {
                 let why = format!(
                     "exec checks are required (exec_checks = \"on\") and unavailable: {why}"
                 );
-                return Err(self.failed(caller, p, LaunchError::new(Stage::ExecCheck, why)));
+                return Err(self.failed(caller, &p, LaunchError::new(Stage::ExecCheck, why)));
             }
             _ => None,
         };
@@ -247,7 +227,7 @@ impl Launcher {
         {
             let why =
                 format!("exec checks are required (exec_checks = \"on\") and unavailable: {why}");
-            return Err(self.failed(caller, p, LaunchError::new(Stage::ExecCheck, why)));
+            return Err(self.failed(caller, &p, LaunchError::new(Stage::ExecCheck, why)));
         }
         #[cfg(unix)]
         let started = self.start(plan, exec);
@@ -255,7 +235,7 @@ impl Launcher {
         let started = self.start(plan);
         let started = match started {
             Ok(started) => started,
-            Err(e) => return Err(self.failed(caller, p, e)),
+            Err(e) => return Err(self.failed(caller, &p, e)),
         };
         let Started {
             connected,
@@ -283,7 +263,7 @@ impl Launcher {
             let closed = close_stdin && matches!(connected.sink, stdin::StdinSink::Pipe(_));
             rec.stdin = (!closed).then(|| stdin_tx.clone());
         }
-        self.table.started(caller.who(), p, root.start_time);
+        self.table.started(caller.who(), &p, root.start_time);
         // The queue is empty: these cannot fail for lack of room.
         if let Some(bytes) = stdin {
             let _ = stdin_tx.try_send(StdinMsg::Data(bytes));
@@ -316,13 +296,13 @@ impl Launcher {
             kill_in: None,
             orphan: Orphan::of(&caller.client, caller.peer.pid, self.orphan),
         };
-        tokio::spawn(supervise(job, p.clone(), connected.io, control_rx));
+        tokio::spawn(supervise(job, p, connected.io, control_rx));
         self.table.changed();
         Ok(())
     }
 
     /// The record `p` finished as failed to start, with `e`'s words and kind.
-    fn failed(&self, caller: &Caller, p: &Arc<Proc>, e: LaunchError) -> LaunchError {
+    fn failed(&self, caller: &Caller, p: &Writer, e: LaunchError) -> LaunchError {
         tracing::debug!(id = p.id, stage = ?e.stage, "failed to start: {}", e.why);
         self.table
             .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);

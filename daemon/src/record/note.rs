@@ -99,7 +99,7 @@ impl Proc {
     /// The one place a note changes a record.
     fn apply(&self, note: Note) {
         {
-            let mut rec = self.lock();
+            let mut rec = self.data();
             match note {
                 Note::Blocked(b) => rec.blocked(b),
                 #[cfg(unix)]
@@ -174,9 +174,9 @@ mod tests {
     use super::*;
     use crate::output::Output;
 
-    fn proc() -> Proc {
+    fn proc() -> super::super::Writer {
         let info = crate::table::tests::row(1);
-        Proc::new(ProcData::new(info, Output::new(1 << 20, None), false))
+        Proc::create(ProcData::new(info, Output::new(1 << 20, None), false)).1
     }
 
     fn ask(id: u64, kind: AskKind) -> Ask {

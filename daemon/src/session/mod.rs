@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 
 use crate::caller::Caller;
 use crate::launch::{Confinement, Launcher};
-use crate::record::{Control, Outcome, Proc, StdinMsg};
+use crate::record::{Control, Outcome, Proc, StdinMsg, Writer};
 use crate::table::{NewRecord, Reserved};
 use shell::{Session, Shared};
 
@@ -123,10 +123,9 @@ impl Sessions {
         }
         let cmd = self.hand_over(caller, &req, cwd, (&shell, &shared), (notice, unresolved))?;
         let info = cmd.info();
-        if info.state.is_finished() {
-            return Ok(info);
+        if !info.state.is_finished() {
+            *current = Some(cmd);
         }
-        *current = Some(cmd);
         Ok(info)
     }
 
@@ -191,8 +190,9 @@ impl Sessions {
         Ok((session, Some(notice)))
     }
 
-    /// A record for the command, its script written and its line sent to the shell. The record
-    /// comes back finished when the shell did not take it.
+    /// A record for the command, its script written and its line sent to the shell: with the
+    /// right to write it, which the session keeps while it runs. The record comes back
+    /// finished when the shell did not take it.
     fn hand_over(
         &self,
         caller: &Caller,
@@ -200,7 +200,7 @@ impl Sessions {
         cwd: &Path,
         (shell, shared): (&Arc<Proc>, &Arc<Shared>),
         (notice, unresolved): (Option<String>, Vec<String>),
-    ) -> Result<Arc<Proc>, ProtocolError> {
+    ) -> Result<Writer, ProtocolError> {
         let name = &shared.name;
         let (shell_pid, shell_root, stdin, control) = {
             let s = shell.lock();
@@ -220,8 +220,11 @@ impl Sessions {
             tenant: caller.tenant.clone(),
             ..NewRecord::of(caller.owner(), req, &here)
         };
-        let cmd = match table.reserve(new, false)? {
-            Reserved::New(p) | Reserved::Existing(p) => p,
+        // Never an existing one: a command in a session is not reused.
+        let Reserved::New(cmd) = table.reserve(new, false)? else {
+            return Err(ProtocolError::invalid_state(
+                "a command in a session is never reused",
+            ));
         };
         let sent = send_command(
             shared,

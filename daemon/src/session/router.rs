@@ -8,24 +8,19 @@ use cuba_protocol::Stream;
 
 use super::marker::{Piece, Scanner, SEP};
 use super::Shared;
-use crate::record::{spill_off_thread, Outcome, Proc};
+use crate::record::{Outcome, Proc, Writer};
 use crate::supervise::Route;
 use crate::table::Table;
 
 /// Ends command `cmd` with `outcome` (through the table: journal, audit, waiters), removes its
 /// script, and spools what it printed once nothing more is appended to it.
-pub fn end_command(table: &Arc<Table>, cmd: &Arc<Proc>, outcome: Outcome) {
+pub fn end_command(table: &Arc<Table>, cmd: &Writer, outcome: Outcome) {
     if !table.finish(cmd, outcome) {
         return;
     }
     cmd.lock().control = None;
     let _ = std::fs::remove_file(table.state_dir().script(cmd.id));
-    let cmd = cmd.clone();
-    tokio::spawn(async move {
-        spill_off_thread(cmd.clone()).await;
-        cmd.lock().set_drained();
-        cmd.notify();
-    });
+    tokio::spawn(cmd.seal());
 }
 
 fn index(stream: Stream) -> usize {
@@ -90,21 +85,29 @@ impl Router {
 
 impl Route for Router {
     fn current(&self) -> Option<Arc<Proc>> {
-        self.shared.current().clone()
+        self.shared.current().as_ref().map(|c| c.proc().clone())
     }
 
-    fn feed(&mut self, shell: &Proc, stream: Stream, bytes: &[u8]) {
+    fn write_current(&self, write: &mut dyn FnMut(&Writer)) {
+        if let Some(cmd) = self.shared.current().as_ref() {
+            write(cmd);
+        }
+    }
+
+    fn feed(&mut self, shell: &Writer, stream: Stream, bytes: &[u8]) {
         let i = index(stream);
-        let current = self.current();
+        // The command's writer, held by the session, for the length of this feed.
+        let current = self.shared.current();
         // Out of `self` while the closure below updates it.
         let mut scanner = std::mem::take(&mut self.scan[i]);
         let prefix = std::mem::take(&mut self.prefix);
         let mut wrote = false;
         let mut ended = false;
+        let current_id = current.as_ref().map(|c| c.id);
         scanner.feed(&prefix, bytes, |piece| match piece {
             Piece::Data(data) => {
                 shell.lock().output.append(stream, data);
-                if let (Some(cmd), true) = (&current, self.inside[i]) {
+                if let (Some(cmd), true) = (current.as_ref(), self.inside[i]) {
                     let mut c = cmd.lock();
                     c.output.append(stream, data);
                     c.last_output = std::time::Instant::now();
@@ -112,10 +115,10 @@ impl Route for Router {
                     wrote = true;
                 }
             }
-            Piece::Begin(id) if current.as_ref().is_some_and(|c| c.id == id) => {
+            Piece::Begin(id) if current_id == Some(id) => {
                 self.inside[i] = true;
             }
-            Piece::End(id, status) if current.as_ref().is_some_and(|c| c.id == id) => {
+            Piece::End(id, status) if current_id == Some(id) => {
                 self.inside[i] = false;
                 self.done[i] = true;
                 if stream == Stream::Stdout {
@@ -128,20 +131,21 @@ impl Route for Router {
         });
         self.scan[i] = scanner;
         self.prefix = prefix;
-        if let (Some(cmd), true) = (&current, wrote) {
+        if let (Some(cmd), true) = (current.as_ref(), wrote) {
             cmd.notify();
         }
+        drop(current);
         if ended {
             self.complete();
         }
     }
 
-    fn closed(&mut self, shell: &Proc, stream: Stream) {
+    fn closed(&mut self, shell: &Writer, stream: Stream) {
         let i = index(stream);
         let rest = self.scan[i].flush();
         if !rest.is_empty() {
             shell.lock().output.append(stream, &rest);
-            if let (Some(cmd), true) = (self.current(), self.inside[i]) {
+            if let (Some(cmd), true) = (self.shared.current().as_ref(), self.inside[i]) {
                 cmd.lock().output.append(stream, &rest);
                 cmd.notify();
             }
@@ -153,7 +157,7 @@ impl Route for Router {
         }
     }
 
-    fn shell_ended(&mut self, shell: &Proc) {
+    fn shell_ended(&mut self, shell: &Writer) {
         self.reset();
         self.shared.close();
         let Some(cmd) = self.shared.current().take() else {

@@ -10,15 +10,16 @@ use super::router::Router;
 use super::script;
 use crate::caller::Caller;
 use crate::launch::{Confinement, LaunchPlan, Launcher};
-use crate::record::Proc;
+use crate::record::{Proc, Writer};
 use crate::table::{NewRecord, Reserved};
 
 /// What a session's shell shares with the requests that run commands in it.
 pub struct Shared {
     pub name: String,
     pub nonce: String,
-    /// The command running now; `None` while the shell waits for the next one.
-    current: Mutex<Option<Arc<Proc>>>,
+    /// The command running now, with the right to write its record (the shell's supervisor
+    /// writes it through the router); `None` while the shell waits for the next one.
+    current: Mutex<Option<Writer>>,
     /// The sandbox its shell runs in: another client may use the session only if its own
     /// confinement is the same.
     pub confinement: Confinement,
@@ -59,7 +60,7 @@ impl Shared {
         self.pipe().take();
     }
 
-    pub fn current(&self) -> MutexGuard<'_, Option<Arc<Proc>>> {
+    pub fn current(&self) -> MutexGuard<'_, Option<Writer>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -119,9 +120,6 @@ pub fn start(
         token: None,
         tenant: caller.tenant.clone(),
     };
-    let p = match table.reserve(new, false)? {
-        Reserved::New(p) | Reserved::Existing(p) => p,
-    };
     let internal = |e: std::io::Error| {
         ProtocolError::new(
             ErrorKind::Internal,
@@ -144,15 +142,25 @@ pub fn start(
     shared
         .send("exec 3<&-; shopt -s expand_aliases 2>/dev/null\n")
         .map_err(internal)?;
+    // Reserved once nothing else can fail before its launch, which ends it if that fails.
+    let Reserved::New(p) = table.reserve(new, false)? else {
+        return Err(ProtocolError::invalid_state(
+            "a session's shell is never reused",
+        ));
+    };
+    let shell_record = p.proc().clone();
     let router = Router::new(shared.clone(), table.clone());
     let marker = table.marker(p.id);
     let plan = LaunchPlan::session_shell(p.id, shell, read, caller, cwd, confinement, &marker);
     launcher
-        .launch(caller, &p, plan, Some(Box::new(router)))
+        .launch(caller, p, plan, Some(Box::new(router)))
         .map_err(|reason| {
             ProtocolError::invalid_state(format!(
                 "cannot start the shell of session {name}: {reason}"
             ))
         })?;
-    Ok(Session { shell: p, shared })
+    Ok(Session {
+        shell: shell_record,
+        shared,
+    })
 }

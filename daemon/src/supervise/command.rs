@@ -17,7 +17,7 @@ const REINTERRUPTS: u32 = 6;
 use crate::record::StopCause;
 use crate::tree;
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// A signal for the command `id` running in this session's shell. Ending signals interrupt
     /// it as Ctrl-C would (SIGINT to the shell's group: the shell's trap ends the command, the
     /// session stays); others go to the processes below the shell.
@@ -28,17 +28,16 @@ impl Supervisor {
         grace: Option<Duration>,
         stop: Option<StopCause>,
     ) {
-        let Some(cmd) = self.route.as_ref().and_then(|r| r.current()) else {
-            return;
-        };
-        if cmd.id != id {
-            return;
-        }
-        if let Some(cause) = stop {
-            let mut c = cmd.lock();
-            if c.stop.is_none() && !c.finished() {
-                c.stop = Some(cause);
+        let running = self.write_target(Some(id), |cmd| {
+            if let Some(cause) = stop {
+                let mut c = cmd.lock();
+                if c.stop.is_none() && !c.finished() {
+                    c.stop = Some(cause);
+                }
             }
+        });
+        if running.is_none() {
+            return;
         }
         match signal {
             Signal::Kill => {

@@ -14,11 +14,11 @@ use super::{Supervisor, ABANDON_AFTER};
 const EMPTY_WITHIN: Duration = Duration::from_secs(2);
 use crate::platform::cgroup::ProcCgroup;
 use crate::platform::Exit;
-use crate::record::{set_usage, Outcome, Proc, StopCause};
+use crate::record::{set_usage, Outcome, Proc, StopCause, Writer};
 use crate::table::Table;
 use crate::tree;
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// The tracked process exited: its end is published now; whatever of its tree is left
     /// behind is stopped (TERM, grace, KILL), and the pipes drained until they close.
     pub(super) fn on_exit(&mut self, status: Exit) {
@@ -45,9 +45,9 @@ impl Supervisor {
             set_usage(&mut self.p.lock().info, cg.final_usage());
         }
         self.cgroup_empty = populated == Some(false);
-        self.table.finish(&self.p, outcome);
+        self.table.finish(self.p, outcome);
         if let Some(route) = self.route.as_mut() {
-            route.shell_ended(&self.p);
+            route.shell_ended(self.p);
             self.cmd_kill_at = None;
             self.cmd_abandon_at = None;
             self.cmd_reinterrupt = None;
@@ -134,7 +134,7 @@ impl Supervisor {
     }
 
     pub(super) fn kill_now(&mut self) {
-        let n = kill(&self.table, &self.p);
+        let n = kill(&self.table, self.p);
         tracing::debug!(id = self.p.id, killed = n, "grace period over: SIGKILL");
     }
 
@@ -188,7 +188,7 @@ impl Supervisor {
 
 /// What is left to do when supervision of `p` failed: kill its tree, end the record, let go of
 /// its handles.
-pub(super) fn abandoned(table: &Table, p: &Proc, what: &str) {
+pub(super) fn abandoned(table: &Table, p: &Writer, what: &str) {
     kill(table, p);
     p.unsupervised();
     let why = format!("its supervisor failed ({what}); the process tree was killed");

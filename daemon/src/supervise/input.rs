@@ -4,7 +4,6 @@
 //! terminal) a member of the foreground group blocked reading the terminal. Input and resizes
 //! clear the state again.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::TtySize;
@@ -17,7 +16,7 @@ use crate::platform::cgroup::ProcCgroup;
 use crate::platform::input::{self, Source};
 #[cfg(unix)]
 use crate::platform::proc;
-use crate::record::Proc;
+use crate::record::Writer;
 #[cfg(unix)]
 use crate::table::Table;
 #[cfg(unix)]
@@ -39,13 +38,13 @@ pub enum InputTarget {
     Pipe(u64),
     /// The terminal: its foreground group reading it.
     #[cfg(unix)]
-    Tty(Arc<Master>),
+    Tty(std::sync::Arc<Master>),
     /// On Windows the stdin pipe, looked at for a pending read in a tree that used no CPU.
     #[cfg(windows)]
     PendingRead(crate::platform::windows::input::Waiting),
 }
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// Output or a stdin write: the quiet period starts again.
     pub(super) fn rearm_input_check(&mut self) {
         self.disarm_orphan();
@@ -55,31 +54,43 @@ impl Supervisor {
         }
     }
 
-    /// The record input concerns: this one, or in a session the command `id` running now.
-    fn target(&self, id: u64) -> Option<Arc<Proc>> {
-        if id == self.p.id {
-            return Some(self.p.clone());
+    /// Calls `write` with the writer of the record input concerns: this one (`id` is its own),
+    /// or in a session the command running now (that is `id`, when one is named).
+    pub(super) fn write_target<R>(
+        &self,
+        id: Option<u64>,
+        write: impl FnOnce(&Writer) -> R,
+    ) -> Option<R> {
+        if id == Some(self.p.id) || (id.is_none() && self.route.is_none()) {
+            return Some(write(self.p));
         }
-        self.route
-            .as_ref()
-            .and_then(|r| r.current())
-            .filter(|c| c.id == id)
+        let route = self.route.as_ref()?;
+        let (mut write, mut out) = (Some(write), None);
+        route.write_current(&mut |cmd| {
+            if id.is_none_or(|id| cmd.id == id) {
+                out = write.take().map(|w| w(cmd));
+            }
+        });
+        out
     }
 
     /// Bytes were queued for the stdin of `id` (`eof`: and it was closed).
     pub(super) fn input_sent(&mut self, id: u64, eof: bool) {
-        if let Some(target) = self.target(id) {
-            let was_waiting = {
+        let was_waiting = self.write_target(Some(id), |target| {
+            let was = {
                 let mut rec = target.lock();
                 if eof {
                     rec.stdin = None;
                 }
                 rec.moved_on()
             };
-            if was_waiting {
+            if was {
                 target.notify();
-                self.table.changed();
             }
+            was
+        });
+        if was_waiting == Some(true) {
+            self.table.changed();
         }
         self.rearm_input_check();
     }
@@ -121,7 +132,7 @@ impl Supervisor {
                 Some(cmd) => cmd,
                 None => return,
             },
-            None => self.p.clone(),
+            None => self.p.proc().clone(),
         };
         // Nobody can answer once stdin is closed; one already reported has nothing new.
         if !target.lock().can_wait_for_input() {
@@ -133,15 +144,15 @@ impl Supervisor {
             // before the read that is due.
             Some(_) if self.take_unread() > 0 => {}
             Some(pid) => {
-                let changed = {
-                    let mut rec = target.lock();
+                let changed = self.write_target(Some(target.id), |w| {
+                    let mut rec = w.lock();
                     let now = rec.can_wait_for_input() && rec.last_output.elapsed() >= QUIET;
                     if now {
                         rec.info.state = cuba_protocol::ProcState::WaitingInput;
                     }
                     now
-                };
-                if changed {
+                });
+                if changed == Some(true) {
                     tracing::debug!(id = target.id, pid, "waiting for input");
                     self.arm_orphan();
                     target.notify();

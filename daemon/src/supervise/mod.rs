@@ -30,7 +30,7 @@ use crate::platform::cgroup::ProcCgroup;
 use crate::platform::Exit;
 #[cfg(unix)]
 use crate::record::Paused;
-use crate::record::{spill_off_thread, Control, Proc};
+use crate::record::{Control, Writer};
 use crate::table::Table;
 use crate::terminal::Master;
 #[cfg(unix)]
@@ -110,10 +110,12 @@ pub struct ChildIo {
     pub input: Option<InputTarget>,
 }
 
-struct Supervisor {
+/// A process's supervisor: the writer of its record (borrowed from [`supervise`], which keeps
+/// it to end the record should this fail).
+struct Supervisor<'w> {
     table: Arc<Table>,
     grace: Duration,
-    p: Arc<Proc>,
+    p: &'w Writer,
     stdout: Option<Source>,
     stderr: Option<Source>,
     exited: bool,
@@ -147,9 +149,9 @@ struct Supervisor {
 /// itself fail (a panic: a bug, never an I/O error, which every writer absorbs), the record
 /// still reaches a final state and its tree is killed: nothing is left `running` with no one
 /// watching it.
-pub async fn supervise(job: Job, p: Arc<Proc>, io: ChildIo, control: mpsc::Receiver<Control>) {
+pub async fn supervise(job: Job, p: Writer, io: ChildIo, control: mpsc::Receiver<Control>) {
     let table = job.table.clone();
-    let watched = AssertUnwindSafe(run(job, p.clone(), io, control));
+    let watched = AssertUnwindSafe(run(job, &p, io, control));
     if let Err(panic) = watched.catch_unwind().await {
         let what = panic
             .downcast_ref::<&str>()
@@ -161,7 +163,7 @@ pub async fn supervise(job: Job, p: Arc<Proc>, io: ChildIo, control: mpsc::Recei
     }
 }
 
-async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Control>) {
+async fn run(job: Job, p: &Writer, io: ChildIo, mut control: mpsc::Receiver<Control>) {
     let mut s = Supervisor {
         table: job.table,
         grace: job.grace,
@@ -262,14 +264,14 @@ async fn run(job: Job, p: Arc<Proc>, io: ChildIo, mut control: mpsc::Receiver<Co
     }
     // The exit is published (and its waiters run): only now is the output stored, in one
     // journal line when it is short, else in the spool's files.
-    if !s.table.keep_output(&s.p) {
-        spill_off_thread(s.p.clone()).await;
+    if !s.table.keep_output(s.p) {
+        s.p.spill().await;
     }
     s.empty_cgroup().await;
     s.finish();
 }
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// What an in-place upgrade needs to carry this process on: `None` while it is ending
     /// (its exit is being handled) or is a session's shell running a command.
     #[cfg(unix)]
@@ -336,14 +338,14 @@ impl Supervisor {
                     Stream::Stderr => self.stderr = None,
                 }
                 if let Some(route) = self.route.as_mut() {
-                    route.closed(&self.p, stream);
+                    route.closed(self.p, stream);
                 }
                 return;
             }
             Ok(n) => n,
         };
         if let Some(route) = self.route.as_mut() {
-            route.feed(&self.p, stream, &buf[..n]);
+            route.feed(self.p, stream, &buf[..n]);
             self.p.lock().last_output = std::time::Instant::now();
             self.p.notify();
             self.arm_spill();

@@ -63,7 +63,7 @@ impl Orphan {
     }
 }
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// The client that started it has exited.
     pub(super) fn owner_gone(&mut self) {
         if let Some(o) = self.orphan.as_mut() {
@@ -124,7 +124,7 @@ impl Supervisor {
     fn waiting_target(&self) -> Option<std::sync::Arc<crate::record::Proc>> {
         let target = match &self.route {
             Some(route) => route.current()?,
-            None => self.p.clone(),
+            None => self.p.proc().clone(),
         };
         let waiting = target.lock().info.state == ProcState::WaitingInput;
         waiting.then_some(target)

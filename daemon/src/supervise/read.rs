@@ -55,7 +55,7 @@ pub(super) fn grow(buf: &mut Vec<u8>, r: &io::Result<usize>, source: &Option<Sou
     }
 }
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// At the exit, before the output left in the pipes is taken: on Windows the threads that
     /// read them may not have handed over the last bytes yet, so they get until they end (a
     /// terminal's console is closed first: its output ends only then), at most

@@ -9,7 +9,6 @@ use std::pin::Pin;
 use tokio::time::{sleep_until, Instant, Sleep};
 
 use super::Supervisor;
-use crate::record::spill_off_thread;
 
 /// One timer for the earliest of the supervisor's deadlines.
 pub(super) struct Timer {
@@ -46,7 +45,7 @@ impl Timer {
     }
 }
 
-impl Supervisor {
+impl Supervisor<'_> {
     /// The earliest deadline that is in force.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let live = !self.exited;
@@ -97,9 +96,9 @@ impl Supervisor {
         }
         if past(self.spill_at) {
             self.spill_at = None;
-            spill_off_thread(self.p.clone()).await;
-            if let Some(cmd) = self.route.as_ref().and_then(|r| r.current()) {
-                spill_off_thread(cmd).await;
+            self.p.spill().await;
+            if let Some(cmd) = self.write_target(None, |cmd| cmd.spill()) {
+                cmd.await;
             }
         }
         if let Some((at, times)) = self.cmd_reinterrupt {

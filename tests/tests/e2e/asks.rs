@@ -390,8 +390,19 @@ async fn a_held_command_can_be_stopped_while_it_awaits_approval() {
     assert!(ok, "{said}");
     let done = wait_exit(&c, p.id).await.process;
     assert_eq!(done.state, ProcState::Killed, "{done:?}");
+    let why = done.error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("stopped on request while it awaited approval"),
+        "{done:?}"
+    );
     assert!(done.asks.is_empty());
     assert!(c.approvals().await.unwrap().pending.is_empty());
+    // Its question was withdrawn by the person who stopped it, and says so.
+    assert_eq!(ask_lines(&d, p.id), ["asked", "stopped"]);
+    let line = audit(&d)
+        .into_iter()
+        .find(|l| l["event"] == "ask" && l["id"] == p.id && l["decision"] == "stopped");
+    assert_eq!(line.unwrap()["channel"], "cubactl");
     // Held at an exec, its shell running.
     if !checking(&c, "a held exec stopped").await {
         return;
