@@ -12,19 +12,23 @@
 //! [`Control`] messages; what other threads find (a refused exec, a question to the person)
 //! as [`Note`]s, which the supervisor applies between two of its events (`note.rs`).
 
+mod control;
+mod life;
 mod note;
 mod outcome;
 
+pub use control::{Control, StdinMsg, StopCause};
+#[cfg(unix)]
+pub use control::{Paused, StdinPaused};
+pub use life::Life;
 pub use note::Note;
 pub use outcome::Outcome;
 
-#[cfg(unix)]
-use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cuba_protocol::{ProcState, ProcessInfo, Signal, TtySize};
-use tokio::sync::{mpsc, oneshot, watch};
+use cuba_protocol::{ProcState, ProcessInfo, TtySize};
+use tokio::sync::{mpsc, watch};
 
 use crate::cpu_rate::Reading;
 use crate::output::Output;
@@ -34,108 +38,10 @@ use crate::terminal::{Master, Screen};
 use crate::tokens::Stamp;
 use crate::tree::TreeRoot;
 
-/// Why a tree is being stopped: decides the final state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum StopCause {
-    Request,
-    Timeout,
-    Shutdown,
-    /// It waited for input this long with the MCP client that started it gone and nobody
-    /// following it (`orphan_timeout`).
-    Orphaned {
-        after_ms: u64,
-    },
-}
-
-impl StopCause {
-    /// What the row's `error` says of the stop, when the state alone does not.
-    fn error(self) -> Option<String> {
-        match self {
-            StopCause::Orphaned { after_ms } => Some(format!(
-                "stopped: it waited for input for {} after the MCP client that started it had \
-                 gone, with nobody following it (orphan_timeout)",
-                crate::config::shown_duration(std::time::Duration::from_millis(after_ms))
-            )),
-            _ => None,
-        }
-    }
-}
-
-/// Messages to a process's supervisor.
-#[derive(Debug)]
-pub enum Control {
-    /// Send `signal` to the whole tree of process `id`; escalate to SIGKILL after `grace` if
-    /// given; `stop` records why the process is being stopped (its final state). A session's
-    /// shell also gets these for the command running in it (the command's id): the command is
-    /// interrupted, the session kept.
-    Signal {
-        id: u64,
-        signal: Signal,
-        grace: Option<Duration>,
-        stop: Option<StopCause>,
-    },
-    /// The timeout of command `id` running in a session has passed.
-    #[cfg(unix)]
-    CommandTimeout(u64),
-    /// Bytes were queued for the stdin of process `id` (`eof`: and it was closed): it is no
-    /// longer waiting for input, and the quiet period restarts. `done` answers once the record
-    /// says so, so the request's reply (and any wait after it) never sees the stale state.
-    Input {
-        id: u64,
-        eof: bool,
-        done: oneshot::Sender<()>,
-    },
-    /// Resize the terminal (the program gets SIGWINCH) and its screen.
-    Resize {
-        size: TtySize,
-        done: oneshot::Sender<std::io::Result<()>>,
-    },
-    /// Stop between two events and say what the process's ends and timers are, for an
-    /// in-place upgrade; carry on when `resume` fires (or is dropped: the upgrade failed).
-    /// `None` in reply: not now (it is ending, or is a session's shell running a command).
-    #[cfg(unix)]
-    Pause {
-        reply: oneshot::Sender<Option<Paused>>,
-        resume: oneshot::Receiver<()>,
-    },
-}
-
-/// A paused supervisor's state: its output descriptors (still open, still its own) and
-/// what is left of its timers.
-#[cfg(unix)]
-#[derive(Debug)]
-pub struct Paused {
-    pub stdout: Option<RawFd>,
-    pub stderr: Option<RawFd>,
-    pub timeout_left: Option<Duration>,
-    pub kill_left: Option<Duration>,
-}
-
-/// A paused stdin writer's state: its descriptor (`None` on a terminal: the master is the
-/// supervisor's), the bytes not yet written, and whether a close was asked for.
-#[cfg(unix)]
-#[derive(Debug)]
-pub struct StdinPaused {
-    pub fd: Option<RawFd>,
-    pub pending: Vec<u8>,
-    pub eof: bool,
-}
-
-/// Messages to a process's stdin writer.
-#[derive(Debug)]
-pub enum StdinMsg {
-    Data(Vec<u8>),
-    Eof,
-    /// As [`Control::Pause`], for the writer.
-    #[cfg(unix)]
-    Pause {
-        reply: oneshot::Sender<StdinPaused>,
-        resume: oneshot::Receiver<()>,
-    },
-}
-
 pub struct ProcData {
-    pub info: ProcessInfo,
+    /// Its row as last rendered; state, exit status and end come from `life`.
+    info: ProcessInfo,
+    life: Life,
     pub output: Output,
     /// All output is collected: the pipes closed (or were abandoned after the exit).
     pub drained: bool,
@@ -326,8 +232,10 @@ pub fn set_usage(info: &mut ProcessInfo, u: crate::platform::cgroup::Usage) {
 impl ProcData {
     /// A record with no child attached (yet): `drained` for one restored from the journal.
     pub fn new(info: ProcessInfo, output: Output, drained: bool) -> ProcData {
-        ProcData {
+        let life = Life::of_row(&info);
+        let mut data = ProcData {
             info,
+            life,
             output,
             drained,
             last_output: Instant::now(),
@@ -344,7 +252,49 @@ impl ProcData {
             #[cfg(unix)]
             exec_listener: None,
             approved_rules: Vec::new(),
-        }
+        };
+        data.render();
+        data
+    }
+
+    /// A new record, its process not started yet.
+    pub fn reserved(info: ProcessInfo, output: Output) -> ProcData {
+        let mut data = ProcData::new(info, output, false);
+        data.set_life(Life::Held);
+        data
+    }
+
+    /// Its row as last rendered, without the live byte counts ([`ProcData::snapshot`] has
+    /// them).
+    pub fn info(&self) -> &ProcessInfo {
+        &self.info
+    }
+
+    /// The pid of what runs it (a command in a session: its shell's).
+    pub fn set_pid(&mut self, pid: u32) {
+        self.info.pid = pid;
+    }
+
+    #[cfg(unix)]
+    pub fn set_notice(&mut self, notice: Option<String>) {
+        self.info.notice = notice;
+    }
+
+    pub fn set_tty_size(&mut self, size: TtySize) {
+        self.info.tty = Some(size);
+    }
+
+    /// The figures of its cgroup (a figure not known keeps the row's).
+    pub fn set_usage(&mut self, u: crate::platform::cgroup::Usage) {
+        set_usage(&mut self.info, u);
+    }
+
+    /// What its cgroup counted to the end, read once it emptied: the final figures of use.
+    pub fn set_final_usage(&mut self, last: crate::platform::cgroup::Usage) {
+        let info = &mut self.info;
+        info.cpu_ms = last.cpu_ms.or(info.cpu_ms);
+        info.memory_peak_bytes = last.memory_peak_bytes.or(info.memory_peak_bytes);
+        info.forks_refused = last.forks_refused.or(info.forks_refused);
     }
 
     pub fn snapshot(&self) -> ProcessInfo {
@@ -352,7 +302,7 @@ impl ProcData {
     }
 
     pub fn finished(&self) -> bool {
-        self.info.state.is_finished()
+        matches!(self.life, Life::Ended(_))
     }
 
     /// All its output is in: nothing is appended any more, so the spool closes its files (a
@@ -362,19 +312,16 @@ impl ProcData {
         self.output.seal();
     }
 
-    /// Running (or waiting for input) with its stdin open: someone could still answer it.
+    /// Running, not yet known to wait for input, with its stdin open: someone could still
+    /// answer it.
     pub fn can_wait_for_input(&self) -> bool {
         self.info.state == ProcState::Running && self.stdin.is_some()
     }
 
-    /// It got something to react to (input, a new size, output): no longer `WaitingInput`.
-    /// Returns whether it was.
+    /// It got something to react to (input, a new size, output): no longer waiting for
+    /// input. Returns whether it was.
     pub fn moved_on(&mut self) -> bool {
-        let was = self.info.state == ProcState::WaitingInput;
-        if was {
-            self.info.state = ProcState::Running;
-        }
-        was
+        self.waiting_input(false)
     }
 }
 

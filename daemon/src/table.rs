@@ -77,7 +77,7 @@ impl Table {
             .iter()
             .filter_map(|(id, p)| {
                 let rec = p.lock();
-                (!rec.finished()).then(|| (*id, rec.info.kind, rec.info.name.clone()))
+                (!rec.finished()).then(|| (*id, rec.info().kind, rec.info().name.clone()))
             })
             .collect();
         (contents.live, contents.running) = (BTreeSet::new(), 0);
@@ -172,7 +172,7 @@ impl Table {
         let known = live(&contents)
             .filter_map(|p| {
                 let rec = p.lock();
-                (!rec.finished()).then_some(rec.info.pid as i32)
+                (!rec.finished()).then_some(rec.info().pid as i32)
             })
             .collect();
         Scope {
@@ -191,8 +191,8 @@ impl Table {
                 let rec = p.lock();
                 // Only the caller's own: a confined caller neither finds another's nor is found.
                 !rec.finished()
-                    && rec.info.name == new.name
-                    && rec.info.command == new.command
+                    && rec.info().name == new.name
+                    && rec.info().command == new.command
                     && rec.tenant == new.tenant
             };
             let same = match &new.name {
@@ -211,7 +211,7 @@ impl Table {
                 .find(|p| {
                     let rec = p.lock();
                     !rec.finished()
-                        && rec.info.name.as_ref() == Some(name)
+                        && rec.info().name.as_ref() == Some(name)
                         && rec.tenant == new.tenant
                 })
                 .map(|p| p.id)
@@ -240,7 +240,7 @@ impl Table {
             ));
         }
         let output = Output::new(self.settings.buffer_size, Some(spool));
-        let mut data = ProcData::new(info, output, false);
+        let mut data = ProcData::reserved(info, output);
         data.token = token;
         data.tenant = tenant;
         let (p, writer) = Proc::create(data);
@@ -309,17 +309,16 @@ impl Table {
     pub fn finish(&self, p: &Writer, outcome: Outcome) -> bool {
         let (kind, name) = {
             let mut rec = p.lock();
-            if rec.finished() {
+            if !rec.end(outcome, now_ms()) {
                 return false;
             }
-            outcome.apply(&mut rec.info, now_ms());
             rec.stdin = None;
             // What is left of the tree keeps the checker's copy until its last process ends.
             #[cfg(unix)]
             {
                 rec.exec_listener = None;
             }
-            (rec.info.kind, rec.info.name.clone())
+            (rec.info().kind, rec.info().name.clone())
         };
         self.lock().leave(p.id, kind, name.as_ref());
         let info = p.info();

@@ -319,8 +319,8 @@ impl Asks {
                 let rec = e.process.lock();
                 Pending {
                     id: e.process.id,
-                    owner: rec.info.owner.name.clone(),
-                    command: rec.info.command.clone(),
+                    owner: rec.info().owner.name.clone(),
+                    command: rec.info().command.clone(),
                     ask: e.ask.clone(),
                 }
             })

@@ -126,13 +126,15 @@ impl Caller {
     /// outside every tree) is not held to it: a stop must always be theirs to give.
     pub fn may_act_on(&self, rec: &ProcData, act: &str) -> Result<(), ProtocolError> {
         let person = self.inside.is_none() && self.client.kind == ClientKind::Cli;
-        if person || rec.info.kind == cuba_protocol::ProcKind::InSession {
+        if person || rec.info().kind == cuba_protocol::ProcKind::InSession {
             // A session's command is its shell's: the shell's record is checked instead.
             return Ok(());
         }
-        let decision =
-            self.policy
-                .check_spawn(None, &rec.info.command, std::path::Path::new(&rec.info.cwd));
+        let decision = self.policy.check_spawn(
+            None,
+            &rec.info().command,
+            std::path::Path::new(&rec.info().cwd),
+        );
         match decision.allowed {
             true => Ok(()),
             false => Err(ProtocolError::new(
@@ -140,7 +142,7 @@ impl Caller {
                 format!(
                     "cannot {act} process {}: this client could not start it ({}; rule {}), \
                      so it may not steer it either",
-                    rec.info.id,
+                    rec.info().id,
                     decision.message,
                     decision.rule.as_deref().unwrap_or("policy")
                 ),

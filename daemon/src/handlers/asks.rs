@@ -46,8 +46,8 @@ async fn moved_on(p: &Proc) -> ProcessInfo {
             changes.borrow_and_update();
             {
                 let data = p.lock();
-                let asked = data.info.asks.iter().any(|a| a.kind != AskKind::Password);
-                if data.info.state != ProcState::AwaitingApproval || asked {
+                let asked = data.info().asks.iter().any(|a| a.kind != AskKind::Password);
+                if data.info().state != ProcState::AwaitingApproval || asked {
                     return;
                 }
             }
@@ -148,7 +148,7 @@ pub async fn ask_secret(
         }
     };
     let prompt = shortened(&escaped(r.prompt.trim(), true), MAX_PROMPT);
-    let cwd = p.lock().info.cwd.clone();
+    let cwd = p.lock().info().cwd.clone();
     let q = Question {
         kind: AskKind::Password,
         what: if prompt.is_empty() {

@@ -36,7 +36,8 @@ pub async fn signal(
         if data.finished() {
             return Err(ProtocolError::invalid_state(format!(
                 "process {} has already ended ({})",
-                r.id, data.info.state
+                r.id,
+                data.info().state
             )));
         }
         data.control.clone()

@@ -195,11 +195,7 @@ fn hold(
     tokio::spawn(async move {
         let outcome = match rx.await {
             Ok(Answer::Approved) => {
-                {
-                    let mut rec = p.lock();
-                    rec.approved_rules.push(rule);
-                    rec.info.state = cuba_protocol::ProcState::Running;
-                }
+                p.lock().approved_rules.push(rule);
                 // A process that could not start is a record too: its state says why.
                 let _ = launcher.launch(&caller, p, plan, None);
                 return;

@@ -40,7 +40,7 @@ fn queue(
     let (tx, control, finished, tty, kind) = {
         let data = p.lock();
         let handles = (data.stdin.clone(), data.control.clone());
-        let facts = (data.finished(), data.tty.is_some(), data.info.kind);
+        let facts = (data.finished(), data.tty.is_some(), data.info().kind);
         (handles.0, handles.1, facts.0, facts.1, facts.2)
     };
     let closed = || {

@@ -38,11 +38,11 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
             let data = p.lock();
             (
                 data.finished(),
-                data.info.state == ProcState::WaitingInput,
+                data.info().state == ProcState::WaitingInput,
                 // Held with a question open: once answered, a command not yet started is
                 // waited for (its launch is a change).
-                data.info.state == ProcState::AwaitingApproval
-                    && data.info.asks.iter().any(|a| a.kind != AskKind::Password),
+                data.info().state == ProcState::AwaitingApproval
+                    && data.info().asks.iter().any(|a| a.kind != AskKind::Password),
                 data.last_output,
             )
         };

@@ -99,7 +99,7 @@ async fn pause_all(d: &Daemon) -> Result<Vec<Held>, (Vec<Held>, NotNow)> {
             (rec.control.clone(), rec.stdin.clone())
         };
         // A command in a session is its shell's: the shell is paused (idle) or busy.
-        let in_session = p.lock().info.kind == ProcKind::InSession;
+        let in_session = p.lock().info().kind == ProcKind::InSession;
         let Some(control) = control.filter(|_| !in_session) else {
             continue;
         };
@@ -111,7 +111,10 @@ async fn pause_all(d: &Daemon) -> Result<Vec<Held>, (Vec<Held>, NotNow)> {
             Ok(Ok(None)) | Ok(Err(_)) => {
                 let (kind, session) = {
                     let rec = p.lock();
-                    (rec.info.kind, rec.info.session.clone().unwrap_or_default())
+                    (
+                        rec.info().kind,
+                        rec.info().session.clone().unwrap_or_default(),
+                    )
                 };
                 let text = match kind {
                     ProcKind::Session => format!(
@@ -185,7 +188,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
                 confinement: confinement.clone(),
             });
     let rec = h.p.lock();
-    if rec.info.kind == ProcKind::Session && session.is_none() {
+    if rec.info().kind == ProcKind::Session && session.is_none() {
         return Err(format!("session process {} is not idle", h.p.id));
     }
     let root = rec

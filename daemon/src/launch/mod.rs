@@ -254,7 +254,8 @@ impl Launcher {
         {
             let mut rec = p.lock();
             rec.tty = connected.tty;
-            rec.info.pid = root.pid as u32;
+            rec.set_pid(root.pid as u32);
+            rec.started();
             rec.root = Some(root.clone());
             rec.cgroup = cgroup;
             rec.control = Some(control_tx);

@@ -10,7 +10,7 @@
 #[cfg(unix)]
 use std::sync::Arc;
 
-use cuba_protocol::{Ask, AskKind, ExecBlocked, ProcState};
+use cuba_protocol::{Ask, ExecBlocked};
 
 use super::{Proc, ProcData};
 
@@ -133,37 +133,22 @@ impl ProcData {
         }
     }
 
-    fn asked(&mut self, ask: Ask) {
+    pub(super) fn asked(&mut self, ask: Ask) {
         if self.finished() {
             return;
         }
-        self.info.state = match ask.kind {
-            AskKind::Password => ProcState::WaitingInput,
-            _ => ProcState::AwaitingApproval,
-        };
         self.info.asks.push(ask);
+        self.render();
     }
 
-    fn settled(&mut self, id: u64) {
+    /// A question is answered: the row's state is what the questions left waiting make it (a
+    /// command not started stays held until its launch; an exec goes on running).
+    pub(super) fn settled(&mut self, id: u64) {
         let Some(i) = self.info.asks.iter().position(|a| a.id == id) else {
             return;
         };
-        let kind = self.info.asks.remove(i).kind;
-        let held = self.info.asks.iter().any(|a| a.kind != AskKind::Password);
-        let waiting_password = self.info.asks.iter().any(|a| a.kind == AskKind::Password);
-        // A command not started stays held until its launch; an exec goes on running.
-        let back = match self.info.state {
-            ProcState::AwaitingApproval => kind == AskKind::Exec && !held,
-            ProcState::WaitingInput => kind == AskKind::Password && !waiting_password,
-            _ => false,
-        };
-        if back {
-            self.info.state = match (held, waiting_password) {
-                (true, _) => ProcState::AwaitingApproval,
-                (false, true) => ProcState::WaitingInput,
-                (false, false) => ProcState::Running,
-            };
-        }
+        self.info.asks.remove(i);
+        self.render();
     }
 }
 
@@ -195,30 +180,31 @@ mod tests {
     #[test]
     fn a_supervised_record_changes_only_when_its_supervisor_applies_the_notes() {
         let p = proc();
-        p.lock().info.state = ProcState::Running;
+        assert_eq!(p.lock().info().state, ProcState::Running);
         p.supervised();
         p.note(Note::Asked(ask(1, AskKind::Exec)));
-        assert_eq!(p.lock().info.state, ProcState::Running, "not yet applied");
+        assert_eq!(p.lock().info().state, ProcState::Running, "not yet applied");
         assert!(p.take_notes());
-        assert_eq!(p.lock().info.state, ProcState::AwaitingApproval);
+        assert_eq!(p.lock().info().state, ProcState::AwaitingApproval);
         p.note(Note::Settled(1));
         p.unsupervised();
-        assert_eq!(p.lock().info.state, ProcState::Running);
-        assert!(p.lock().info.asks.is_empty());
+        assert_eq!(p.lock().info().state, ProcState::Running);
+        assert!(p.lock().info().asks.is_empty());
         // With no supervisor, a note is applied at once.
         p.note(Note::Asked(ask(2, AskKind::Password)));
-        assert_eq!(p.lock().info.state, ProcState::WaitingInput);
+        assert_eq!(p.lock().info().state, ProcState::WaitingInput);
     }
 
     #[test]
     fn a_late_note_never_changes_an_ended_record_s_state() {
         let p = proc();
-        p.lock().info.state = ProcState::Exited;
+        let exit = crate::platform::Exit::Code(0);
+        assert!(p.lock().end(super::super::Outcome::of_exit(None, exit), 5));
         p.note(Note::Asked(ask(1, AskKind::Exec)));
         p.note(Note::Settled(1));
         let rec = p.lock();
-        assert_eq!(rec.info.state, ProcState::Exited);
-        assert!(rec.info.asks.is_empty());
+        assert_eq!(rec.info().state, ProcState::Exited);
+        assert!(rec.info().asks.is_empty());
     }
 
     #[cfg(target_os = "linux")]
@@ -237,7 +223,7 @@ mod tests {
             p.note(Note::Blocked(blocked(n, false)));
         }
         p.note(Note::Blocked(blocked(99, true)));
-        let kept = p.lock().info.blocked.clone();
+        let kept = p.lock().info().blocked.clone();
         assert_eq!(kept.len(), KEPT);
         assert_eq!(kept[0].pid, 1, "the oldest refusal made room");
         assert!(kept.last().is_some_and(|b| b.killed && b.pid == 99));

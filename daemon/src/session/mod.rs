@@ -205,7 +205,7 @@ impl Sessions {
         let (shell_pid, shell_root, stdin, control) = {
             let s = shell.lock();
             let handles = (s.root.clone(), s.stdin.clone(), s.control.clone());
-            (s.info.pid, handles.0, handles.1, handles.2)
+            (s.info().pid, handles.0, handles.1, handles.2)
         };
         let (Some(root), Some(stdin), Some(control)) = (shell_root, stdin, control) else {
             return Err(ProtocolError::invalid_state(format!(
@@ -236,8 +236,9 @@ impl Sessions {
         );
         {
             let mut c = cmd.lock();
-            c.info.pid = shell_pid;
-            c.info.notice = notice;
+            c.set_pid(shell_pid);
+            c.set_notice(notice);
+            c.started();
             c.policy = Some(caller.policy.clone());
             c.unresolved = unresolved;
             if sent.is_ok() {

@@ -165,7 +165,7 @@ impl Route for Router {
         };
         let (stop, exit_code, signal) = {
             let s = shell.lock();
-            (s.stop, s.info.exit_code, s.info.signal)
+            (s.stop, s.info().exit_code, s.info().signal)
         };
         let stop = cmd.lock().stop.or(stop);
         let why = match stop {

@@ -14,7 +14,7 @@ use super::{Supervisor, ABANDON_AFTER};
 const EMPTY_WITHIN: Duration = Duration::from_secs(2);
 use crate::platform::cgroup::ProcCgroup;
 use crate::platform::Exit;
-use crate::record::{set_usage, Outcome, Proc, StopCause, Writer};
+use crate::record::{Outcome, Proc, StopCause, Writer};
 use crate::table::Table;
 use crate::tree;
 
@@ -42,7 +42,7 @@ impl Supervisor<'_> {
             if let Some(why) = cg.oom_reason() {
                 outcome.error = Some(why);
             }
-            set_usage(&mut self.p.lock().info, cg.final_usage());
+            self.p.lock().set_usage(cg.final_usage());
         }
         self.cgroup_empty = populated == Some(false);
         self.table.finish(self.p, outcome);
@@ -157,10 +157,7 @@ impl Supervisor<'_> {
             }
         }
         let last = cg.final_usage();
-        let mut rec = self.p.lock();
-        rec.info.cpu_ms = last.cpu_ms.or(rec.info.cpu_ms);
-        rec.info.memory_peak_bytes = last.memory_peak_bytes.or(rec.info.memory_peak_bytes);
-        rec.info.forks_refused = last.forks_refused.or(rec.info.forks_refused);
+        self.p.lock().set_final_usage(last);
     }
 
     /// All output is in: the record lets go of its handles, and what its launch left (a

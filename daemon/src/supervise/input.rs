@@ -108,7 +108,7 @@ impl Supervisor<'_> {
             };
             master.resize(size)?;
             tty.screen.resize(size);
-            rec.info.tty = Some(size);
+            rec.set_tty_size(size);
             rec.moved_on()
         };
         if was_waiting {
@@ -148,7 +148,7 @@ impl Supervisor<'_> {
                     let mut rec = w.lock();
                     let now = rec.can_wait_for_input() && rec.last_output.elapsed() >= QUIET;
                     if now {
-                        rec.info.state = cuba_protocol::ProcState::WaitingInput;
+                        rec.waiting_input(true);
                     }
                     now
                 });

@@ -126,7 +126,7 @@ impl Supervisor<'_> {
             Some(route) => route.current()?,
             None => self.p.proc().clone(),
         };
-        let waiting = target.lock().info.state == ProcState::WaitingInput;
+        let waiting = target.lock().info().state == ProcState::WaitingInput;
         waiting.then_some(target)
     }
 }

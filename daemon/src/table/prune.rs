@@ -37,7 +37,7 @@ impl Table {
                     let rec = p.lock();
                     let theirs = tenant.is_none_or(|t| rec.tenant.as_ref() == Some(t));
                     (rec.finished() && rec.drained && theirs)
-                        .then(|| (rec.info.ended_at_ms.unwrap_or(0), *id))
+                        .then(|| (rec.info().ended_at_ms.unwrap_or(0), *id))
                 })
                 .collect();
             done.sort_unstable();

@@ -16,7 +16,7 @@ impl Table {
     /// With a `tenant`, only that confined caller's records.
     pub fn select(&self, r: &ListRequest, tenant: Option<&Arc<str>>) -> Selected {
         let keep = |rec: &ProcData| {
-            let i = &rec.info;
+            let i = rec.info();
             tenant.is_none_or(|t| rec.tenant.as_ref() == Some(t))
                 && r.state.is_none_or(|s| i.state == s)
                 && r.owner.as_ref().is_none_or(|o| &i.owner.name == o)
