@@ -76,8 +76,8 @@ pub use super::usage::{CgroupSlot, CgroupUsage};
 /// that cannot be set fails the spawn.
 pub fn install_rlimits<R: Copy + Send + Sync + 'static>(
     cmd: &mut crate::platform::spawn::Spawn,
-    limits: &crate::config::Limits,
-    resource: fn(crate::config::Rlimit) -> R,
+    limits: &crate::base::config::Limits,
+    resource: fn(crate::base::config::Rlimit) -> R,
     set: unsafe extern "C" fn(R, *const libc::rlimit) -> libc::c_int,
 ) {
     let limits: Vec<(R, u64)> = limits

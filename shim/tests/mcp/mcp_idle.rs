@@ -16,7 +16,7 @@ async fn commands_around_an_idle_close_each_run_once() {
     // The daemon logs each idle close at debug level: the proof that the runs met some.
     let t = TestDir::with_daemon_env(&[
         ("CUBA_EXEC_IDLE_TIMEOUT", "200ms"),
-        ("CUBA_EXEC_LOG", "info,cuba_daemon::conn=debug"),
+        ("CUBA_EXEC_LOG", "info,cuba_daemon::serving::conn=debug"),
     ])
     .await;
     let c = in_process(&t.socket(), "idle-test").await;

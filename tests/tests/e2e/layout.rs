@@ -4,9 +4,10 @@
 //! `crate::` path naming a room of the top level, `crate::dir::` naming a room of `dir/`, or a
 //! `super::` path from a file directly inside the directory.
 //!
-//! The daemon's top level is also a house of ordered floors ([`DAEMON_FLOORS`]): each room on
-//! one floor, and a room refers only to rooms on floors below its own; a new room is placed
-//! by hand, and the house may not grow past [`MAX_FLOORS`].
+//! The daemon's top level is also a house of ordered floors ([`DAEMON_FLOORS`]), one per
+//! purpose: each room on one floor, and a room refers only to rooms on floors below its own; a
+//! new room is placed by hand, and the house may not grow past [`MAX_FLOORS`]. Inside a floor,
+//! its rooms refer to each other in one direction, as everywhere.
 
 #![allow(clippy::unwrap_used)]
 
@@ -106,30 +107,27 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 /// The rooms of directory `dir` (module path `module`, e.g. `"handlers::"` or `""`) and the
 /// rooms each refers to.
 fn arrows(dir: &Path, module: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let mut rooms: BTreeMap<String, PathBuf> = BTreeMap::new();
+    // A room is a file, a folder, or both (`x.rs` beside `x/`): all their files.
+    let mut rooms: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if path.is_dir() {
-            rooms.insert(name, path);
+            rooms.entry(name).or_default().extend(rust_files(&path));
         } else if let Some(stem) = name.strip_suffix(".rs") {
             if !["mod", "lib", "main"].contains(&stem) {
-                rooms.insert(stem.to_string(), path);
+                rooms.entry(stem.to_string()).or_default().push(path);
             }
         }
     }
     let mut edges = BTreeMap::new();
-    for (room, path) in &rooms {
-        let files = if path.is_dir() {
-            rust_files(path)
-        } else {
-            vec![path.clone()]
-        };
+    for (room, files) in &rooms {
         let mut refs = BTreeSet::new();
         for file in files {
-            let body = code(&file);
+            let body = code(file);
             refs.extend(segments_after(&body, &format!("crate::{module}")));
-            if !module.is_empty() && !path.is_dir() {
+            // `super::` from a file directly inside the directory names one of its rooms.
+            if !module.is_empty() && file.parent() == Some(dir) {
                 refs.extend(segments_after(&body, "super::"));
             }
         }
@@ -215,57 +213,19 @@ fn no_source_file_is_too_long() {
     );
 }
 
-/// The rooms of `daemon/src`, by floor from the ground up: a flow of six steps (accept →
-/// decode → handle → state → spawn → supervise) on the parts and the OS beneath.
+/// The rooms of `daemon/src`, by floor from the ground up: one floor per purpose, each using
+/// only those below it.
 const DAEMON_FLOORS: &[(&str, &[&str])] = &[
-    (
-        "leaves",
-        &[
-            "admission",
-            "audit",
-            "blocking",
-            "fd",
-            "genuine",
-            "health",
-            "person_file",
-            "policy",
-            "private_dir",
-            "side_effects",
-            "state_dir",
-            "tokens",
-        ],
-    ),
-    (
-        "settings and bytes",
-        &["bearer", "config", "new_record", "output"],
-    ),
+    ("settings and leaves", &["base"]),
     ("the OS", &["platform"]),
-    (
-        "a process's parts",
-        &[
-            "cpu_rate",
-            "exec_rules",
-            "journal",
-            "reaper",
-            "record",
-            "terminal",
-            "tree",
-        ],
-    ),
-    ("the table", &["new_program", "table"]),
-    (
-        "beside the table",
-        &["asks", "caller", "restore", "supervise"],
-    ),
-    ("the launch", &["launch"]),
-    ("sessions", &["session"]),
-    ("the daemon's state", &["daemon"]),
-    ("handling", &["handlers", "handover"]),
-    ("connections", &["conn", "takeover"]),
-    ("serving", &["server", "main_unix", "main_windows"]),
+    ("a process's parts", &["parts"]),
+    ("what the daemon keeps", &["state"]),
+    ("running processes", &["processes"]),
+    ("serving clients", &["serving"]),
+    ("the program", &["main_unix", "main_windows"]),
 ];
 /// The most floors the daemon's house may have.
-const MAX_FLOORS: usize = 12;
+const MAX_FLOORS: usize = 8;
 
 #[test]
 fn the_daemon_is_a_house_of_ordered_floors() {

@@ -28,7 +28,7 @@ use super::cgroup_leftovers::{highest_leaf, kept, remove_leftovers};
 use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_proc::{empty_now, V1};
 pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
-use crate::config::{CgroupMode, Limits};
+use crate::base::config::{CgroupMode, Limits};
 pub use crate::platform::posix::CgroupSlot;
 
 /// The per-process cgroups of this daemon, or why there are none.

@@ -8,7 +8,7 @@ use std::io;
 
 use anyhow::{bail, Result};
 
-use crate::config::{Limits, Rlimit};
+use crate::base::config::{Limits, Rlimit};
 
 /// The kernel resource for a limit.
 fn resource(r: Rlimit) -> libc::__rlimit_resource_t {

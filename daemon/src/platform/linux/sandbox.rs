@@ -22,7 +22,7 @@ use landlock::{
     RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::config::Sandbox;
+use crate::base::config::Sandbox;
 use crate::platform::spawn::Spawn;
 
 /// The newest Landlock write rights we handle, best effort above ABI 1. ABI 9's `ResolveUnix`

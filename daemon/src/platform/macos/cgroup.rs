@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use crate::config::{CgroupMode, Limits};
+use crate::base::config::{CgroupMode, Limits};
 
 /// Never active here.
 #[derive(Debug)]

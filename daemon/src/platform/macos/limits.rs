@@ -9,7 +9,7 @@ use std::io;
 
 use anyhow::{bail, Result};
 
-use crate::config::{Limits, Rlimit};
+use crate::base::config::{Limits, Rlimit};
 
 /// The kernel resource for a limit.
 fn resource(r: Rlimit) -> libc::c_int {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::super::seatbelt;
-use crate::config::Sandbox;
+use crate::base::config::Sandbox;
 use crate::platform::spawn::Spawn;
 
 const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";

@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use tokio::net::{UnixListener, UnixStream};
 
 use super::{Check, Peer};
-use crate::admission::Burst;
+use crate::base::admission::Burst;
 use crate::platform::descriptors;
 
 /// A connection as accepted.

@@ -9,7 +9,7 @@ use cuba_protocol::win;
 use tokio::net::windows::named_pipe::NamedPipeServer;
 
 use super::{Check, Peer};
-use crate::admission::Burst;
+use crate::base::admission::Burst;
 
 pub type Raw = NamedPipeServer;
 pub type Stream = NamedPipeServer;

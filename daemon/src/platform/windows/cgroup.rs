@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::job::{self, Job};
-use crate::config::{CgroupMode, Limits};
+use crate::base::config::{CgroupMode, Limits};
 
 pub use crate::platform::usage::CgroupSlot;
 pub use crate::platform::usage::CgroupUsage as Usage;

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Result};
 
-use crate::config::Limits;
+use crate::base::config::Limits;
 
 /// The limits as the daemon applies them: none here beyond the job's.
 #[derive(Debug, Default)]

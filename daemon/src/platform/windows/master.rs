@@ -1,6 +1,6 @@
 //! A command's terminal on Windows: a pseudo console (`conpty.rs`) whose output is read and
 //! whose input is written by threads of their own (`threaded.rs`), behind the interface the
-//! Unix terminal master has (`crate::terminal::Master`): read, read now, write, resize. At the
+//! Unix terminal master has (`crate::parts::terminal::Master`): read, read now, write, resize. At the
 //! program's exit the console is closed, which ends its output once what it held is read.
 
 use std::io;

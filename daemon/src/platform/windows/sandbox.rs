@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::config::Sandbox;
+use crate::base::config::Sandbox;
 
 /// At start-up, before the daemon serves: `Ok` when no sandbox is configured; otherwise an
 /// error naming what is set, so the daemon stops with it.

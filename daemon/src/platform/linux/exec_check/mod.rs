@@ -5,7 +5,7 @@
 //! arguments from the caller's memory (`notif.rs`) and finding what the kernel will run for
 //! the caller (`inspect.rs`: the file in the caller's view, `resolve.rs`; its interpreters and
 //! images, `image.rs`).
-//! What is allowed is the policy's (`crate::exec_rules`), behind [`Judge`].
+//! What is allowed is the policy's (`crate::parts::exec_rules`), behind [`Judge`].
 
 mod after;
 mod filter;

@@ -1,9 +1,0 @@
-//! `Info`: one process's record.
-
-use cuba_protocol::{ProtocolError, Response};
-
-use crate::daemon::Daemon;
-
-pub fn info(d: &Daemon, id: u64) -> Result<Response, ProtocolError> {
-    Ok(Response::Process(d.table().get(id)?.info()))
-}

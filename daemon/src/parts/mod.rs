@@ -1,0 +1,15 @@
+//! A process's parts, below its record: its output (memory, spool), its terminal, its tree
+//! and the reaper that collects its exit, its CPU rate, and the rules its execs are checked
+//! against.
+
+pub mod cpu_rate;
+#[cfg(target_os = "linux")]
+pub(crate) mod exec_rules;
+pub mod output;
+#[cfg(unix)]
+pub(crate) mod reaper;
+#[cfg(windows)]
+#[path = "../platform/windows/reaper.rs"]
+pub(crate) mod reaper;
+pub(crate) mod terminal;
+pub mod tree;

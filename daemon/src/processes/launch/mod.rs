@@ -1,0 +1,441 @@
+//! Starting a process: a [`LaunchPlan`] (what to run, where, with what) carried out by layers,
+//! each one concern with its part before and after the spawn (`layer.rs`): the program
+//! (`program.rs`), stdio on pipes in a process group of its own (`pipes.rs`, `group.rs`) or on
+//! a terminal (`terminal.rs`), the sandbox and the resource limits. Then the record gets its
+//! handles and the child goes to its supervisor, and the stdin writer starts.
+
+#[cfg(unix)]
+mod adopt;
+mod askpass;
+#[cfg(unix)]
+mod cgroup;
+mod checking;
+mod error;
+#[cfg(target_os = "linux")]
+mod exec_check;
+#[cfg(unix)]
+mod group;
+#[cfg(unix)]
+mod layer;
+#[cfg(unix)]
+mod limits;
+#[cfg(unix)]
+mod pipes;
+mod plan;
+#[cfg(unix)]
+mod program;
+#[cfg(unix)]
+mod sandbox;
+mod stdin;
+#[cfg(unix)]
+mod terminal;
+#[cfg(windows)]
+mod windows;
+
+pub use error::{LaunchError, Stage};
+
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::base::config::Sandbox;
+use crate::parts::reaper::Reaper;
+use crate::parts::tree::TreeRoot;
+use crate::platform::cgroup::{Cgroups, ProcCgroup};
+use crate::platform::limits::Limiter;
+#[cfg(unix)]
+use crate::platform::spawn::Spawn;
+use crate::processes::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
+use crate::state::asks::Asks;
+use crate::state::caller::Caller;
+use crate::state::record::{Outcome, StdinMsg, TtyData, Writer};
+use crate::state::table::Table;
+#[cfg(unix)]
+pub use adopt::Adopted;
+pub use askpass::askpass_env;
+pub use checking::ExecChecking;
+#[cfg(unix)]
+use layer::Layer;
+pub use plan::{Confinement, LaunchPlan};
+#[cfg(unix)]
+pub use program::write_script;
+pub use stdin::StdinSink;
+
+/// Control messages queued per supervisor.
+const CONTROL_QUEUE: usize = 16;
+
+/// What every launch uses: the table, the reaper, the limits, and the daemon's defaults.
+#[derive(Clone)]
+pub struct Launcher {
+    table: Arc<Table>,
+    /// Unix only: on Windows a thread waits on each process handle, and the only limits are
+    /// the Job Object's (in `cgroups`).
+    #[cfg(unix)]
+    reaper: Arc<Reaper>,
+    #[cfg(unix)]
+    limiter: Arc<Limiter>,
+    /// The per-process cgroups, or the mode without them.
+    cgroups: Arc<Cgroups>,
+    /// TERM → KILL grace period when stopping a tree.
+    grace: Duration,
+    /// `orphan_timeout`: `None` keeps orphaned commands.
+    orphan: Option<Duration>,
+    /// The shell that runs commands unless a request names another.
+    shell: String,
+    /// The daemon's own sandbox, under every command's.
+    sandbox: Sandbox,
+    /// Whether every exec in a tree is checked, and how.
+    exec: Arc<ExecChecking>,
+    /// Questions put to the person (an exec the rules ask about waits for its answer).
+    asks: Arc<Asks>,
+    /// The askpass helper's variables, set for every command under its caller's own: a
+    /// program that asks for a password asks the person, never the model.
+    askpass: Arc<Vec<(OsString, OsString)>>,
+}
+
+/// The daemon's ends of a started child: for its supervisor, its stdin writer and its record.
+pub struct Connected {
+    pub io: ChildIo,
+    pub sink: StdinSink,
+    pub tty: Option<TtyData>,
+}
+
+/// A child that was spawned and passed every layer.
+struct Started {
+    connected: Connected,
+    root: TreeRoot,
+    cgroup: Option<Arc<ProcCgroup>>,
+    cleanup: Vec<Cleanup>,
+}
+
+impl Launcher {
+    pub fn new(
+        table: Arc<Table>,
+        reaper: Arc<Reaper>,
+        (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
+        (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
+        (exec, asks, askpass): (ExecChecking, Arc<Asks>, Vec<(OsString, OsString)>),
+    ) -> Launcher {
+        #[cfg(windows)]
+        let _ = (reaper, limiter);
+        Launcher {
+            table,
+            #[cfg(unix)]
+            reaper,
+            #[cfg(unix)]
+            limiter,
+            cgroups,
+            grace,
+            orphan,
+            shell,
+            sandbox,
+            exec: Arc::new(exec),
+            asks,
+            askpass: Arc::new(askpass),
+        }
+    }
+
+    /// Questions put to the person.
+    pub fn asks(&self) -> &Arc<Asks> {
+        &self.asks
+    }
+
+    /// Whether execs are checked, one line.
+    pub fn exec_checks(&self) -> String {
+        self.exec.describe()
+    }
+
+    /// The exec checks, for a hand-over to pause them ([`ExecChecking::pause`]).
+    #[cfg(unix)]
+    pub fn exec_checking(&self) -> &ExecChecking {
+        &self.exec
+    }
+
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    #[cfg(unix)]
+    pub fn reaper(&self) -> &Arc<Reaper> {
+        &self.reaper
+    }
+
+    pub fn shell(&self) -> &str {
+        &self.shell
+    }
+
+    /// At an orderly shutdown, after every process was stopped: the cgroups go.
+    pub fn remove_cgroups(&self) {
+        self.cgroups.remove();
+    }
+
+    /// Which supervision mode is active, and why (`DaemonStatus.supervision`).
+    pub fn supervision(&self) -> &str {
+        self.cgroups.mode()
+    }
+
+    /// The confinement of what `caller` starts.
+    pub fn confinement(&self, caller: &Caller) -> Confinement {
+        Confinement::of(caller, &self.sandbox)
+    }
+
+    /// Starts the process of the reserved record `p` for `caller` as `plan` says and hands it,
+    /// with the right to write its record, to its supervisor (with `route` for a session's
+    /// shell). A process that cannot start is finished `failed_to_start` with the reason and
+    /// its kind, and the error is returned.
+    pub fn launch(
+        &self,
+        caller: &Caller,
+        p: Writer,
+        mut plan: LaunchPlan,
+        route: Option<Box<dyn Route>>,
+    ) -> Result<(), LaunchError> {
+        // A connection from inside this process's tree inherits the caller's policy.
+        p.lock().policy = Some(caller.policy.clone());
+        // Under the caller's environment: a helper of its own (a desktop's) wins.
+        plan.env.splice(0..0, self.askpass.iter().cloned());
+        let began = Instant::now();
+        let stdin = plan.stdin.take();
+        let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
+        #[cfg(unix)]
+        let exec: Option<Box<dyn Layer>> = match &*self.exec {
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
+                service,
+                (&self.table, &self.asks),
+                p.proc(),
+                &caller.policy,
+            ))),
+            ExecChecking::Unavailable {
+                why,
+                required: true,
+            } => {
+                let why = format!(
+                    "exec checks are required (exec_checks = \"on\") and unavailable: {why}"
+                );
+                return Err(self.failed(caller, &p, LaunchError::new(Stage::ExecCheck, why)));
+            }
+            _ => None,
+        };
+        #[cfg(windows)]
+        if let ExecChecking::Unavailable {
+            why,
+            required: true,
+        } = &*self.exec
+        {
+            let why =
+                format!("exec checks are required (exec_checks = \"on\") and unavailable: {why}");
+            return Err(self.failed(caller, &p, LaunchError::new(Stage::ExecCheck, why)));
+        }
+        #[cfg(unix)]
+        let started = self.start(plan, exec);
+        #[cfg(windows)]
+        let started = self.start(plan);
+        let started = match started {
+            Ok(started) => started,
+            Err(e) => return Err(self.failed(caller, &p, e)),
+        };
+        let Started {
+            connected,
+            root,
+            cgroup,
+            cleanup,
+        } = started;
+        tracing::debug!(
+            id = p.id,
+            pid = root.pid,
+            us = began.elapsed().as_micros() as u64,
+            "spawned"
+        );
+        let (control_tx, control_rx) = mpsc::channel(CONTROL_QUEUE);
+        let (stdin_tx, stdin_rx) = mpsc::channel(stdin::QUEUE);
+        {
+            let mut rec = p.lock();
+            rec.tty = connected.tty;
+            rec.set_pid(root.pid as u32);
+            rec.started();
+            rec.root = Some(root.clone());
+            rec.cgroup = cgroup;
+            rec.control = Some(control_tx);
+            // A pipe closed at the start takes no input: nothing can wait for it either (a
+            // `make -j` waiting for its jobs in `pselect` is not at a prompt).
+            let closed = close_stdin && matches!(connected.sink, stdin::StdinSink::Pipe(_));
+            rec.stdin = (!closed).then(|| stdin_tx.clone());
+        }
+        self.table.started(caller.who(), &p, root.start_time);
+        // The queue is empty: these cannot fail for lack of room.
+        if let Some(bytes) = stdin {
+            let _ = stdin_tx.try_send(StdinMsg::Data(bytes));
+        }
+        if close_stdin {
+            let _ = stdin_tx.try_send(StdinMsg::Eof);
+        }
+        // A terminal's first write waits for its program to read it, where the OS says when
+        // (not Windows).
+        let first_read = match &connected.sink {
+            #[cfg(unix)]
+            stdin::StdinSink::Pty(master) => {
+                let (table, root, master) = (self.table.clone(), root.clone(), master.clone());
+                let cgroup = p.lock().cgroup.clone();
+                let reads: stdin::Reads = Box::new(move || {
+                    crate::processes::supervise::reads_terminal(
+                        &table,
+                        &root,
+                        cgroup.as_deref(),
+                        &master,
+                    ) || crate::platform::proc::live(root.pid).is_none()
+                });
+                Some(reads)
+            }
+            _ => None,
+        };
+        tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx, first_read));
+        let job = Job {
+            table: self.table.clone(),
+            grace: self.grace,
+            timeout,
+            route,
+            cleanup,
+            kill_in: None,
+            orphan: Orphan::of(&caller.client, caller.peer.pid, self.orphan),
+        };
+        tokio::spawn(supervise(job, p, connected.io, control_rx));
+        self.table.changed();
+        Ok(())
+    }
+
+    /// The record `p` finished as failed to start, with `e`'s words and kind.
+    fn failed(&self, caller: &Caller, p: &Writer, e: LaunchError) -> LaunchError {
+        tracing::debug!(id = p.id, stage = ?e.stage, "failed to start: {}", e.why);
+        self.table
+            .started(caller.who(), p, crate::platform::StartTime::UNKNOWN);
+        p.lock().set_drained();
+        self.table
+            .finish(p, Outcome::failed_to_start(e.why.clone(), e.kind()));
+        e
+    }
+
+    /// Runs the layers around the spawn. On an error, what the layers did is undone and no
+    /// child is left running.
+    #[cfg(unix)]
+    fn start(
+        &self,
+        plan: LaunchPlan,
+        exec: Option<Box<dyn Layer>>,
+    ) -> Result<Started, LaunchError> {
+        plan::check_cwd(&plan.cwd)?;
+        let LaunchPlan {
+            id,
+            shell,
+            program,
+            cwd,
+            env,
+            terminal,
+            confinement,
+            ..
+        } = plan;
+        // The sandbox may need the shell run through a program of its own (macOS).
+        let sandbox = sandbox::Sandbox::of(&confinement, &cwd)?;
+        let mut cmd = match &sandbox {
+            Some(layer) => layer.command(&shell),
+            None => Spawn::new(&shell),
+        };
+        cmd.current_dir(&cwd).env(env);
+        let script = self.table.state_dir().script(id);
+        let mut layers: Vec<Box<dyn Layer>> = Vec::new();
+        // First: its hook runs before every other one, so the child is in its cgroup before
+        // it does anything else.
+        let cgroup = match self.cgroups.is_active() {
+            true => {
+                let layer = cgroup::Cgroup::of(&self.cgroups, id)?;
+                let handle = layer.handle();
+                layers.push(Box::new(layer));
+                Some(handle)
+            }
+            false => None,
+        };
+        layers.push(program::layer(program, &shell, script));
+        let terminal = match terminal {
+            Some(size) => Some(terminal::Terminal::open(&self.reaper, size)?),
+            None => {
+                layers.push(Box::new(group::ProcessGroup));
+                None
+            }
+        };
+        let sandboxed = confinement.sandbox.active();
+        if let Some(layer) = sandbox {
+            layers.push(Box::new(layer));
+        }
+        if self.limiter.is_active() {
+            let limiter = self.limiter.clone();
+            layers.push(Box::new(limits::Limits { limiter }));
+        }
+        // Last: its hook is the child's last before the exec, which is the first it checks.
+        layers.extend(exec);
+        let result = self.spawn(cmd, &mut layers, terminal, (&shell, sandboxed));
+        let cleanup: Vec<Cleanup> = layers.iter_mut().filter_map(|l| l.undo()).collect();
+        match result {
+            Ok((connected, pid, start_time)) => Ok(Started {
+                connected,
+                root: TreeRoot {
+                    pid,
+                    start_time,
+                    marker: self.table.marker(id),
+                },
+                cgroup,
+                cleanup,
+            }),
+            Err(e) => {
+                cleanup.into_iter().for_each(|undo| undo());
+                Err(e)
+            }
+        }
+    }
+
+    /// The spawn between the layers: the child's ends, pid and start time.
+    #[cfg(unix)]
+    fn spawn(
+        &self,
+        mut cmd: Spawn,
+        layers: &mut [Box<dyn Layer>],
+        terminal: Option<terminal::Terminal>,
+        (shell, sandboxed): (&str, bool),
+    ) -> Result<(Connected, i32, crate::platform::StartTime), LaunchError> {
+        for layer in layers.iter_mut() {
+            layer.before(&mut cmd)?;
+        }
+        let pipes = match &terminal {
+            Some(t) => {
+                t.before(&mut cmd)?;
+                None
+            }
+            None => Some(pipes::before(&mut cmd)?),
+        };
+        let spawned = self.reaper.spawn(cmd);
+        let (pid, exit, start_time) = spawned.map_err(|e| {
+            let why = match sandboxed {
+                true => format!("cannot run {shell} in the sandbox: {e}"),
+                false => format!("cannot run {shell}: {e}"),
+            };
+            LaunchError::os(Stage::Spawn, why, e)
+        })?;
+        let connected = layers
+            .iter_mut()
+            .try_for_each(|layer| layer.after(pid))
+            .and_then(|()| match (terminal, pipes) {
+                (Some(t), _) => Ok(t.connect(exit)),
+                (None, Some(pipes)) => pipes::connect(pipes, exit),
+                (None, None) => Err(LaunchError::new(Stage::Pipes, "child has no pipes")),
+            });
+        match connected {
+            Ok(connected) => Ok((connected, pid, start_time)),
+            Err(e) => {
+                // It must not run without what the layers give it; the reaper collects it.
+                crate::platform::signal::kill_child(pid);
+                Err(e)
+            }
+        }
+    }
+}
