@@ -126,8 +126,9 @@ enum Command {
     /// reaches it, and cubactl exits with its exit code.
     Run(cmd::run::Args),
     /// Start a command in the background and print its id; a command that fails within 100 ms
-    /// (not found, not executable, any failing exit; CUBA_EXEC_START_GRACE_MS) is an error at
-    /// once, with its output.
+    /// (not found, not executable, any failing exit; CUBA_EXEC_START_GRACE_MS), or 500 ms more
+    /// when it printed something by then (CUBA_EXEC_START_SETTLE_MS), is an error at once, with
+    /// its output.
     Start(cmd::start::Args),
     /// Stop processes and their whole trees, gracefully: TERM, then KILL after the grace
     /// period.

@@ -53,13 +53,10 @@ pub struct SpawnArgs {
     pub session: Option<String>,
     /// The command. One word is shell text, run as is (`'make && ./app'`); several words are
     /// quoted one by one, so `run -- grep "a b" file` works as it would typed in your shell.
-    /// Options for cubactl go before it.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// Options for cubactl go before it; after the first word of the command everything is
+    /// the command's, and after `--` too (`run -- -x` runs `-x`). A word before it that starts
+    /// with `-` is an option of cubactl's: a misspelt one is an error, never the command.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cuba_protocol::{ProcState, WaitReason, WaitRequest, WaitSpec};
+use cuba_protocol::{ProcState, WaitReason};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -24,27 +24,32 @@ pub struct Args {
     /// Print the new record as JSON instead of the id.
     #[arg(long)]
     json: bool,
+    /// With --name: if a process of that name and command is running, print its id instead
+    /// of starting another (a dev server started once, however often this is run).
+    #[arg(long, requires = "name")]
+    ensure: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let req = args.spawn.request(args.no_stdin);
-    let (client, mut info) = ctx
+    let ensure = args.ensure;
+    let (client, (mut info, existing)) = ctx
         .once(|c| {
             let req = req.clone();
-            async move { c.spawn(req).await }
+            async move {
+                match ensure {
+                    true => c.ensure(req).await,
+                    false => c.spawn(req).await.map(|p| (p, false)),
+                }
+            }
         })
         .await?;
     // A command the shell cannot find or run ends within milliseconds: said now, with the
     // shell's words, rather than found later in `ps`.
     let mut said = None;
     let grace = cuba_protocol::start_grace_ms();
-    if info.state != ProcState::FailedToStart && grace > 0 {
-        let wait = WaitRequest {
-            id: info.id,
-            since: Some(0),
-            spec: WaitSpec::exit(grace, 2048),
-        };
-        if let Ok(w) = client.wait(wait).await {
+    if info.state != ProcState::FailedToStart && grace > 0 && !existing {
+        if let Ok(w) = client.start_check(info.id, grace, 2048).await {
             // Ended within the grace other than well: it did not start in any useful sense.
             let failed = w.reason == WaitReason::Exited
                 && (w.process.exit_code != Some(0) || w.process.signal.is_some());
@@ -88,7 +93,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &line));
         return Ok(ExitCode::SUCCESS);
     }
-    if std::io::stderr().is_terminal() {
+    if existing {
+        let line = format!(
+            "process {} of that name and command was running already: nothing was started",
+            info.id
+        );
+        eprintln!("{}", ctx.err.paint(Some(Paint::Dim), &line));
+    } else if std::io::stderr().is_terminal() {
         let on = ctx.host.as_ref().map(|h| format!(" on host {h}"));
         let hint = format!(
             "started process {}{} (pid {}): `{cubactl} tail -f {0}` follows it, `{cubactl} kill \

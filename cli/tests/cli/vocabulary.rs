@@ -306,3 +306,90 @@ fn a_second_process_of_a_running_name_is_started_with_a_notice() {
     let out = env.output(&["start", "--name", "api", "--", "sleep 30"]);
     assert!(!stderr(&out).contains("also named"), "{}", show(&out));
 }
+
+#[test]
+fn a_misspelt_option_is_an_error_never_the_command() {
+    let env = Env::new();
+    let out = env.output(&["run", "--nmae", "web", "--", "echo", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--nmae"), "names the option: {err}");
+    assert!(err.contains("--name"), "and the one meant: {err}");
+    assert!(env.ps().is_empty(), "nothing was started: {:?}", env.ps());
+    // Command text that starts with `-` is the command's, after `--`, on either side: the
+    // shell runs it instead of taking it for an option of its own.
+    let out = env.output(&["run", "--", "-x-cuba 2>/dev/null; echo ran; exit 4"]);
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    let out = env.output(&["run", "--", "+x-cuba 2>/dev/null; echo ran"]);
+    assert!(out.status.success(), "{}", show(&out));
+    // After its first word, a word that starts with `-` is the command's.
+    let out = env.output(&["run", "echo", "-n", "plain"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "plain",
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn start_ensure_returns_the_running_process_of_the_name() {
+    let env = Env::new();
+    let first = env.start(&["--name", "web", "--ensure", "--", "sleep 30"]);
+    let out = env.output(&["start", "--name", "web", "--ensure", "--", "sleep 30"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        first.to_string()
+    );
+    assert!(stderr(&out).contains("running already"), "{}", show(&out));
+    assert_eq!(env.ps().len(), 1, "one web");
+    // Without a name there is nothing to find.
+    let out = env.output(&["start", "--ensure", "--", "sleep 30"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    // The hint of a second `web` names an option cubactl has.
+    let out = env.output(&["start", "--name", "web", "--", "sleep 30"]);
+    assert!(
+        stderr(&out).contains("cubactl start --ensure"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn start_of_a_server_that_fails_after_its_banner_says_so() {
+    let env = Env::new();
+    // A grace long enough for the banner on a loaded machine; a settle that ends at the exit.
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_START_GRACE_MS", "3000")
+        .env("CUBA_EXEC_START_SETTLE_MS", "20000")
+        .args([
+            "start",
+            "--",
+            "echo listening on 8080; sleep 4; echo address already in use >&2; exit 3",
+        ])
+        .output()
+        .expect("run cubactl");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = stderr(&out);
+    assert!(err.contains("exited with code 3"), "{err}");
+    assert!(err.contains("address already in use"), "{err}");
+    assert!(out.stdout.is_empty(), "no id: {}", show(&out));
+    // One that prints nothing is not watched past the grace.
+    let begun = Instant::now();
+    let out = env
+        .cmd()
+        .env("CUBA_EXEC_START_GRACE_MS", "100")
+        .env("CUBA_EXEC_START_SETTLE_MS", "20000")
+        .args(["start", "--", "sleep 30"])
+        .output()
+        .expect("run cubactl");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        begun.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        begun.elapsed()
+    );
+}

@@ -235,8 +235,8 @@ impl Table {
         let mut info = new.row(id);
         if let (Some(other), Some(name)) = (namesake, &info.name) {
             info.notice = Some(format!(
-                "process {other} is also named {name} and still running (`start` with `ensure` \
-                 returns that one instead of starting another)"
+                "process {other} is also named {name} and still running (`start` with `ensure`, \
+                 `cubactl start --ensure`, returns that one instead of starting another)"
             ));
         }
         let output = Output::new(self.settings.buffer_size, Some(spool));

@@ -11,6 +11,7 @@ mod error;
 mod greet;
 mod reader;
 mod start;
+mod started;
 mod stream;
 pub(crate) mod transport;
 

@@ -82,12 +82,7 @@ impl CubaExec {
             // A command that fails at once (its port taken, a bad flag, not found) is said to
             // have ended, with its output, rather than to be running.
             let max = self.default_output(&ctx);
-            let req = WaitRequest {
-                id: info.id,
-                since: Some(0),
-                spec: WaitSpec::exit(grace, max as u32),
-            };
-            if let Ok(w) = client.wait(req).await {
+            if let Ok(w) = client.start_check(info.id, grace, max as u32).await {
                 if w.reason == WaitReason::Exited {
                     let out = Some(w.output);
                     let both = StreamFilter::Both;

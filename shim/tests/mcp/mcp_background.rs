@@ -299,3 +299,40 @@ async fn start_of_a_command_that_fails_at_once_says_it_ended_with_its_output() {
     assert!(r.output().contains("port 8080 in use"), "{}", r.text());
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_of_a_server_that_fails_after_its_banner_says_it_ended() {
+    let mut t = TestDir::new();
+    // A grace long enough for the banner on a loaded machine; a settle that ends at the exit.
+    let env = [
+        ("CUBA_EXEC_START_GRACE_MS", "3000"),
+        ("CUBA_EXEC_START_SETTLE_MS", "20000"),
+    ];
+    let c = common::mcp::binary(&mut t, "background-test", &env).await;
+    let text = "echo listening on 8080; sleep 4; echo address already in use >&2; exit 3";
+    let r = c.call("start", json!({ "command": text })).await;
+    assert!(r.is_error(), "{}", r.text());
+    assert!(r.text().contains("exit:3"), "{}", r.text());
+    assert!(r.output().contains("listening on 8080"), "{}", r.text());
+    assert!(
+        r.output().contains("address already in use"),
+        "{}",
+        r.text()
+    );
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_text_that_starts_with_a_dash_is_run_not_taken_for_an_option() {
+    let mut t = TestDir::new();
+    let c = common::mcp::binary(&mut t, "background-test", &[]).await;
+    for text in [
+        "-x-cuba 2>/dev/null; echo ran",
+        "+x-cuba 2>/dev/null; echo ran",
+    ] {
+        let r = c.call("run", json!({ "command": text })).await;
+        assert!(!r.is_error(), "{text}: {}", r.text());
+        assert_eq!(r.output().trim(), "ran", "{text}: {}", r.text());
+    }
+    c.close().await;
+}
