@@ -25,7 +25,7 @@ Usage: cuba-exec [--help | --version]
 Set-up: `cubactl setup` adds cuba-exec to every MCP client it finds (`cubactl setup --help`).
 By hand: `cubactl` runs, lists, follows and stops the same processes from a terminal.
 
-Environment (also in config.toml, see the README):
+Environment (also in config.toml, see docs/config.md):
   CUBA_EXEC_SOCKET       the daemon's socket
   CUBA_EXEC_STATE_DIR    where the daemon keeps its journal, spool and log
   CUBA_EXEC_CONFIG       the config file

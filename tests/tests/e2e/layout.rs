@@ -287,3 +287,71 @@ fn the_checker_sees_a_circle_and_paths_in_braces() {
     .collect();
     assert_eq!(circles(&edges), ["a", "b", "c"]);
 }
+
+/// Every room of a floor of `daemon/src`, as ARCHITECTURE.md's map must name it: `x/` or `x.rs`.
+fn daemon_rooms() -> Vec<String> {
+    let src = workspace().join("daemon").join("src");
+    let mut rooms = Vec::new();
+    for (_, floor) in DAEMON_FLOORS {
+        for group in floor.iter() {
+            let dir = src.join(group);
+            if !dir.is_dir() {
+                continue;
+            }
+            rooms.push(format!("{group}/"));
+            if *group == "platform" {
+                continue;
+            }
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                // `x/` beside `x.rs` is that room's: the map names `x.rs`.
+                let beside = dir.join(format!("{name}.rs"));
+                match path.is_dir() {
+                    true if beside.exists() => {}
+                    true => rooms.push(format!("{name}/")),
+                    false if name != "mod.rs" => rooms.push(name),
+                    false => {}
+                }
+            }
+        }
+    }
+    rooms
+}
+
+#[test]
+fn the_architecture_map_names_every_room_and_no_other() {
+    let text = fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let start = text.find("## The daemon's layers").unwrap();
+    let rest = &text[start..];
+    let open = rest.find("```\n").unwrap() + 4;
+    let map = &rest[open..open + rest[open..].find("```").unwrap()];
+    let rooms = daemon_rooms();
+    let missing: Vec<&String> = rooms.iter().filter(|r| !map.contains(r.as_str())).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's map lacks {missing:?}"
+    );
+    // And nothing it names is gone: each `x.rs` or `x/` of the map is there.
+    let named: BTreeSet<String> = map
+        .split(|c: char| !(is_ident(c) || c == '.' || c == '/'))
+        .filter(|w| w.ends_with(".rs") || (w.ends_with('/') && w.len() > 1 && !w.contains("::")))
+        .map(|w| w.trim_start_matches('/').to_string())
+        .collect();
+    // (a file inside a room may be named too: it must be there)
+    let src = workspace().join("daemon").join("src");
+    let mut there: BTreeSet<String> = rust_files(&src)
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    there.extend(
+        directories(&src)
+            .iter()
+            .map(|d| format!("{}/", d.file_name().unwrap().to_string_lossy())),
+    );
+    let gone: Vec<&String> = named.iter().filter(|w| !there.contains(*w)).collect();
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md's map names what is not there: {gone:?}"
+    );
+}
