@@ -183,6 +183,18 @@ fn cuba_exec(bin_dir: Option<&Path>) -> Result<String> {
             .map(Path::to_path_buf)
             .ok_or_else(|| anyhow!("cannot tell where this cubactl is; pass --bin-dir DIR"))?,
     };
+    // Cargo marks its target directory (`target/CACHEDIR.TAG`): a clone's build, which `cargo
+    // clean` or removing the clone empties, and every client set up would lose its server.
+    if dir
+        .parent()
+        .is_some_and(|t| t.join("CACHEDIR.TAG").is_file())
+    {
+        eprintln!(
+            "cubactl: note: {} is a build directory, which `cargo clean` empties; install the \
+             programs where they stay (README, Install) and run that cubactl's setup",
+            dir.display()
+        );
+    }
     let exe = plain(dir).join(format!("cuba-exec{}", std::env::consts::EXE_SUFFIX));
     if !exe.is_file() {
         bail!(
