@@ -8,6 +8,7 @@ mod autostart;
 mod cgroups;
 mod connections;
 mod descriptors;
+mod docs;
 mod exactly_once;
 mod exec_checks;
 mod exec_views;

@@ -116,24 +116,12 @@ impl ProcData {
 
 #[cfg(test)]
 mod tests {
-    use cuba_protocol::{Ask, AskKind, ProcState};
+    use cuba_protocol::{AskKind, ProcState};
 
+    use super::super::note::ask;
     use super::*;
     use crate::parts::output::Output;
     use crate::platform::Exit;
-
-    fn ask(id: u64, kind: AskKind) -> Ask {
-        Ask {
-            id,
-            kind,
-            what: "git push".into(),
-            rule: "ask_commands: git push".into(),
-            pid: 7,
-            cwd: "/".into(),
-            asked_at_ms: 0,
-            deadline_ms: 1,
-        }
-    }
 
     fn state(rec: &ProcData) -> ProcState {
         rec.info().state

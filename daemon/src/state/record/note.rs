@@ -156,9 +156,24 @@ impl ProcData {
     }
 }
 
+/// A question about `git push`, for tests.
+#[cfg(test)]
+pub(super) fn ask(id: u64, kind: cuba_protocol::AskKind) -> Ask {
+    Ask {
+        id,
+        kind,
+        what: "git push".into(),
+        rule: "ask_commands: git push".into(),
+        pid: 7,
+        cwd: "/".into(),
+        asked_at_ms: 0,
+        deadline_ms: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use cuba_protocol::{Ask, AskKind, ProcState};
+    use cuba_protocol::{AskKind, ProcState};
 
     use super::*;
     use crate::parts::output::Output;
@@ -166,19 +181,6 @@ mod tests {
     fn proc() -> super::super::Writer {
         let info = crate::state::table::tests::row(1);
         Proc::create(ProcData::new(info, Output::new(1 << 20, None), false)).1
-    }
-
-    fn ask(id: u64, kind: AskKind) -> Ask {
-        Ask {
-            id,
-            kind,
-            what: "git push".into(),
-            rule: "ask_commands: git push".into(),
-            pid: 7,
-            cwd: "/".into(),
-            asked_at_ms: 0,
-            deadline_ms: 1,
-        }
     }
 
     #[test]
