@@ -13,15 +13,6 @@ use std::sync::{Arc, Mutex};
 use crate::base::policy::{Effective, Policy};
 pub use crate::platform::exec_check::{Exec, Refusal, Target, Verdict};
 
-/// Where a blocked name is looked for as a file when a policy is loaded, besides `PATH`.
-const BIN_DIRS: [&str; 6] = [
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
 /// Policies whose blocked files are kept resolved.
 const CACHED: usize = 16;
 /// Shells whose execs an allowlist governs.
@@ -71,7 +62,8 @@ impl Identities {
         let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).collect())
             .unwrap_or_default();
-        dirs.extend(BIN_DIRS.iter().map(PathBuf::from));
+        // A blocked name is looked for as a file there too when a policy is loaded.
+        dirs.extend(crate::platform::SYSTEM_BIN_DIRS.iter().map(PathBuf::from));
         let mut seen = HashSet::new();
         let mut out = Identities::default();
         for dir in dirs {

@@ -63,6 +63,27 @@ pub use start_time::StartTime;
 pub mod transport;
 pub mod usage;
 pub use usage::Exit;
+
+/// Command text as a POSIX shell's `-c` argument: a shell takes text that starts with `-` or
+/// `+` for options of its own (`sh -c '-x y'`: "Illegal option"); led by a space, which every
+/// shell skips, it is the command it is.
+pub fn shell_command_text(text: &str) -> String {
+    match text.starts_with(['-', '+']) {
+        true => format!(" {text}"),
+        false => text.to_string(),
+    }
+}
+
+/// Where programs are looked for after `PATH` (a service's `PATH` may lack them).
+#[cfg(unix)]
+pub const SYSTEM_BIN_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
 #[cfg(any(test, windows))]
 pub mod win_shell;
 #[cfg(any(test, windows))]

@@ -70,11 +70,7 @@ pub fn args(kind: Kind, text: &str) -> Args {
                 base64(&utf16le),
             ])
         }
-        // Text that starts with `-` or `+` led by a space: not an option of the shell's.
-        Kind::Posix if text.starts_with(['-', '+']) => {
-            Args::Quoted(vec!["-c".into(), format!(" {text}")])
-        }
-        Kind::Posix => Args::Quoted(vec!["-c".into(), text.into()]),
+        Kind::Posix => Args::Quoted(vec!["-c".into(), super::shell_command_text(text)]),
     }
 }
 

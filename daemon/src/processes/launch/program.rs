@@ -32,19 +32,10 @@ struct Inline(Option<String>);
 
 impl Layer for Inline {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
+        let text = self.0.take().unwrap_or_default();
         cmd.arg("-c")
-            .arg(not_an_option(self.0.take().unwrap_or_default()));
+            .arg(crate::platform::shell_command_text(&text));
         Ok(())
-    }
-}
-
-/// Command text as the shell's `-c` argument: a shell takes text that starts with `-` or `+`
-/// for options of its own (`sh -c '-x y'`: "Illegal option"); led by a space, which every
-/// shell skips, it is the command it is.
-fn not_an_option(text: String) -> String {
-    match text.starts_with(['-', '+']) {
-        true => format!(" {text}"),
-        false => text,
     }
 }
 

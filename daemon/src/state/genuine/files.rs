@@ -6,16 +6,6 @@ use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Where the programs are looked for, after `PATH`.
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
-
 /// The programs that run an askpass helper, by name.
 const PROGRAMS: &[&str] = &["sudo", "ssh", "git"];
 
@@ -118,7 +108,7 @@ pub(super) fn programs(path_var: Option<&OsStr>) -> Vec<Known> {
             .filter(|d| d.is_absolute())
             .collect()
     });
-    dirs.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
+    dirs.extend(crate::platform::SYSTEM_BIN_DIRS.iter().map(PathBuf::from));
     let mut programs: Vec<Known> = Vec::new();
     for dir in &dirs {
         for name in PROGRAMS {
