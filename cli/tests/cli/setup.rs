@@ -421,24 +421,3 @@ fn gemini_trust_only_with_its_flag() {
         true
     );
 }
-
-#[test]
-fn a_build_directory_is_named_as_one_that_does_not_stay() {
-    let home = Home::new();
-    // What cargo leaves in a target directory, above the profile's.
-    let target = home.root.join("target");
-    fs::create_dir_all(target.join("release")).expect("mkdir");
-    fs::write(
-        target.join("CACHEDIR.TAG"),
-        "Signature: 8a477f597d28d172789f06886806bc55\n",
-    )
-    .expect("write tag");
-    home.executable(&target.join("release").join("cuba-exec"));
-    let run = home.setup_with(&target.join("release"), &["--client", "codex", "--dry-run"]);
-    assert_ok(&run);
-    assert!(run.err.contains("is a build directory"), "{}", run.err);
-    // An installed one is not.
-    let run = home.setup(&["--client", "codex", "--dry-run"]);
-    assert_ok(&run);
-    assert!(!run.err.contains("build directory"), "{}", run.err);
-}

@@ -201,6 +201,32 @@ impl Client {
         }
     }
 
+    /// The one thing to do that shows the client starts cuba-exec and sees its tools: a command
+    /// of the client's own that connects to its servers where it has one (checked against the
+    /// pinned clients), else where its UI shows them, else a request for the model.
+    pub fn proof(self) -> &'static str {
+        const ASK: &str = "ask it to \"run `echo cuba-exec works` with the cuba-exec run tool\"";
+        match self {
+            Client::ClaudeCode => "`claude mcp list` shows \"cuba-exec: … ✔ Connected\"",
+            Client::ClaudeDesktop => "Settings → Developer lists cuba-exec as running",
+            Client::Cursor => "Cursor Settings → MCP lists cuba-exec, enabled, with its tools",
+            Client::Vscode => "Command Palette → \"MCP: List Servers\" shows cuba-exec running",
+            // `codex mcp list` reads the file only; `/mcp` in a session lists the tools it got.
+            Client::Codex => "type /mcp in a codex session: cuba-exec lists run, start, …",
+            // In a folder Gemini CLI does not trust, user-level servers are shown disabled.
+            Client::Gemini => {
+                "`gemini mcp list` in a trusted folder shows \"cuba-exec … Connected\""
+            }
+            Client::Opencode => "`opencode mcp list` shows \"✓ cuba-exec connected\"",
+            Client::Windsurf => "Windsurf Settings → Cascade → MCP servers lists cuba-exec's tools",
+            Client::Zed => "the Agent panel's settings show cuba-exec with a green dot",
+            // `copilot mcp list` and `cline config mcp` read the file only.
+            Client::Copilot | Client::Cline => ASK,
+            Client::Kilo => "`kilo mcp list` shows \"✓ cuba-exec connected\"",
+            Client::Qwen => "`qwen mcp list` shows \"✓ cuba-exec … Connected\"",
+        }
+    }
+
     pub fn format(self) -> Format {
         let json = |container, jsonc| Format::Json { container, jsonc };
         match self {

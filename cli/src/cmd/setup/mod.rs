@@ -145,6 +145,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if changed {
         outln!("\nRestart those clients (or reload their MCP servers) to pick up the change.")?;
     }
+    // After a real write (or a file already right), what shows each client runs the server.
+    let set_up: Vec<Client> = results
+        .iter()
+        .filter(|(_, _, r)| {
+            matches!(r, Ok(o) if matches!(o.status, Status::Written | Status::Updated | Status::Unchanged))
+        })
+        .map(|(c, _, _)| *c)
+        .collect();
+    if !set_up.is_empty() && plan.server.is_some() && !plan.dry_run {
+        outln!("\nTo see that it works:")?;
+        for client in set_up {
+            outln!("  {:<15} {}", client.name(), client.proof())?;
+        }
+    }
     Ok(if failed {
         exit::failed()
     } else {
@@ -183,15 +197,10 @@ fn cuba_exec(bin_dir: Option<&Path>) -> Result<String> {
             .map(Path::to_path_buf)
             .ok_or_else(|| anyhow!("cannot tell where this cubactl is; pass --bin-dir DIR"))?,
     };
-    // Cargo marks its target directory (`target/CACHEDIR.TAG`): a clone's build, which `cargo
-    // clean` or removing the clone empties, and every client set up would lose its server.
-    if dir
-        .parent()
-        .is_some_and(|t| t.join("CACHEDIR.TAG").is_file())
-    {
+    if let Some(why) = passing(&dir) {
         eprintln!(
-            "cubactl: note: {} is a build directory, which `cargo clean` empties; install the \
-             programs where they stay (README, Install) and run that cubactl's setup",
+            "cubactl: note: {} is {why}; every client set up here would lose its server. \
+             Install the programs where they stay (docs/install.md) and run that cubactl's setup",
             dir.display()
         );
     }
@@ -209,6 +218,18 @@ fn cuba_exec(bin_dir: Option<&Path>) -> Result<String> {
             Path::new(&p).display()
         )
     })
+}
+
+/// Why `dir` may vanish under the clients configured to run from it: a build directory (Cargo
+/// marks its target directory with `CACHEDIR.TAG`, as uv marks its cache, where `uvx` unpacks a
+/// wheel) or npx's cache of packages it ran (`…/_npx/…`).
+fn passing(dir: &Path) -> Option<&'static str> {
+    if dir.components().any(|c| c.as_os_str() == "_npx") {
+        return Some("npx's cache, which `npm cache clean` and npm itself empty");
+    }
+    dir.ancestors()
+        .any(|a| a.join("CACHEDIR.TAG").is_file())
+        .then_some("a build or cache directory (it holds a CACHEDIR.TAG), which is emptied at will")
 }
 
 /// Windows: `path` without the `\\?\` that `canonicalize` puts before a drive letter, as people

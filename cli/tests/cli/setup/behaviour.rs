@@ -242,3 +242,61 @@ fn mode_kept_and_symlink_followed() {
         .is_some());
     assert_eq!(h.backups("dotfiles/claude.json").len(), 1);
 }
+
+#[test]
+fn each_client_set_up_is_told_how_to_see_it_work() {
+    let h = Home::new();
+    let run = h.setup(&["--dry-run", "--client", "claude-code", "--client", "codex"]);
+    assert_ok(&run);
+    assert!(!run.out.contains("To see that it works"), "{}", run.out);
+    for _ in 0..2 {
+        // Written, then unchanged: both runs end with the check for each client.
+        let run = h.setup(&["--client", "claude-code", "--client", "codex"]);
+        assert_ok(&run);
+        let (_, tail) = run
+            .out
+            .split_once("To see that it works:")
+            .unwrap_or_else(|| panic!("no checks: {}", run.out));
+        assert!(
+            tail.contains("claude-code") && tail.contains("`claude mcp list`"),
+            "{tail}"
+        );
+        assert!(tail.contains("codex") && tail.contains("/mcp"), "{tail}");
+        assert!(!tail.contains("cursor"), "{tail}");
+    }
+    let run = h.setup(&["--remove", "--client", "claude-code"]);
+    assert_ok(&run);
+    assert!(!run.out.contains("To see that it works"), "{}", run.out);
+}
+
+#[test]
+fn a_directory_that_may_vanish_is_named() {
+    let h = Home::new();
+    // A cargo target directory, a uv cache (CACHEDIR.TAG above the programs) and npx's cache.
+    for (dir, tag) in [
+        ("target/release", Some("target")),
+        ("uv/archive-v0/x/bin", Some("uv")),
+        (".npm/_npx/1a2b/node_modules/@cuba-exec/linux-x64/bin", None),
+    ] {
+        let bin = h.root.join(dir);
+        fs::create_dir_all(&bin).expect("mkdir");
+        h.executable(&bin.join("cuba-exec"));
+        if let Some(tag) = tag {
+            fs::write(
+                h.root.join(tag).join("CACHEDIR.TAG"),
+                "Signature: 8a477f597d28d172789f06886806bc55\n",
+            )
+            .expect("tag");
+        }
+        let run = h.setup_with(&bin, &["--dry-run", "--client", "cursor"]);
+        assert_ok(&run);
+        assert!(
+            run.err.contains("note:") && run.err.contains("docs/install.md"),
+            "{dir}: {}",
+            run.err
+        );
+    }
+    let run = h.setup(&["--dry-run", "--client", "cursor"]);
+    assert_ok(&run);
+    assert!(!run.err.contains("note:"), "{}", run.err);
+}
