@@ -1,6 +1,6 @@
 //! The receiving side of requests: routing reply frames to the request awaiting them, a
 //! request's stream of frames (cancelled when dropped), `Run`'s two-part reply and resumable
-//! subscriptions.
+//! subscriptions (a followed event log among them).
 
 use std::sync::Mutex;
 
@@ -132,6 +132,9 @@ impl Subscription {
                 (Some(Ok(Response::Output(out))), Request::Follow(follow)) => {
                     follow.since = Some(out.next);
                 }
+                (Some(Ok(Response::Events(batch))), Request::Events(events)) => {
+                    events.since = Some(batch.next);
+                }
                 (Some(Err(ClientError::Closed)), _) if self.stream.client.is_alive() => {
                     // The daemon still streams the old request: stop it.
                     self.stream.client.cancel(self.stream.id);
@@ -151,6 +154,23 @@ impl Subscription {
                 _ => {}
             }
             return frame;
+        }
+    }
+}
+
+/// A followed event log ([`Client::follow_events`]): its batches, resumed from the last cursor
+/// if the reader fell behind. Dropping it cancels the request.
+pub struct EventFeed {
+    pub(super) sub: Subscription,
+}
+
+impl EventFeed {
+    /// The next batch; `None` once the daemon ended the stream (it shuts down).
+    pub async fn next(&mut self) -> Option<Result<EventBatch, ClientError>> {
+        match self.sub.next().await? {
+            Ok(Response::Events(batch)) => Some(Ok(batch)),
+            Ok(other) => Some(Err(unexpected(other))),
+            Err(e) => Some(Err(e)),
         }
     }
 }

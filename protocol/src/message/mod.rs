@@ -10,6 +10,7 @@ mod ask;
 mod control;
 mod daemon;
 mod error;
+mod event;
 mod hello;
 mod output;
 mod process;
@@ -23,6 +24,7 @@ pub use ask::*;
 pub use control::*;
 pub use daemon::*;
 pub use error::*;
+pub use event::*;
 pub use hello::*;
 pub use output::*;
 pub use process::*;
@@ -42,7 +44,7 @@ pub struct RequestFrame {
 }
 
 /// A response to the request with the same id. Most requests get exactly one; streaming
-/// requests ([`Request::Follow`], [`Request::WatchTable`]) get a series ending with
+/// requests ([`Request::Follow`], [`Request::WatchTable`], [`Request::Events`]) get a series ending with
 /// [`Response::End`] (or [`Response::Error`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct ResponseFrame {
@@ -143,6 +145,13 @@ pub enum Request {
     /// Whether this connection may do a person's verb the client carries out itself.
     /// Answered by [`Response::Ok`], or refused from inside a process tree.
     Authorize(Verb),
+    /// The event log: one [`Response::Events`] batch, or with `follow` a stream of them (the
+    /// backlog, then each new batch) until cancelled, then `End`. A confined caller sees only
+    /// the events of its own processes.
+    Events(EventsRequest),
+    /// Watch a running process's output for a pattern: each new matching line is an event.
+    /// Answered by [`Response::Ok`].
+    Notify(NotifyRequest),
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -185,4 +194,6 @@ pub enum Response {
     /// An [`Request::Upgrade`] accepted: the daemon hands over now; what the new program
     /// will read differently from the settings files.
     Upgrading(Changes),
+    /// Events of the log ([`Request::Events`]).
+    Events(EventBatch),
 }

@@ -333,13 +333,63 @@ fn golden_output_response() {
 }
 
 #[test]
+fn golden_events_request_and_batch() {
+    let request = RequestFrame {
+        id: 7,
+        request: Request::Events(EventsRequest {
+            since: Some(5),
+            follow: true,
+            id: None,
+            max: 0,
+        }),
+    };
+    golden_request(
+        &request,
+        &[
+            "07",    // id
+            "20",    // Request::Events (32)
+            "01 05", // since Some(5)
+            "01",    // follow
+            "00",    // id None
+            "00",    // max 0
+        ],
+    );
+    let batch = ResponseFrame {
+        id: 4,
+        response: Response::Events(EventBatch {
+            events: vec![Event {
+                seq: 9,
+                at_ms: 100,
+                id: Some(3),
+                kind: EventKind::PortOpened { port: 8080 },
+            }],
+            next: 10,
+            lost: 0,
+        }),
+    };
+    golden_response(
+        &batch,
+        &[
+            "04",      // id
+            "14",      // Response::Events (20)
+            "01",      // one event
+            "09 64",   // seq 9, at_ms 100
+            "01 03",   // id Some(3)
+            "04",      // EventKind::PortOpened
+            "fb 1f90", // port 8080
+            "0a 00",   // next 10, lost 0
+        ],
+    );
+}
+
+#[test]
 fn golden_handshake_hello() {
     let frame = handshake::encode_hello(&hello()).unwrap();
     assert_bytes(
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000013",          // protocol version 19, fixed u32 big-endian
+            "00000014",          // protocol version 20, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -360,7 +410,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000013",      // protocol version 19
+            "00000014",      // protocol version 20
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -371,10 +421,10 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000013 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000014 00000063", "01", "6e6f"]);
     // Another user's peer: status 2, known by it and not by the reason's words.
     let theirs = handshake::encode_refusal_of_another_user(99, "no");
-    assert_bytes(&theirs, &["43554241 00000013 00000063", "02", "6e6f"]);
+    assert_bytes(&theirs, &["43554241 00000014 00000063", "02", "6e6f"]);
     assert!(matches!(
         handshake::decode_welcome(&theirs),
         Err(handshake::HandshakeError::AnotherUser(r)) if r == "no"

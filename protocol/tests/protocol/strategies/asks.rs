@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::{bytes, text};
 
-fn ask_kind() -> impl Strategy<Value = AskKind> {
+pub(super) fn ask_kind() -> impl Strategy<Value = AskKind> {
     prop_oneof![
         Just(AskKind::Command),
         Just(AskKind::Exec),

@@ -1,6 +1,7 @@
 //! proptest strategies for the message types: every `Request` and `Response` variant.
 
 mod asks;
+mod events;
 
 use std::ffi::OsString;
 
@@ -304,6 +305,7 @@ pub fn request() -> BoxedStrategy<Request> {
             .prop_map(|binary| Request::Upgrade(UpgradeRequest { binary }))
             .boxed(),
         asks::request(),
+        events::request(),
     ]
     .boxed()
 }
@@ -525,6 +527,7 @@ pub fn response() -> BoxedStrategy<Response> {
             .prop_map(|reason| Response::Closing { reason })
             .boxed(),
         asks::response(),
+        events::response(),
     ]
     .boxed()
 }
