@@ -10,6 +10,7 @@
 //! - [`keys`] and [`signal`]: key and signal names as people and agents write them.
 //! - [`os_text`]: paths and environments on the wire, the same bytes from every OS.
 //! - [`private`]: each program keeps its memory and descriptors from the user's other processes.
+//! - `ports` (Linux): the TCP ports a set of processes listens on.
 
 #![warn(clippy::unwrap_used)]
 
@@ -21,6 +22,8 @@ pub mod keys;
 pub mod message;
 pub mod os_text;
 pub mod paths;
+#[cfg(target_os = "linux")]
+pub mod ports;
 pub mod private;
 pub mod procargs;
 #[cfg(unix)]
@@ -39,7 +42,7 @@ pub mod win;
 pub mod wire;
 
 pub use message::*;
-pub use time::{now_ms, start_grace_ms};
+pub use time::{format_utc_ms, now_ms, start_grace_ms};
 
 /// Bumped on any change to the wire format or the message types.
 pub const PROTOCOL_VERSION: u32 = 20;
