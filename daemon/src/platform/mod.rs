@@ -26,6 +26,7 @@
 //! - [`transport`]: the clients' connections (a Unix socket; a named pipe on Windows) and the
 //!   system's word on each peer.
 //! - [`capability`]: what this OS's daemon offers, and the refusal of what it does not.
+//! - [`ports`]: the TCP ports a tree listens on (Linux; none reported elsewhere).
 //!
 //! `linux/` and `macos/` implement every concern; `fallback/` has portable versions of
 //! [`descriptors`] and [`memory`] for any other OS. `windows/` implements [`proc`], [`signal`],
@@ -56,6 +57,7 @@ pub use macos::{
     cgroup, descriptors, input, limits, memory, pipe, proc, process, sandbox, signal, terminal,
 };
 pub mod capability;
+pub mod ports;
 #[cfg(any(test, target_os = "macos"))]
 mod seatbelt;
 mod start_time;

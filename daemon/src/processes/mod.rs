@@ -1,8 +1,9 @@
 //! Running processes: the launch of a record's process through its layers (`launch`), the
 //! supervisor that owns it until its end (`supervise`), and shells that run commands one after
-//! another (`session`).
+//! another (`session`), and the watcher of the ports running trees listen on (`ports`).
 
 pub(crate) mod launch;
+pub(crate) mod ports;
 #[cfg(unix)]
 pub(crate) mod session;
 #[cfg(windows)]

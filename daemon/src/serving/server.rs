@@ -27,6 +27,7 @@ use crate::serving::handover::{self, Inherited};
 pub use crate::serving::takeover::Handed;
 use crate::serving::takeover::Takeover;
 use crate::state::audit::Audit;
+use crate::state::events::Ring;
 use crate::state::journal::Journal;
 use crate::state::record::{Control, StopCause};
 use crate::state::restore;
@@ -51,6 +52,7 @@ pub async fn run(
         "cubad {} ready", cuba_protocol::VERSION
     );
     let pruner = tokio::spawn(prune_expired(d.clone()));
+    let ports = tokio::spawn(crate::processes::ports::watch(d.table().clone()));
     let mut conns = JoinSet::new();
     let slots = Slots::new(d.config().max_connections);
     tokio::pin!(shutdown);
@@ -79,6 +81,7 @@ pub async fn run(
     tracing::info!("shutting down");
     d.shutdown().cancel();
     pruner.abort();
+    ports.abort();
     stop_all(&d).await;
     d.launcher().remove_cgroups();
     let _ = timeout_at(Instant::now() + Duration::from_secs(2), async {
@@ -112,13 +115,24 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     let state = StateDir::new(config.state_dir.clone());
     let instance = instance_id(&state)?;
     let journal_path = state.journal();
-    let loaded = Journal::load(&journal_path)
+    let mut loaded = Journal::load(&journal_path)
         .with_context(|| format!("cannot read {}", journal_path.display()))?;
     let (handed_ids, handed_leaves) = taken.kept();
+    // Running under the daemon that stopped: the restore ends them `lost`, an event each.
+    let lost: Vec<u64> = (loaded.records.iter())
+        .filter(|(id, r)| !r.info.state.is_finished() && !handed_ids.contains(id))
+        .map(|(id, _)| *id)
+        .collect();
+    let ring = Ring::new(
+        config.events_keep,
+        std::mem::take(&mut loaded.events),
+        loaded.next_seq,
+    );
+    let ring = taken.events(ring);
     let (mut contents, mut records) = restore::restore(&state, config.grace, loaded, &handed_ids);
     let adopted = taken.records(&mut contents, &mut records, exits);
     let next_id = contents.next_id;
-    let journal = Journal::create(journal_path.clone(), &records, next_id)
+    let journal = Journal::create(journal_path.clone(), &records, next_id, &ring.kept())
         .with_context(|| format!("cannot write {}", journal_path.display()))?;
     let limiter = Limiter::setup(&config.limits)
         .context("the configured resource limits cannot be applied")?;
@@ -142,6 +156,10 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         max_finished: config.max_finished,
     };
     let table = Arc::new(Table::new(settings, contents, journal, audit));
+    table.events().restore(ring);
+    for p in lost.iter().filter_map(|id| table.get(*id).ok()) {
+        table.exited(&p);
+    }
     table.tokens().import(taken.tokens());
     let defaults = (
         config.grace,

@@ -1,7 +1,7 @@
 //! What an earlier program of this pid handed over at an in-place upgrade (`handover/`), taken
 //! into the start-up: its processes' records, their exits (the reaper waits for them from the
-//! first moment), the request tokens and the ids. On Windows, which has no in-place upgrade,
-//! there is never anything to take over.
+//! first moment), the request tokens, the ids and the event log's next seq. On Windows, which
+//! has no in-place upgrade, there is never anything to take over.
 
 use std::collections::HashSet;
 
@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 
 use crate::platform::Exit;
 use crate::serving::daemon::Daemon;
+use crate::state::events::Ring;
 use crate::state::journal;
 use crate::state::record::Writer;
 use crate::state::table::Contents;
@@ -77,6 +78,15 @@ mod unix {
                 .filter_map(|p| p.cgroup.map(|s| s.leaf))
                 .collect();
             (ids, leaves)
+        }
+
+        /// The event log as the journal held it, going on past every seq the earlier
+        /// program gave.
+        pub fn events(&self, ring: Ring) -> Ring {
+            match &self.header {
+                Some(h) => ring.at_least(h.events_next),
+                None => ring,
+            }
         }
 
         pub fn tokens(&mut self) -> Vec<Exported> {
@@ -176,6 +186,10 @@ mod windows {
 
         pub fn tokens(&mut self) -> Vec<Exported> {
             Vec::new()
+        }
+
+        pub fn events(&self, ring: Ring) -> Ring {
+            ring
         }
 
         pub fn records(

@@ -1,5 +1,6 @@
-//! The journal: one JSON line per start, end and prune, in the state directory, so a restarted
-//! daemon still lists finished records (and finds the trees a dead daemon left running).
+//! The journal: one JSON line per start, end, prune and event of the event log, in the state
+//! directory, so a restarted daemon still lists finished records (and finds the trees a dead
+//! daemon left running) and its event log goes on where it stopped.
 //!
 //! Appends are plain `write(2)`s of whole lines (a daemon killed with SIGKILL loses nothing the
 //! kernel already has); a torn last line is skipped on load. The journal is compacted at start-up
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use cuba_protocol::safe_dir::Dir;
-use cuba_protocol::{safe_fs, ProcState, ProcessInfo, Signal};
+use cuba_protocol::{safe_fs, Event, ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
 use crate::parts::output::Inline;
@@ -60,7 +61,27 @@ enum Entry {
         id: u64,
         output: Inline,
     },
+    /// An event of the event log (`state::events`).
+    Event(Logged),
 }
+
+/// An event as the log keeps it: with the confined caller its process was started for, so a
+/// restart widens nobody's view.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Logged {
+    pub event: Event,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+/// [`Entry::Event`] as it is written: borrowed.
+#[derive(Serialize)]
+enum EventRef<'a> {
+    Event(&'a Logged),
+}
+
+/// Most events a load keeps (the highest `events_keep` allowed): the log keeps its own last N.
+pub const MAX_EVENTS: usize = 65_536;
 
 /// [`Entry::Start`] as it is written: the record borrowed, not copied (the same line).
 #[derive(Serialize)]
@@ -125,6 +146,9 @@ impl Writer {
 pub struct Loaded {
     pub records: BTreeMap<u64, Record>,
     pub next_id: u64,
+    /// The last events (at most [`MAX_EVENTS`]), oldest first, and the seq after the highest.
+    pub events: VecDeque<Logged>,
+    pub next_seq: u64,
 }
 
 impl End {
@@ -158,6 +182,8 @@ fn load(path: &Path) -> io::Result<Loaded> {
     let mut loaded = Loaded {
         records: BTreeMap::new(),
         next_id: 1,
+        events: VecDeque::new(),
+        next_seq: 1,
     };
     let file = match safe_fs::open_read(path) {
         Ok(f) => f,
@@ -198,6 +224,20 @@ fn load(path: &Path) -> io::Result<Loaded> {
                     rec.output = Some(output);
                 }
             }
+            Entry::Event(logged) => {
+                loaded.next_seq = loaded.next_seq.max(logged.event.seq + 1);
+                // In order as written; one out of order (never written so) is kept out.
+                if loaded
+                    .events
+                    .back()
+                    .is_none_or(|last| last.event.seq < logged.event.seq)
+                {
+                    loaded.events.push_back(logged);
+                }
+                if loaded.events.len() > MAX_EVENTS {
+                    loaded.events.pop_front();
+                }
+            }
         }
     }
     Ok(loaded)
@@ -220,8 +260,9 @@ impl Journal {
         path: PathBuf,
         records: &BTreeMap<u64, Record>,
         next_id: u64,
+        events: &[Logged],
     ) -> io::Result<Journal> {
-        let writer = match Self::rewrite(&path, records, next_id, &[]) {
+        let writer = match Self::rewrite(&path, (records, events), next_id, &[]) {
             Ok(lines) => Writer::new(safe_fs::open_append(&path)?, lines),
             Err(e) => {
                 // A full disk: the journal as it was still says what it said; go on appending
@@ -243,7 +284,7 @@ impl Journal {
 
     fn rewrite(
         path: &Path,
-        records: &BTreeMap<u64, Record>,
+        (records, events): (&BTreeMap<u64, Record>, &[Logged]),
         next_id: u64,
         then: &[Vec<u8>],
     ) -> io::Result<u64> {
@@ -264,6 +305,9 @@ impl Journal {
             for rec in records.values() {
                 out.write_all(&line(&StartRef::Start(rec))?)?;
             }
+            for logged in events {
+                out.write_all(&line(&EventRef::Event(logged))?)?;
+            }
             for l in then {
                 out.write_all(l)?;
             }
@@ -275,7 +319,7 @@ impl Journal {
             let _ = dir.remove(tmp_name);
             return Err(e);
         }
-        Ok(records.len() as u64 + 1 + then.len() as u64)
+        Ok((records.len() + events.len() + then.len()) as u64 + 1)
     }
 
     /// Appends `entry` after any held back; what the file does not take now is held back
@@ -316,6 +360,23 @@ impl Journal {
         }
     }
 
+    /// Appends an event of the log. While the disk refuses lines (a backlog is held), events
+    /// are dropped rather than held: the backlog's room is for the process records, which a
+    /// restart needs; the event log only misses them (and keeps its seq: see `state::events`).
+    pub fn event(&self, logged: &Logged) -> bool {
+        if !self
+            .file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .backlog
+            .is_empty()
+        {
+            return false;
+        }
+        self.append(&EventRef::Event(logged));
+        true
+    }
+
     pub fn started(&self, rec: &Record) {
         self.append(&StartRef::Start(rec));
     }
@@ -333,6 +394,12 @@ impl Journal {
     /// snapshot of them is to be taken now and given to [`Journal::compact`].
     pub fn pruned(&self, ids: Vec<u64>, live: usize) -> bool {
         self.append(&Entry::Prune(ids));
+        self.due(live)
+    }
+
+    /// Whether the journal has grown well past the `live` lines (records and events kept):
+    /// then a snapshot is to be taken now and given to [`Journal::compact`].
+    pub fn due(&self, live: usize) -> bool {
         let mut w = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let due = w.since.is_none() && (w.lines >= 1000 + 4 * live as u64 || !w.backlog.is_empty());
         if due {
@@ -344,14 +411,14 @@ impl Journal {
     /// Rewrites the journal as `records` (the snapshot taken when [`Journal::pruned`] said so)
     /// and `next_id`, then the lines appended since. Blocking (the copy is synced): run off the
     /// runtime. Appends meanwhile wait for it.
-    pub fn compact(&self, records: &BTreeMap<u64, Record>, next_id: u64) {
+    pub fn compact(&self, (records, events): (&BTreeMap<u64, Record>, &[Logged]), next_id: u64) {
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let Some(since) = guard.since.take() else {
             return;
         };
         // A rewrite holds every live record's state and what came after: it replaces whatever
         // was held back.
-        let reopened = Self::rewrite(&self.path, records, next_id, &since)
+        let reopened = Self::rewrite(&self.path, (records, events), next_id, &since)
             .and_then(|n| Ok(Writer::new(safe_fs::open_append(&self.path)?, n)));
         match reopened {
             Ok(writer) => {
@@ -374,7 +441,7 @@ mod tests {
     fn entries_a_full_disk_refuses_are_held_back_and_written_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1).unwrap();
+        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1, &[]).unwrap();
         let real = {
             let mut w = journal.file.lock().unwrap();
             // /dev/full refuses every write with ENOSPC, as a full disk does.
@@ -416,7 +483,7 @@ mod tests {
     fn a_compaction_keeps_what_was_appended_after_its_snapshot() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1).unwrap();
+        let journal = Journal::create(path.clone(), &BTreeMap::new(), 1, &[]).unwrap();
         for id in 1..=1100 {
             journal.started(&record(id));
         }
@@ -426,7 +493,7 @@ mod tests {
         let snapshot = BTreeMap::from([(1100, record(1100))]);
         // Appended before the compaction ran (it runs off the runtime).
         journal.started(&record(1101));
-        journal.compact(&snapshot, 1101);
+        journal.compact((&snapshot, &[]), 1101);
         journal.started(&record(1102));
         let loaded = Journal::load(&path).unwrap();
         let ids: Vec<u64> = loaded.records.keys().copied().collect();

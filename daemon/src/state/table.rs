@@ -1,7 +1,7 @@
 //! The process table: every record by id, behind one std Mutex that is never held across an
 //! `.await`. Its fields are private; records are reserved, found, finished and pruned through
-//! this API, and the one [`Table::finish`] path writes the journal, the audit line and the
-//! notifications for every end.
+//! this API, and the one [`Table::finish`] path writes the journal, the audit line, the event
+//! and the notifications for every end.
 //!
 //! Lock order: the table's lock, then a record's (`Proc::lock`), never the other way round;
 //! neither is held while the journal or the audit log writes.
@@ -9,13 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cuba_protocol::{now_ms, ClientInfo, ErrorKind, ProcKind, ProtocolError};
+use cuba_protocol::{now_ms, ClientInfo, ErrorKind, EventKind, ProcKind, ProtocolError};
 use tokio::sync::watch;
 
 use crate::parts::output::{Output, Spool};
 use crate::parts::tree::{Scope, Tracked};
 use crate::state::audit::{Audit, Peer};
-use crate::state::journal::{Journal, Record};
+use crate::state::events::{Events, Ring};
+use crate::state::journal::{Journal, Logged, Record};
 use crate::state::record::{Outcome, Proc, ProcData, Writer};
 use crate::state::state_dir::StateDir;
 use crate::state::tokens::{Done, Tokens};
@@ -60,6 +61,8 @@ pub struct Table {
     changed: watch::Sender<()>,
     journal: Arc<Journal>,
     audit: Audit,
+    /// The event log, persisted with the journal.
+    events: Arc<Events>,
     /// The request tokens of records (and stdin writes to them), dropped with their record.
     tokens: Tokens,
 }
@@ -92,14 +95,42 @@ impl Table {
                 tokens.remember(stamp, Done::Record { id: *id, existing });
             }
         }
+        let journal = Arc::new(journal);
+        let ring = Ring::new(crate::state::events::KEEP, Default::default(), 1);
         Table {
             settings,
             contents: Mutex::new(contents),
             changed: watch::Sender::new(()),
-            journal: Arc::new(journal),
+            events: Arc::new(Events::new(journal.clone(), ring)),
+            journal,
             audit,
             tokens,
         }
+    }
+
+    /// The event log.
+    pub fn events(&self) -> &Arc<Events> {
+        &self.events
+    }
+
+    /// Logs `kind` about record `p` (seen by whoever may see `p`).
+    pub fn event(&self, p: &Proc, kind: EventKind) {
+        let tenant = p.lock().tenant.clone();
+        self.events.emit(Some(p.id), tenant.as_deref(), kind);
+    }
+
+    /// Logs that `p` ended, as its row says.
+    pub fn exited(&self, p: &Proc) {
+        let info = p.info();
+        let (state, exit_code, signal) = (info.state, info.exit_code, info.signal);
+        self.event(
+            p,
+            EventKind::Exited {
+                state,
+                exit_code,
+                signal,
+            },
+        );
     }
 
     pub fn tokens(&self) -> &Tokens {
@@ -219,6 +250,11 @@ impl Table {
         let running = contents.running;
         let max = self.settings.max_procs;
         if new.kind != ProcKind::InSession && running >= max {
+            drop(contents);
+            let detail = format!("refused `{}`: {running} processes running", new.command);
+            let limit = "max_procs".to_string();
+            let kind = EventKind::LimitHit { limit, detail };
+            self.events.emit(None, new.tenant.as_deref(), kind);
             return Err(ProtocolError::new(
                 ErrorKind::Limit,
                 format!(
@@ -272,6 +308,13 @@ impl Table {
             (rec.snapshot(), rec.token, rec.unresolved.clone(), tenant)
         };
         self.audit.allowed((client, peer), &info, &unresolved);
+        // A record that failed to start is journalled as started too, but never ran.
+        if info.pid != 0 {
+            let (command, name) = (info.command.clone(), info.name.clone());
+            let tenant = tenant.as_deref();
+            let kind = EventKind::Started { command, name };
+            self.events.emit(Some(p.id), tenant, kind);
+        }
         self.journal.started(&Record {
             marker: self.marker(p.id),
             info,
@@ -324,6 +367,7 @@ impl Table {
         let info = p.info();
         self.journal.ended(&info);
         self.audit.ended(&info);
+        self.exited(p);
         p.notify();
         self.changed();
         true
@@ -342,8 +386,13 @@ impl Table {
         kept
     }
 
-    /// Live records as the journal keeps them (for compaction).
-    fn records(&self) -> (BTreeMap<u64, Record>, u64) {
+    /// Live records and the events kept, as the journal keeps them (for compaction).
+    fn records(&self) -> ((BTreeMap<u64, Record>, Vec<Logged>), u64) {
+        let (records, next_id) = self.rows();
+        ((records, self.events.kept()), next_id)
+    }
+
+    fn rows(&self) -> (BTreeMap<u64, Record>, u64) {
         let contents = self.lock();
         let records = contents
             .procs
@@ -430,7 +479,7 @@ pub mod tests {
     /// A table with room for `max_procs` in a fresh state directory.
     pub fn table(dir: &Path, max_procs: usize) -> Table {
         let state = StateDir::new(dir.to_path_buf());
-        let journal = Journal::create(state.journal(), &BTreeMap::new(), 1).unwrap();
+        let journal = Journal::create(state.journal(), &BTreeMap::new(), 1, &[]).unwrap();
         let audit = Audit::new(state.audit(), false, 1 << 20);
         let settings = Settings {
             state,
@@ -541,6 +590,7 @@ pub mod tests {
                 StateDir::new(other.path().to_path_buf()).journal(),
                 &BTreeMap::new(),
                 1,
+                &[],
             )
             .unwrap(),
             Audit::new(
@@ -634,7 +684,7 @@ pub mod tests {
         let again = Table::new(
             again.settings.clone(),
             restored,
-            Journal::create(other.path().join("j"), &BTreeMap::new(), 9).unwrap(),
+            Journal::create(other.path().join("j"), &BTreeMap::new(), 9, &[]).unwrap(),
             Audit::new(other.path().join("a"), false, 1 << 20),
         );
         let claim = again.tokens().claim(stamp).await.unwrap();

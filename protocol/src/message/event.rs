@@ -55,7 +55,11 @@ pub enum EventKind {
         what: String,
     },
     /// It was answered; `by`: who (a person's name, or `nobody` for the approval timeout).
-    AskAnswered { ask: u64, approved: bool, by: String },
+    AskAnswered {
+        ask: u64,
+        approved: bool,
+        by: String,
+    },
 }
 
 impl EventKind {

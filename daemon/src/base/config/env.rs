@@ -41,6 +41,10 @@ impl Config {
         if let Some(n) = count("CUBA_EXEC_MAX_FINISHED")? {
             self.max_finished = n;
         }
+        if let Some(n) = count("CUBA_EXEC_EVENTS_KEEP")? {
+            // The log holds at most 65536 (what the journal loads back).
+            self.events_keep = n;
+        }
         if let Some(n) = count("CUBA_EXEC_MAX_CONNECTIONS")? {
             self.max_connections = n;
         }

@@ -35,6 +35,9 @@ pub struct Config {
     pub ttl: Duration,
     /// Most finished records kept; beyond it the oldest are pruned before their `ttl`.
     pub max_finished: usize,
+    /// Events the event log keeps (the oldest go first; a reader further behind is told how
+    /// many it lost).
+    pub events_keep: usize,
     /// Most client connections at once; the next is refused at the handshake.
     pub max_connections: usize,
     /// A connection with no request in flight for this long is closed (clients reconnect).
@@ -133,6 +136,7 @@ impl Config {
             spool_cap: 64 * 1024 * 1024,
             ttl: Duration::from_secs(3600),
             max_finished: 1000,
+            events_keep: 4096,
             max_connections: 512,
             idle_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),

@@ -61,6 +61,11 @@ impl Supervisor<'_> {
     #[cfg(unix)]
     pub(super) fn command_timeout(&mut self, id: u64) {
         let grace = Some(self.grace);
+        if let Ok(cmd) = self.table.get(id) {
+            let limit = cmd.lock().info().timeout_ms.unwrap_or(0);
+            let detail = format!("ran past its timeout of {limit} ms: interrupted");
+            self.report_limit(&cmd, "timeout", detail);
+        }
         self.signal_command(id, Signal::Int, grace, Some(StopCause::Timeout));
     }
 

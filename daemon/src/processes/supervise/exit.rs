@@ -40,6 +40,7 @@ impl Supervisor<'_> {
         if let Some(cg) = &cgroup {
             // Read at the exit, before the row is final: the kernel counted its OOM kill.
             if let Some(why) = cg.oom_reason() {
+                self.report_limit(self.p, "memory", why.clone());
                 outcome.error = Some(why);
             }
             self.p.lock().set_usage(cg.final_usage());
@@ -87,6 +88,9 @@ impl Supervisor<'_> {
 
     /// Its hard time limit passed: the tree is stopped gracefully, and it ends `timed_out`.
     pub(super) fn timed_out(&mut self) {
+        let limit = self.p.lock().info().timeout_ms.unwrap_or(0);
+        let detail = format!("ran past its timeout of {limit} ms: stopped (TERM, then KILL)");
+        self.report_limit(self.p, "timeout", detail);
         self.mark_stopped(StopCause::Timeout);
         self.signal(Signal::Term, Some(self.grace));
     }

@@ -154,6 +154,7 @@ impl Supervisor<'_> {
                 });
                 if changed == Some(true) {
                     tracing::debug!(id = target.id, pid, "waiting for input");
+                    self.report_waiting(&target);
                     self.arm_orphan();
                     target.notify();
                     self.table.changed();

@@ -13,6 +13,7 @@ mod exit;
 mod input;
 mod orphan;
 mod read;
+mod report;
 mod route;
 mod timers;
 

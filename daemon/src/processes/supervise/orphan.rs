@@ -112,6 +112,12 @@ impl Supervisor<'_> {
             "stopping a command waiting for input whose MCP client has gone"
         );
         let grace = Some(self.grace);
+        let detail = format!(
+            "waited for input {} ms after its MCP client had gone, with nobody following it: \
+             stopped",
+            after_ms
+        );
+        self.report_limit(&target, "orphan_timeout", detail);
         if target.id == self.p.id {
             self.mark_stopped(cause);
             self.signal(Signal::Term, grace);

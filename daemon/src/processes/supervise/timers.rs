@@ -96,7 +96,9 @@ impl Supervisor<'_> {
         }
         if past(self.spill_at) {
             self.spill_at = None;
+            let dropped = self.p.lock().output.dropped();
             self.p.spill().await;
+            self.report_output_cap(dropped);
             if let Some(cmd) = self.write_target(None, |cmd| cmd.spill()) {
                 cmd.await;
             }

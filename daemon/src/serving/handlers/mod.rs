@@ -1,13 +1,15 @@
 //! Request handlers, one file per request (two for `Spawn`/`Ensure`, which share one path).
-//! Single-answer handlers return a `Response`; streaming ones (follow, watch, run) send frames
+//! Single-answer handlers return a `Response`; streaming ones (follow, watch, run, events) send frames
 //! through the [`Responder`] and end with their last.
 
 mod asks;
 mod bearer;
+mod events;
 mod follow;
 mod info;
 mod list;
 mod matcher;
+mod notify;
 mod person;
 mod policy_check;
 mod prune;
@@ -116,6 +118,8 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::TokenCheck(hash) => Ok(bearer::check(&d, &hash)),
         Request::HttpStop(pid) => person::http_stop(&d, &caller, pid),
         Request::Authorize(verb) => person::authorize(&d, &caller, verb),
+        Request::Events(r) => events::events(&d, &caller, r, &out).await,
+        Request::Notify(r) => notify::notify(&d, &caller, r),
         // The connection handles cancels itself; one that gets here had nothing to cancel.
         Request::Cancel(_) => Ok(Response::Ok),
     };
@@ -132,6 +136,7 @@ fn reachable(d: &Daemon, caller: &Caller, request: &Request) -> Result<(), Proto
         Request::Wait(r) => (r.id, None),
         Request::Follow(r) => (r.id, None),
         Request::Screen(r) => (r.id, None),
+        Request::Notify(r) => (r.id, None),
         Request::Stdin(r) => (r.id, Some(("send_input", "send input to"))),
         Request::Signal(r) => (r.id, Some(("send_signal", "signal"))),
         Request::Resize(r) => (r.id, Some(("resize", "resize the terminal of"))),

@@ -47,6 +47,9 @@ pub struct Header {
     /// The request tokens the daemon remembers: a retry after the upgrade is still answered
     /// with its first attempt's result.
     pub tokens: Vec<Exported>,
+    /// The seq the event log's next event gets (version 9): the new program loads the events
+    /// from the journal, but one the journal did not take (a full disk) has had its seq.
+    pub events_next: u64,
 }
 
 /// One running process as the new program takes it over.

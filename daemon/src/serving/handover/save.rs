@@ -271,6 +271,7 @@ fn write_and_exec(
         next_id: d.table().next_id(),
         procs: procs.len() as u32,
         tokens: d.table().tokens().export(),
+        events_next: d.table().events().next_seq(),
     };
     write_file(&mut file, &header, &procs)
         .map_err(|e| format!("cannot write the hand-over: {e}"))?;

@@ -6,7 +6,9 @@
 //! refuse answers from inside any process tree the daemon started.
 //!
 //! Each ask is shown on its record (`ProcessInfo::asks`) while it waits, and is an audit line
-//! when asked and when answered. Remembered approvals (`store.rs`) are asked about no more.
+//! and an event of the log when asked and when answered; the desktop notification
+//! (`notify.rs`) is a reader of that log. Remembered approvals (`store.rs`) are asked about no
+//! more.
 
 mod notify;
 mod store;
@@ -18,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cuba_protocol::{
-    now_ms, Ask, AskKind, ErrorKind, Pending, ProcState, ProtocolError, Remembered,
+    now_ms, Ask, AskKind, ErrorKind, EventKind, Pending, ProcState, ProtocolError, Remembered,
 };
 use tokio::sync::oneshot;
 
@@ -78,7 +80,7 @@ impl Asks {
         notify: Notify,
         runtime: tokio::runtime::Handle,
     ) -> Arc<Asks> {
-        Arc::new(Asks {
+        let asks = Arc::new(Asks {
             pending: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(1),
             store: Store::new(approvals),
@@ -86,7 +88,9 @@ impl Asks {
             notify,
             table,
             runtime,
-        })
+        });
+        notify::start(&asks);
+        asks
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
@@ -110,6 +114,10 @@ impl Asks {
         let mut pending = self.lock();
         pending.retain(|_, e| !e.process.lock().finished());
         if pending.len() >= MAX_PENDING {
+            drop(pending);
+            let limit = "pending_asks".to_string();
+            let detail = format!("refused a question: {MAX_PENDING} wait already");
+            self.table.event(p, EventKind::LimitHit { limit, detail });
             return Err(ProtocolError::new(
                 ErrorKind::Limit,
                 format!(
@@ -149,7 +157,15 @@ impl Asks {
         );
         drop(pending);
         self.table.audit().asked(&info, &ask);
-        notify::tell(&self.notify, &info, &ask);
+        let (kind, what) = (ask.kind, ask.what.clone());
+        self.table.event(
+            p,
+            EventKind::AskRaised {
+                ask: id,
+                kind,
+                what,
+            },
+        );
         self.table.changed();
         let (me, timeout) = (self.clone(), self.timeout);
         let process = p.clone();
@@ -191,6 +207,14 @@ impl Asks {
         self.table
             .audit()
             .answered(&info, &entry.ask, decision, (&who.by, &who.channel, reason));
+        let approved = matches!(answer, Answer::Approved | Answer::Secret(_));
+        let by = who.by.clone();
+        let answered = EventKind::AskAnswered {
+            ask: id,
+            approved,
+            by,
+        };
+        self.table.event(&entry.process, answered);
         let _ = entry.reply.send(answer);
         self.table.changed();
         Ok(())

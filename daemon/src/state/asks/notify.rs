@@ -2,13 +2,55 @@
 //! reachable), `osascript` (macOS), or the program `notify` names (run as `PROGRAM TITLE
 //! BODY`). It only tells the person that something waits and how to answer; it takes no answer.
 //! Started and left: the daemon's reaper collects it like any stray child.
+//!
+//! It is a reader of the event log, as any channel that tells a person is: it reacts to each
+//! `AskRaised` while that ask still waits.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Weak};
 
-use cuba_protocol::{Ask, AskKind, ProcessInfo};
+use cuba_protocol::{Ask, AskKind, EventKind, ProcessInfo};
 
+use super::Asks;
 use crate::base::config::Notify;
+use crate::state::events::View;
+
+/// Starts the reader of the log that notifies of each new question (none with `notify = off`).
+pub fn start(asks: &Arc<Asks>) {
+    if matches!(asks.notify, Notify::Off) {
+        return;
+    }
+    let log = asks.table.events().clone();
+    let mut changes = log.subscribe();
+    // New questions only: one asked before this start has no reader left to be told by.
+    let mut since = log.next_seq();
+    let weak: Weak<Asks> = Arc::downgrade(asks);
+    asks.runtime.spawn(async move {
+        while changes.changed().await.is_ok() {
+            let batch = log.read(Some(since), None, View::All, 0);
+            since = batch.next;
+            let Some(asks) = weak.upgrade() else { return };
+            for event in batch.events {
+                if let EventKind::AskRaised { ask, .. } = event.kind {
+                    told(&asks, ask);
+                }
+            }
+        }
+    });
+}
+
+/// Tells the person of ask `id` if it still waits.
+fn told(asks: &Asks, id: u64) {
+    let found = asks
+        .lock()
+        .get(&id)
+        .map(|e| (e.process.clone(), e.ask.clone()));
+    if let Some((process, ask)) = found {
+        let info = process.lock().snapshot();
+        tell(&asks.notify, &info, &ask);
+    }
+}
 
 /// The title and body for `ask` about `info`.
 fn text(info: &ProcessInfo, ask: &Ask) -> (String, String) {
@@ -74,7 +116,7 @@ fn command(setting: &Notify, title: &str, body: &str) -> Option<Command> {
 }
 
 /// Tells the person that `ask` about `info` waits for them.
-pub fn tell(setting: &Notify, info: &ProcessInfo, ask: &Ask) {
+fn tell(setting: &Notify, info: &ProcessInfo, ask: &Ask) {
     let (title, body) = text(info, ask);
     let Some(mut cmd) = command(setting, &title, &body) else {
         return;

@@ -52,6 +52,15 @@ impl Table {
                 .collect()
         };
         if removed.is_empty() {
+            // The event log grows the journal without any prune: it is compacted all the same.
+            let live = self.lock().procs.len() + self.events.kept_len();
+            if self.journal.due(live) {
+                let ((records, events), next_id) = self.records();
+                let journal = self.journal.clone();
+                crate::base::blocking::off_runtime(move || {
+                    journal.compact((&records, &events), next_id);
+                });
+            }
             return 0;
         }
         // Wake followers and waiters: the record is gone.
@@ -62,14 +71,14 @@ impl Table {
             .map(|&id| self.settings.state.spool(id))
             .collect();
         self.tokens.forget(&ids.iter().copied().collect());
-        let live = self.lock().procs.len();
+        let live = self.lock().procs.len() + self.events.kept_len();
         let compact = self.journal.pruned(ids, live).then(|| self.records());
         let journal = self.journal.clone();
         // The files' removal and a compaction (synced) off the runtime's thread.
         crate::base::blocking::off_runtime(move || {
             Spool::remove_all(&spools);
-            if let Some((records, next_id)) = compact {
-                journal.compact(&records, next_id);
+            if let Some(((records, events), next_id)) = compact {
+                journal.compact((&records, &events), next_id);
             }
         });
         self.changed();

@@ -10,19 +10,22 @@ use super::{asks::ask_kind, proc_state, signal, text};
 fn kind() -> impl Strategy<Value = EventKind> {
     prop_oneof![
         (text(), opt(text())).prop_map(|(command, name)| EventKind::Started { command, name }),
-        (proc_state(), opt(any::<i32>()), opt(signal())).prop_map(
-            |(state, exit_code, signal)| EventKind::Exited {
+        (proc_state(), opt(any::<i32>()), opt(signal())).prop_map(|(state, exit_code, signal)| {
+            EventKind::Exited {
                 state,
                 exit_code,
-                signal
+                signal,
             }
-        ),
+        }),
         text().prop_map(|prompt| EventKind::WaitingInput { prompt }),
         (text(), text()).prop_map(|(pattern, line)| EventKind::Matched { pattern, line }),
         any::<u16>().prop_map(|port| EventKind::PortOpened { port }),
         (text(), text()).prop_map(|(limit, detail)| EventKind::LimitHit { limit, detail }),
-        (any::<u64>(), ask_kind(), text())
-            .prop_map(|(ask, kind, what)| EventKind::AskRaised { ask, kind, what }),
+        (any::<u64>(), ask_kind(), text()).prop_map(|(ask, kind, what)| EventKind::AskRaised {
+            ask,
+            kind,
+            what
+        }),
         (any::<u64>(), any::<bool>(), text())
             .prop_map(|(ask, approved, by)| EventKind::AskAnswered { ask, approved, by }),
     ]
@@ -42,14 +45,18 @@ fn event() -> impl Strategy<Value = Event> {
 /// The requests of the event log.
 pub fn request() -> BoxedStrategy<Request> {
     prop_oneof![
-        (opt(any::<u64>()), any::<bool>(), opt(any::<u64>()), any::<u32>()).prop_map(
-            |(since, follow, id, max)| Request::Events(EventsRequest {
+        (
+            opt(any::<u64>()),
+            any::<bool>(),
+            opt(any::<u64>()),
+            any::<u32>()
+        )
+            .prop_map(|(since, follow, id, max)| Request::Events(EventsRequest {
                 since,
                 follow,
                 id,
                 max
-            })
-        ),
+            })),
         (any::<u64>(), text())
             .prop_map(|(id, pattern)| Request::Notify(NotifyRequest { id, pattern })),
     ]

@@ -1,0 +1,24 @@
+//! The TCP ports a process tree listens on: on Linux its members' socket inodes matched
+//! against the LISTEN rows of `/proc/PID/net/tcp{,6}` (read by `cuba_protocol::ports`, which
+//! `cubactl ps` uses too). Other OSes report none: the daemon logs no `PortOpened` there.
+
+/// Whether this OS reports listening ports at all.
+pub const REPORTED: bool = cfg!(target_os = "linux");
+
+/// The ports `pids` (one tree, its root first: its network namespace is the one read) listen
+/// on, each once.
+#[cfg(target_os = "linux")]
+pub fn listening(pids: &[i32]) -> Vec<u16> {
+    let mut ports: Vec<u16> = cuba_protocol::ports::listening(pids)
+        .iter()
+        .map(|a| a.port())
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn listening(_pids: &[i32]) -> Vec<u16> {
+    Vec::new()
+}
