@@ -54,6 +54,7 @@ Examples:
   cubactl --host build ps           the processes of host `build`, through its bridge (ssh)
   cubactl hosts                     every configured host: reachable, version, OS, shell
   cubactl ps --all-hosts            one table across this machine and every host
+  cubactl events -f                 what happens, as it happens (exits, prompts, ports …)
   cubactl approvals                 what waits for your answer (ask_commands …)
   cubactl approve 5 --always        let process 5 run, and its rule here from now on
   cubactl deny 5 --reason 'not on Friday'   refuse it; the agent is told why
@@ -162,6 +163,9 @@ enum Command {
     /// The daemon's command policy: `cubactl policy check 'CMD'` says whether it would run
     /// CMD, by which rule, and which sub-commands it saw.
     Policy(cmd::policy::Args),
+    /// The event log: processes started and ended, waiting for input, ports opened, limits
+    /// hit, questions asked and answered (`-f` follows it, `--json` for one object per line).
+    Events(cmd::events::Args),
     /// The audit log: every spawn decision and process end (`-f` follows it, `--json` for
     /// the raw lines).
     Audit(cmd::audit::Args),
@@ -251,6 +255,7 @@ async fn main() -> ExitCode {
         Command::Daemon(a) => cmd::daemon::run(&ctx, a).await,
         Command::Policy(a) => cmd::policy::run(&ctx, a).await,
         Command::Audit(a) => cmd::audit::run(&ctx, a).await,
+        Command::Events(a) => cmd::events::run(&ctx, a).await,
         Command::Hosts(a) => cmd::hosts::run(&ctx, a).await,
         Command::Bridge(a) => cmd::bridge::run(&ctx, a).await,
         Command::Setup(a) => cmd::setup::run(a),

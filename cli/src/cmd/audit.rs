@@ -230,7 +230,7 @@ impl Printer {
 }
 
 /// `MM-DD HH:MM:SS` in local time.
-fn local_time(ms: u64) -> String {
+pub(crate) fn local_time(ms: u64) -> String {
     let secs = (ms / 1000) as libc::time_t;
     // SAFETY: an all-zero `tm` is a valid value for localtime_r to overwrite.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod bridge;
 pub mod completions;
 pub mod daemon;
+pub mod events;
 pub mod hosts;
 pub mod http;
 pub mod info;
