@@ -9,6 +9,7 @@ mod cgroups;
 mod connections;
 mod descriptors;
 mod docs;
+mod events;
 mod exactly_once;
 mod exec_checks;
 mod exec_views;
