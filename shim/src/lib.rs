@@ -36,6 +36,7 @@ mod schema;
 mod server;
 mod spawn;
 pub mod stdio;
+mod tasks;
 mod tools;
 pub mod transport;
 pub mod view;

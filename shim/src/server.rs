@@ -13,9 +13,10 @@ use regex::Regex;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
@@ -105,7 +106,7 @@ impl CubaExec {
     }
 
     /// How replies are shaped for the client of `ctx`.
-    fn shape(&self, ctx: &RequestContext<RoleServer>) -> Shape {
+    pub(crate) fn shape(&self, ctx: &RequestContext<RoleServer>) -> Shape {
         let client = ctx.client_info();
         Shape::for_client(self.structured, client.as_ref().map(|c| c.name.as_str()))
     }
@@ -250,7 +251,7 @@ impl ServerHandler for CubaExec {
             .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         Ok(ListToolsResult {
             result_type: Some(rmcp::model::ResultType::COMPLETE),
-            tools: self.shape(&ctx).tools(self.tool_router.list_all()),
+            tools: crate::tasks::listed(&ctx, self.shape(&ctx).tools(self.tool_router.list_all())),
             meta: None,
             next_cursor: None,
             ttl_ms: cache.then_some(0),
@@ -263,10 +264,36 @@ impl ServerHandler for CubaExec {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("cuba-exec", cuba_protocol::VERSION))
         .with_instructions(self.instructions.to_string())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.task_state(request.task_id, &ctx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_answer(request.task_id, request.input_responses, &ctx)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_cancel(request.task_id, &ctx).await
     }
 
     async fn list_resources(

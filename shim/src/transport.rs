@@ -310,6 +310,50 @@ fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed")
 }
 
+/// The `_meta` key under which a listed tool carries its `execution` (SEP-2663's
+/// `taskSupport`), which rmcp's `Tool` has no field for: the listing puts it there and
+/// [`encode`] moves it to the tool's top level.
+pub const EXECUTION_META: &str = "cuba-exec/execution";
+
+/// A message as JSON. A tool listing's `execution`, parked in each tool's `_meta`, goes where
+/// the extension reads it; every other message is written as rmcp has it.
+fn encode(item: &TxJsonRpcMessage<RoleServer>) -> serde_json::Result<Vec<u8>> {
+    use rmcp::model::{JsonRpcMessage, ServerResult};
+    let listing = matches!(item, JsonRpcMessage::Response(r)
+        if matches!(&r.result, ServerResult::ListToolsResult(l)
+            if l.tools.iter().any(|t| t.meta.as_ref().is_some_and(|m| m.0.contains_key(EXECUTION_META)))));
+    if !listing {
+        return serde_json::to_vec(item);
+    }
+    let mut value = serde_json::to_value(item)?;
+    if let Some(tools) = value
+        .pointer_mut("/result/tools")
+        .and_then(Value::as_array_mut)
+    {
+        for tool in tools {
+            move_execution(tool);
+        }
+    }
+    serde_json::to_vec(&value)
+}
+
+/// `tool._meta[EXECUTION_META]` to `tool.execution` (and `_meta` dropped if nothing is left).
+fn move_execution(tool: &mut Value) {
+    let Some(tool) = tool.as_object_mut() else {
+        return;
+    };
+    let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(execution) = meta.remove(EXECUTION_META) else {
+        return;
+    };
+    if meta.is_empty() {
+        tool.remove("_meta");
+    }
+    tool.insert("execution".into(), execution);
+}
+
 impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for LineTransport<R> {
     type Error = io::Error;
 
@@ -321,7 +365,7 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for LineTransport<R> {
         async move {
             // Encoded here, in rmcp's send task, not in the writer: large replies are encoded
             // side by side.
-            let mut line = serde_json::to_vec(&item)?;
+            let mut line = encode(&item)?;
             line.push(b'\n');
             let out = out.ok_or_else(closed)?;
             out.send(line).await.map_err(|_| closed())

@@ -82,7 +82,7 @@ impl CubaExec {
 
     /// A read (`f` asks the daemon and changes nothing), on a new connection again if the
     /// connection was lost. Returns the connection used, for the calls that follow.
-    async fn ask<T, F, Fut>(
+    pub(crate) async fn ask<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
         host: Option<&str>,
@@ -124,7 +124,7 @@ impl CubaExec {
     /// carries a request token (`f` sends the same request each time), so it is repeated after
     /// any lost connection; a signal only if it never left. If the link gives up after it was
     /// sent, the failure says it may have been done.
-    async fn act<T, F, Fut>(
+    pub(crate) async fn act<T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
         host: Option<&str>,
@@ -147,7 +147,7 @@ impl CubaExec {
 
     /// The reply for `info` (read through `client`, on `host`) with its output from `since`
     /// (`ready`: output the caller already read, see [`fetch::output`]).
-    async fn process_reply(
+    pub(crate) async fn process_reply(
         &self,
         (client, host): (&Client, Option<&str>),
         info: &ProcessInfo,

@@ -3,8 +3,8 @@
 
 use cuba_protocol::client::Client;
 use cuba_protocol::{
-    ProcKind, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest, StreamFilter,
-    WaitRequest, WaitSpec,
+    ProcKind, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest,
+    StreamFilter, WaitReason, WaitRequest, WaitSpec,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult};
@@ -20,6 +20,7 @@ use crate::progress::{guarded, Guarded};
 use crate::reply::ProcessReply;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
+use crate::tasks;
 
 const DEFAULT_YIELD_MS: u64 = 10_000;
 
@@ -97,6 +98,13 @@ impl CubaExec {
             Settled::Ask(q) => return Ok(CallToolResponse::InputRequired(q)),
             Settled::Waited(w, note) => (*w, note),
         };
+        // Still running at the yield: a client that keeps tasks gets one instead of an id.
+        if w.reason == WaitReason::Timeout
+            && w.process.state == ProcState::Running
+            && tasks::declared(&ctx)
+        {
+            return Ok(self.task_for((&client, host), &w.process, 0).await);
+        }
         let mut process = w.process;
         // The notice is about this call (e.g. a session started again): keep it even if the
         // record no longer carries it.

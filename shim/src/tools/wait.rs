@@ -1,7 +1,7 @@
 //! `wait`: until a process exits, prints a line matching `until`, goes quiet, waits for input,
 //! or the time is up; then its new output (or screen). Waiting never stops the process.
 
-use cuba_protocol::{WaitReason, WaitRequest, WaitSpec};
+use cuba_protocol::{ProcState, WaitReason, WaitRequest, WaitSpec};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
@@ -17,6 +17,7 @@ use crate::progress::{guarded, Guarded};
 use crate::reply::ViewReply;
 use crate::schema::{input_schema, output_schema};
 use crate::server::CubaExec;
+use crate::tasks;
 
 const DEFAULT_WAIT_MS: u64 = 30_000;
 /// Clients commonly time requests out at 60 s: a wait never blocks longer than this.
@@ -81,6 +82,16 @@ impl CubaExec {
             Settled::Ask(q) => return Ok(CallToolResponse::InputRequired(q)),
             Settled::Waited(w, note) => (*w, note),
         };
+        // A plain wait for the end, still running at its time: a client that keeps tasks gets
+        // one. A wait for a line, a quiet spell or a screen answers as it always did.
+        let plain = req.spec.until.is_none() && req.spec.quiet_ms.is_none() && !screen;
+        if plain
+            && w.reason == WaitReason::Timeout
+            && w.process.state == ProcState::Running
+            && tasks::declared(&ctx)
+        {
+            return Ok(self.task_for((&client, host), &w.process, since).await);
+        }
         let mut reply = match screen {
             true => self.screen_reply(&client, host, &w.process).await?,
             false => {

@@ -17,6 +17,7 @@ mod mcp_idle;
 mod mcp_lost;
 mod mcp_policy;
 mod mcp_shared;
+mod mcp_tasks;
 mod mcp_terminals;
 mod mcp_tools;
 mod mcp_upgrade;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use cuba_exec::CubaExec;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, ProgressNotificationParam, Request, ServerResult,
 };
 use rmcp::service::{
@@ -30,6 +30,8 @@ pub struct Recorder {
     name: String,
     progress: mpsc::UnboundedSender<Progress>,
     elicit: Option<Elicit>,
+    /// Declares the tasks extension at `initialize`.
+    tasks: bool,
 }
 
 /// How a client answers the forms put to its user, and where it sends each form's message.
@@ -45,6 +47,12 @@ impl ClientHandler for Recorder {
         if self.elicit.is_some() {
             caps.elicitation =
                 Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        }
+        if self.tasks {
+            caps.extensions = ClientCapabilities::builder()
+                .enable_tasks()
+                .build()
+                .extensions;
         }
         ClientConfig::new(caps, Implementation::new(self.name.clone(), "0.0.1"))
     }
@@ -91,6 +99,7 @@ fn recorder(name: &str, elicit: Option<Elicit>) -> (Recorder, mpsc::UnboundedRec
         name: name.to_string(),
         progress: tx,
         elicit,
+        tasks: false,
     };
     (r, rx)
 }
@@ -119,12 +128,17 @@ pub async fn binary(t: &mut TestDir, name: &str, set: &[(&str, &str)]) -> Mcp {
 
 /// Like [`binary`], with the variables `unset` removed from the shim's environment.
 pub async fn binary_env(t: &mut TestDir, name: &str, set: &[(&str, &str)], unset: &[&str]) -> Mcp {
-    binary_with(t, name, set, unset, None).await
+    binary_with(t, name, set, unset, None, false).await
+}
+
+/// Like [`binary`], as a client that keeps long calls as tasks (it declares the extension).
+pub async fn binary_tasks(t: &mut TestDir, name: &str) -> Mcp {
+    binary_with(t, name, &[], &[], None, true).await
 }
 
 /// Like [`binary`], as a client that asks its user through `elicit`.
 pub async fn binary_eliciting(t: &mut TestDir, name: &str, elicit: Elicit) -> Mcp {
-    binary_with(t, name, &[], &[], Some(elicit)).await
+    binary_with(t, name, &[], &[], Some(elicit), false).await
 }
 
 async fn binary_with(
@@ -133,6 +147,7 @@ async fn binary_with(
     set: &[(&str, &str)],
     unset: &[&str],
     elicit: Option<Elicit>,
+    tasks: bool,
 ) -> Mcp {
     let mut cmd = t.client_command(super::shim_bin());
     for k in unset {
@@ -144,7 +159,8 @@ async fn binary_with(
     if let Some(pid) = transport.id() {
         t.kill_on_drop(pid as i32);
     }
-    let (handler, progress) = recorder(name, elicit);
+    let (mut handler, progress) = recorder(name, elicit);
+    handler.tasks = tasks;
     let service = bounded("MCP initialize", STEP, handler.serve(transport))
         .await
         .expect("cuba-exec did not complete the MCP handshake");
@@ -236,6 +252,22 @@ impl Mcp {
             self.service.call_tool(params),
         )
         .await
+    }
+
+    /// Calls `tool` once, as a client that keeps tasks reads it: a result, a question or a
+    /// task.
+    pub async fn call_once(&self, tool: &str, args: Value) -> CallToolResponse {
+        let Value::Object(args) = args else {
+            panic!("tool arguments must be a JSON object");
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        bounded(
+            &format!("tools/call {tool}"),
+            STEP,
+            self.service.call_tool_once(params),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
     }
 
     /// Starts `command` in the background and returns its reply.
