@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from api_chat import ChatApi
 from clients_harness import (
@@ -83,6 +83,18 @@ def configure_by_hand(world: Any, home: Path, server_env: Optional[dict[str, str
     return path
 
 
+def wrap_server(home: Path, wrapper: list[str]) -> Path:
+    """Makes our entry in `~/.copilot/mcp-config.json` run its command under `wrapper`:
+    `wrapper + [command, *args]`."""
+    path = config_dir(home) / "mcp-config.json"
+    config = json.loads(path.read_text())
+    entry = config["mcpServers"][SERVER]
+    entry["args"] = [*wrapper[1:], entry["command"], *entry.get("args", [])]
+    entry["command"] = wrapper[0]
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
 def pkg_cache() -> Path:
     """Where the binary unpacks its bundled JS package (235 MB) before it runs: by default
     `$XDG_CACHE_HOME/copilot/pkg/<platform>/<version>`, i.e. inside each run's temp HOME. Its
@@ -130,6 +142,9 @@ class CopilotDriver:
         extra_env: Optional[dict[str, str]] = None,
         server_env: Optional[dict[str, str]] = None,
         timeout: Optional[float] = None,
+        experimental: bool = False,
+        server_wrapper: Optional[list[str]] = None,
+        api: Optional[Callable[[str], Any]] = None,
     ) -> None:
         self.model = model
         # "cubactl": `cubactl setup --client copilot`, as a user would; "hand": configure_by_hand.
@@ -144,6 +159,15 @@ class CopilotDriver:
         self.extra_env = extra_env or {}
         self.server_env = server_env
         self.timeout = timeout
+        # `--experimental`: Copilot's experimental features; with it Copilot declares the MCP
+        # tasks extension (`io.modelcontextprotocol/tasks`) in every request's capabilities.
+        # (It reads a task answer from a tool listed `taskSupport: "required"` either way.)
+        self.experimental = experimental
+        # A command our server's entry runs `cuba-exec` under (its command and arguments
+        # follow it), e.g. a logging or task-answering proxy, for probes and tests.
+        self.server_wrapper = server_wrapper or []
+        # The stand-in's model API, from the model name (default ChatApi).
+        self.api = api or ChatApi
 
     @staticmethod
     def installed() -> bool:
@@ -169,6 +193,8 @@ class CopilotDriver:
         ]
         if os.environ.get("COPILOT_PROBE_LOGS"):
             cmd += ["--log-level", "all"]
+        if self.experimental:
+            cmd.append("--experimental")
         return cmd + self.extra_args
 
     def run(self, world: Any, home: Path, workdir: Path, script: list[Call]) -> Run:
@@ -179,9 +205,11 @@ class CopilotDriver:
             cubactl_setup(world, home, NAME, *env_flags(self.server_env))
         else:
             configure_by_hand(world, home, self.server_env)
+        if self.server_wrapper:
+            wrap_server(home, self.server_wrapper)
         pkg_cache().mkdir(parents=True, exist_ok=True)
         (home / "tmp").mkdir(exist_ok=True)
-        with StandIn(ChatApi(self.model), script) as standin:
+        with StandIn(self.api(self.model), script) as standin:
             env = client_env(world, home, standin.url, self.model) | self.extra_env
             kw = {"timeout": self.timeout} if self.timeout else {}
             return run_client(self.command(home / "logs"), env, workdir, standin, **kw)
