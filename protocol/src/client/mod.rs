@@ -8,6 +8,7 @@
 mod access;
 mod asks;
 mod error;
+mod events;
 mod greet;
 mod reader;
 mod start;
@@ -31,9 +32,10 @@ use tokio_util::codec::Framed;
 use crate::message::*;
 use crate::wire;
 pub use error::ClientError;
+pub use events::EventFeed;
 pub use start::{daemon_absent, start_daemon};
 use stream::{lock, unexpected, ReplyStream};
-pub use stream::{EventFeed, Running, Subscription};
+pub use stream::{Running, Subscription};
 
 /// How long the handshake may take before the daemon is considered hung.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -405,32 +407,6 @@ impl Client {
             Some(Ok(other)) => Err(unexpected(other)),
             Some(Err(e)) => Err(e),
             None => Err(ClientError::Closed),
-        }
-    }
-
-    /// One batch of the event log ([`Request::Events`] without `follow`).
-    pub async fn events(&self, mut req: EventsRequest) -> Result<EventBatch, ClientError> {
-        req.follow = false;
-        match self.call(Request::Events(req)).await? {
-            Response::Events(batch) => Ok(batch),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    /// The event log followed: [`EventFeed::next`] gives the backlog, then each new batch as
-    /// it happens. Dropping it cancels the request.
-    pub async fn follow_events(&self, mut req: EventsRequest) -> Result<EventFeed, ClientError> {
-        req.follow = true;
-        Ok(EventFeed {
-            sub: self.subscribe(Request::Events(req)).await?,
-        })
-    }
-
-    /// Watches process `id`'s output for `pattern`: each new matching line is an event.
-    pub async fn notify(&self, req: NotifyRequest) -> Result<(), ClientError> {
-        match self.call(Request::Notify(req)).await? {
-            Response::Ok => Ok(()),
-            other => Err(unexpected(other)),
         }
     }
 

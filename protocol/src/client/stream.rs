@@ -1,6 +1,6 @@
 //! The receiving side of requests: routing reply frames to the request awaiting them, a
 //! request's stream of frames (cancelled when dropped), `Run`'s two-part reply and resumable
-//! subscriptions (a followed event log among them).
+//! subscriptions.
 
 use std::sync::Mutex;
 
@@ -154,23 +154,6 @@ impl Subscription {
                 _ => {}
             }
             return frame;
-        }
-    }
-}
-
-/// A followed event log ([`Client::follow_events`]): its batches, resumed from the last cursor
-/// if the reader fell behind. Dropping it cancels the request.
-pub struct EventFeed {
-    pub(super) sub: Subscription,
-}
-
-impl EventFeed {
-    /// The next batch; `None` once the daemon ended the stream (it shuts down).
-    pub async fn next(&mut self) -> Option<Result<EventBatch, ClientError>> {
-        match self.sub.next().await? {
-            Ok(Response::Events(batch)) => Some(Ok(batch)),
-            Ok(other) => Some(Err(unexpected(other))),
-            Err(e) => Some(Err(e)),
         }
     }
 }
