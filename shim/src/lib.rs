@@ -36,6 +36,7 @@ mod schema;
 mod server;
 mod spawn;
 pub mod stdio;
+mod subscriptions;
 mod tasks;
 mod tools;
 pub mod transport;

@@ -1,5 +1,8 @@
 //! One MCP resource per process, `cuba://process/<id>/output`: its output as the model sees
-//! it, for clients that attach output to a conversation instead of calling a tool.
+//! it, for clients that attach output to a conversation instead of calling a tool. A client
+//! that subscribes (`resources/subscribe`, or `subscriptions/listen` on 2026-07-28) is told
+//! when a process's resource changes — it started, waits for input, matched, opened a port, hit
+//! a limit, asked, ended — from the daemon's event log: this is one more reader of the log.
 
 use cuba_protocol::{ListRequest, StreamFilter};
 use rmcp::model::{
@@ -41,26 +44,48 @@ pub async fn list(
     Ok(ListResourcesResult::with_all_items(resources))
 }
 
+/// The URI of process `id`'s resource.
+pub fn uri_of(id: u64) -> String {
+    format!("{PREFIX}{id}/output")
+}
+
+/// The process a resource URI names.
+pub fn id_of(uri: &str) -> Option<u64> {
+    uri.strip_prefix(PREFIX)
+        .and_then(|rest| rest.strip_suffix("/output"))
+        .and_then(|id| id.parse::<u64>().ok())
+}
+
+/// The daemon's event log from now on (of process `id`, or all).
+pub async fn follow(
+    client: &cuba_protocol::client::Client,
+    id: Option<u64>,
+) -> Result<cuba_protocol::client::EventFeed, McpError> {
+    let from_now = cuba_protocol::EventsRequest {
+        // Past the end: no backlog, only what happens next.
+        since: Some(u64::MAX),
+        follow: true,
+        id,
+        max: 0,
+    };
+    client.follow_events(from_now).await.map_err(internal)
+}
+
 /// The output of the process `request` names, from the start, as much as one reply carries.
 pub async fn read(
     server: &crate::CubaExec,
     request: ReadResourceRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, McpError> {
-    let id = request
-        .uri
-        .strip_prefix(PREFIX)
-        .and_then(|rest| rest.strip_suffix("/output"))
-        .and_then(|id| id.parse::<u64>().ok())
-        .ok_or_else(|| {
-            McpError::invalid_params(
-                format!(
-                    "unknown resource {}: expected {PREFIX}<id>/output",
-                    request.uri
-                ),
-                None,
-            )
-        })?;
+    let id = id_of(&request.uri).ok_or_else(|| {
+        McpError::invalid_params(
+            format!(
+                "unknown resource {}: expected {PREFIX}<id>/output",
+                request.uri
+            ),
+            None,
+        )
+    })?;
     let client = server.link(ctx).client(ctx, None).await.map_err(internal)?;
     let info = client
         .info(id)
@@ -74,6 +99,6 @@ pub async fn read(
     Ok(ReadResourceResult::new(vec![ResourceContents::text(out.text, request.uri)]).into())
 }
 
-fn internal(e: impl std::fmt::Display) -> McpError {
+pub fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(e.to_string(), None)
 }

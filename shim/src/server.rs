@@ -16,9 +16,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
     Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    UpdateTaskParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::clients::{self, Shape, Structured};
@@ -43,6 +43,8 @@ pub struct CubaExec {
     max_output: u64,
     /// The bound was set (`CUBA_EXEC_MAX_OUTPUT`): it holds for every client.
     max_output_set: bool,
+    /// Resource subscriptions of the 2025 eras, with their relays.
+    pub(crate) subscriptions: Arc<crate::subscriptions::Subscriptions>,
 }
 
 /// What a view is made of, to make one for another host's environment too.
@@ -94,6 +96,7 @@ impl CubaExec {
             structured,
             max_output,
             max_output_set: settings.max_output.is_some(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -264,6 +267,7 @@ impl ServerHandler for CubaExec {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_tasks()
                 .build(),
         )
@@ -294,6 +298,36 @@ impl ServerHandler for CubaExec {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.task_cancel(request.task_id, &ctx).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_to(request.uri, &ctx).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.unsubscribe_from(request.uri, &ctx);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        crate::subscriptions::accepted(requested)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.listen_to(context).await
     }
 
     async fn list_resources(

@@ -22,7 +22,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use crate::approve::{self, Asked, Channel};
 use crate::error::Failure;
 use crate::hints;
-use crate::server::CubaExec;
+use crate::CubaExec;
 
 /// The prefix of every task id of ours.
 const PREFIX: &str = "cuba/";
@@ -148,6 +148,29 @@ fn failed(f: Failure) -> McpError {
     McpError::internal_error(format!("{}: {}", f.code, f.message), None)
 }
 
+/// `tasks/get` when the daemon did not answer with the process: a process no longer in the
+/// table is a `failed` task that says so; a daemon out of reach (a restart, a lost link) keeps
+/// the task `working` with why, for the next poll to find it again.
+fn gone_or_waiting(task_id: String, f: Failure) -> GetTaskResult {
+    let now = cuba_protocol::format_utc_ms(cuba_protocol::now_ms());
+    let task = Task::new(task_id, TaskStatus::Working, now.clone(), now)
+        .with_poll_interval_ms(POLL_INTERVAL_MS);
+    if f.code != "NOT_FOUND" {
+        let why = format!(
+            "cubad did not answer ({}: {}); asking again",
+            f.code, f.message
+        );
+        let task = task.with_status_message(why);
+        return GetTaskResult::new(DetailedTask::new(task, TaskPayload::Working));
+    }
+    let why = format!("its process is no longer in the table ({})", f.message);
+    let mut error = JsonObject::new();
+    error.insert("code".into(), (-32602).into());
+    error.insert("message".into(), why.clone().into());
+    let task = task.with_status_message(why);
+    GetTaskResult::new(DetailedTask::new(task, TaskPayload::Failed { error }))
+}
+
 fn base(task_id: String, info: &ProcessInfo) -> Task {
     let now = cuba_protocol::now_ms();
     let updated = info.ended_at_ms.unwrap_or(now);
@@ -206,13 +229,15 @@ impl CubaExec {
             .ok_or_else(|| unknown(&task_id, "not a task of cuba-exec"))?;
         let host = r.host.as_deref();
         let id = r.id;
-        let (client, info) = self
+        let found = self
             .ask(ctx, host, |c| async move { c.info(id).await })
-            .await
-            .map_err(|f| match f.code {
-                "NOT_FOUND" => unknown(&task_id, "its process is no longer in the table"),
-                _ => failed(f),
-            })?;
+            .await;
+        // A task of ours is never a JSON-RPC error: clients give up on one without telling the
+        // model (Copilot CLI at the first, Claude Code on some codes) or poll on forever.
+        let (client, info) = match found {
+            Ok(found) => found,
+            Err(f) => return Ok(gone_or_waiting(task_id, f)),
+        };
         let task = base(task_id.clone(), &info);
         let payload = match info.state {
             ProcState::Killed => {

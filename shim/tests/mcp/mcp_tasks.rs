@@ -208,18 +208,47 @@ async fn cancelling_a_task_stops_its_tree() {
         "processes of the cancelled task survive: {:?}",
         t.marked(pid)
     );
-    // A task id that names no process of ours is an error, not a hang.
-    let err = c
-        .service
-        .get_task(GetTaskParams::new("cuba/99999"))
-        .await
-        .expect_err("an unknown task");
-    assert!(err.to_string().contains("no longer in the table"), "{err}");
+    // A task whose process is gone ends `failed`, saying why (clients drop a task on a
+    // JSON-RPC error without telling the model); an id not of ours is an error.
+    let gone = get(&c, "cuba/99999").await;
+    assert_eq!(gone.task.status(), TaskStatus::Failed, "{gone:?}");
+    let why = gone.task.task.status_message.clone().unwrap_or_default();
+    assert!(why.contains("no longer in the table"), "{why}");
     let err = c
         .service
         .get_task(GetTaskParams::new("someone-else/1"))
         .await
         .expect_err("a foreign task id");
     assert!(err.to_string().contains("not a task of cuba-exec"), "{err}");
+    c.close().await;
+}
+
+// `resources/subscribe` is the 2025 eras' way, which this client speaks.
+#[allow(deprecated)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribed_process_resource_is_announced_when_it_changes_and_ends() {
+    let mut t = TestDir::with_daemon().await;
+    let mut c = binary(&mut t, "subscribe-test", &[]).await;
+    let pid = c.start("read line; echo got $line").await.id();
+    let uri = format!("cuba://process/{pid}/output");
+    let subscribe = rmcp::model::SubscribeRequestParams::new(uri.clone());
+    common::bounded("resources/subscribe", STEP, c.service.subscribe(subscribe))
+        .await
+        .expect("resources/subscribe failed");
+    // Waiting for input is an event of the log: pushed, not polled.
+    let first = common::bounded("an update", STEP, c.updated.recv())
+        .await
+        .expect("no update after the process waited for input");
+    assert_eq!(first, uri);
+    c.call("send_input", json!({ "id": pid, "text": "x\n" }))
+        .await;
+    let ended = common::bounded("the update of its end", STEP, c.updated.recv())
+        .await
+        .expect("no update after the process ended");
+    assert_eq!(ended, uri);
+    // A resource that is not a process of ours cannot be subscribed to.
+    let bad = rmcp::model::SubscribeRequestParams::new("cuba://process/999999/output");
+    let err = c.service.subscribe(bad).await.expect_err("no such process");
+    assert!(err.to_string().contains("999999"), "{err}");
     c.close().await;
 }

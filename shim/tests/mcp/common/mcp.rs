@@ -32,6 +32,8 @@ pub struct Recorder {
     elicit: Option<Elicit>,
     /// Declares the tasks extension at `initialize`.
     tasks: bool,
+    /// Where `notifications/resources/updated` go (their URIs).
+    updated: mpsc::UnboundedSender<String>,
 }
 
 /// How a client answers the forms put to its user, and where it sends each form's message.
@@ -76,6 +78,14 @@ impl ClientHandler for Recorder {
         })
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updated.send(params.uri);
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
@@ -91,17 +101,26 @@ pub type Service = RunningService<RoleClient, Recorder>;
 pub struct Mcp {
     pub service: Service,
     pub progress: mpsc::UnboundedReceiver<Progress>,
+    /// The URIs of `notifications/resources/updated`, as they came.
+    pub updated: mpsc::UnboundedReceiver<String>,
 }
 
-fn recorder(name: &str, elicit: Option<Elicit>) -> (Recorder, mpsc::UnboundedReceiver<Progress>) {
+type Received = (
+    mpsc::UnboundedReceiver<Progress>,
+    mpsc::UnboundedReceiver<String>,
+);
+
+fn recorder(name: &str, elicit: Option<Elicit>) -> (Recorder, Received) {
     let (tx, rx) = mpsc::unbounded_channel();
+    let (updated, updates) = mpsc::unbounded_channel();
     let r = Recorder {
         name: name.to_string(),
         progress: tx,
         elicit,
         tasks: false,
+        updated,
     };
-    (r, rx)
+    (r, (rx, updates))
 }
 
 /// An in-process `CubaExec` on `socket`, served over a duplex pipe, with a client named `name`.
@@ -113,11 +132,15 @@ pub async fn in_process(socket: &Path, name: &str) -> Mcp {
             let _ = running.waiting().await;
         }
     });
-    let (handler, progress) = recorder(name, None);
+    let (handler, (progress, updated)) = recorder(name, None);
     let service = bounded("MCP initialize", STEP, handler.serve(client_io))
         .await
         .expect("the in-process server did not complete the MCP handshake");
-    Mcp { service, progress }
+    Mcp {
+        service,
+        progress,
+        updated,
+    }
 }
 
 /// The real `cuba-exec` binary with `t`'s client environment plus `set`, as client `name`.
@@ -159,12 +182,16 @@ async fn binary_with(
     if let Some(pid) = transport.id() {
         t.kill_on_drop(pid as i32);
     }
-    let (mut handler, progress) = recorder(name, elicit);
+    let (mut handler, (progress, updated)) = recorder(name, elicit);
     handler.tasks = tasks;
     let service = bounded("MCP initialize", STEP, handler.serve(transport))
         .await
         .expect("cuba-exec did not complete the MCP handshake");
-    Mcp { service, progress }
+    Mcp {
+        service,
+        progress,
+        updated,
+    }
 }
 
 /// A tool result, with accessors for the text block and the structured content.
