@@ -196,12 +196,12 @@ def message(body: str) -> Any:
 class RawSession:
     """A 2025-06-18 session of `token`, made by hand (initialize, then initialized)."""
 
-    def __init__(self, server: HttpServer, token: str) -> None:
+    def __init__(self, server: HttpServer, token: str, capabilities: Optional[dict[str, Any]] = None) -> None:
         self.url = server.url
         self.token = token
         self.next_id = 1
         self.id: Optional[str] = None
-        init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw-http", "version": "0"}}
+        init = {"protocolVersion": LEGACY, "capabilities": capabilities or {}, "clientInfo": {"name": "raw-http", "version": "0"}}
         status, headers, body = self.rpc("initialize", init)
         assert status == 200, (status, body)
         self.id = headers.get("mcp-session-id")

@@ -14,9 +14,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 import pytest
 from conftest import World, bin_dir
-from http_server import HttpServer
+from http_server import HttpServer, RawSession, message
 from test_mcp import call, limited, text
 
 pytestmark = pytest.mark.anyio
@@ -126,3 +128,50 @@ async def test_a_narrowed_token_cannot_act_as_the_person_either(world: World, ht
     table = json.loads(http.cubactl("token", "list", "--json"))
     assert [t["name"] for t in table] == ["narrow"], table
     shutil.rmtree(root, ignore_errors=True)
+
+
+@limited()
+async def test_a_narrowed_token_cannot_read_or_stop_another_callers_task(world: World, http: HttpServer) -> None:
+    """Tasks name daemon processes: another tenant's task id gets nothing of it — no state, no
+    output, no stop, no subscription — while its owner reads it to the end."""
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    roots = []
+    for name in ("a", "b"):
+        root = world.dir / f"root-{name}"
+        root.mkdir()
+        roots.append(root)
+    owner = RawSession(http, http.token("owner", "--roots", str(roots[0])), tasks)
+    other = RawSession(http, http.token("other", "--roots", str(roots[1])), tasks)
+    status, _, body = owner.rpc("tools/call", {"name": "run", "arguments": {"command": "sleep 2; echo secret-out", "yield_ms": 100}})
+    assert status == 200, body
+    handle = message(body)["result"]
+    assert handle.get("resultType") == "task", handle
+    task = handle["taskId"]
+    pid = int(task.split("/")[1])
+
+    # The other tenant: its tasks/get learns nothing, its cancel stops nothing.
+    _, _, body = other.rpc("tasks/get", {"taskId": task})
+    seen = message(body)
+    assert "secret-out" not in json.dumps(seen), seen
+    assert seen.get("result", {}).get("status") in (None, "failed"), seen
+    _, _, body = other.rpc("tasks/cancel", {"taskId": task})
+    assert "error" in message(body) or "secret" not in body, body
+    _, _, body = other.rpc("resources/subscribe", {"uri": f"cuba://process/{pid}/output"})
+    assert "error" in message(body), body
+    # A command the other tenant runs cannot reach it either.
+    said = other.call("run", command=f"{cubactl(world)} kill {pid} 2>&1; {cubactl(world)} events --id {pid} --json 2>&1; echo end")
+    assert "secret-out" not in json.dumps(said) and "sleep 2" not in said["content"][0]["text"], said
+
+    # The owner's task ran on, untouched, to its end.
+    deadline = 40
+    while deadline:
+        _, _, body = owner.rpc("tasks/get", {"taskId": task})
+        got = message(body)["result"]
+        if got["status"] != "working":
+            break
+        deadline -= 1
+        await anyio.sleep(got.get("pollIntervalMs", 1000) / 1000)
+    assert got["status"] == "completed", got
+    assert "secret-out" in got["result"]["content"][0]["text"], got
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
