@@ -42,7 +42,7 @@ pub mod win;
 pub mod wire;
 
 pub use message::*;
-pub use time::{format_utc_ms, now_ms, start_grace_ms};
+pub use time::{format_utc, format_utc_ms, now_ms, start_grace_ms};
 
 /// Bumped on any change to the wire format or the message types.
 pub const PROTOCOL_VERSION: u32 = 20;

@@ -18,16 +18,20 @@ pub fn start_grace_ms() -> u64 {
         .unwrap_or(100)
 }
 
-/// `2026-12-05T10:00:00.123Z` of Unix milliseconds (ISO 8601, UTC).
-pub fn format_utc_ms(ms: u64) -> String {
+/// `2026-12-05T10:00:00Z` of Unix milliseconds (ISO 8601, UTC, whole seconds).
+pub fn format_utc(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     let (h, min, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{:03}Z",
-        ms % 1000
-    )
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}Z")
+}
+
+/// `2026-12-05T10:00:00.123Z` of Unix milliseconds (ISO 8601, UTC).
+pub fn format_utc_ms(ms: u64) -> String {
+    let whole = format_utc(ms);
+    let seconds = whole.trim_end_matches('Z');
+    format!("{seconds}.{:03}Z", ms % 1000)
 }
 
 /// The civil date (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's

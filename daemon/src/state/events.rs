@@ -61,7 +61,9 @@ impl Ring {
         }
     }
 
-    /// This ring, its next seq at least `next` (what an earlier program of this pid gave).
+    /// This ring, its next seq at least `next` (what an earlier program of this pid gave). The
+    /// in-place hand-over is Unix's only.
+    #[cfg(unix)]
     pub fn at_least(mut self, next: u64) -> Ring {
         self.next = self.next.max(next);
         self

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use cuba_protocol::format_utc;
 use cuba_protocol::{ErrorKind, ProtocolError, Remembered};
 use serde::{Deserialize, Serialize};
 
@@ -263,27 +264,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// `2026-12-05T10:00:00Z` of Unix milliseconds.
-pub fn format_utc(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    let (h, min, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}Z")
 }
 
 /// Unix milliseconds of `2026-12-05T10:00:00Z` (seconds optional).
