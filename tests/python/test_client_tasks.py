@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -41,21 +39,12 @@ import pytest
 from clients_harness import Call
 from conftest import World
 from test_client_approvals import FORM, add_hook, check_not_leaked
-from test_clients import header, require
+from test_clients import header, place, require  # noqa: F401 (place: a fixture)
 
 # The note's own words (ours): which process runs on, and how to stop it.
 STOP = "send_signal(id={id})"
 
 
-@pytest.fixture
-def place() -> Any:
-    world = World("legacy")
-    home = Path(tempfile.mkdtemp(prefix="ck", dir="/tmp"))
-    work = home / "project"
-    work.mkdir()
-    yield world, home, work
-    world.cleanup()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def processes(world: World) -> list[dict[str, Any]]:

@@ -38,9 +38,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -48,7 +46,7 @@ from typing import Any, Optional
 import pytest
 from api_chat import ChatApi
 from clients_harness import Call, Conversation, Run, Seen
-from conftest import World
+from test_clients import place, require  # noqa: F401 (place: a fixture)
 
 import client_copilot
 
@@ -138,27 +136,10 @@ def header(text: str) -> str:
     return ""
 
 
-def require() -> None:
-    if shutil.which("node") is None or not client_copilot.Driver.installed():
-        why = f"copilot {client_copilot.VERSION} is not installed: run scripts/clients install"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-
-
-@pytest.fixture
-def place() -> Any:
-    world = World("legacy")
-    home = Path(tempfile.mkdtemp(prefix="ct", dir="/tmp"))
-    work = home / "project"
-    work.mkdir()
-    yield world, home, work
-    world.cleanup()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def copilot(place: Any, script: list[Call], experimental: bool = True) -> Case:
-    require()
+    require(client_copilot.Driver)
     world, home, work = place
     apis: list[TasksApi] = []
 
