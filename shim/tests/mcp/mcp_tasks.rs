@@ -252,3 +252,41 @@ async fn a_subscribed_process_resource_is_announced_when_it_changes_and_ends() {
     assert!(err.to_string().contains("999999"), "{err}");
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_outlives_a_daemon_upgrade() {
+    let mut t = TestDir::with_daemon().await;
+    let c = binary_tasks(&mut t, "tasks-test").await;
+    let gate = t.path().join("gate");
+    let command = format!(
+        "echo before; while [ ! -e '{}' ]; do sleep 0.02; done; echo after",
+        gate.display()
+    );
+    let task = task_of(
+        c.call_once("run", json!({ "command": command, "yield_ms": 100 }))
+            .await,
+    );
+    let upgraded = common::bounded(
+        "cubactl daemon upgrade",
+        STEP,
+        tokio::process::Command::new(cuba_tests::bin("cubactl"))
+            .args(["daemon", "upgrade"])
+            .env("CUBA_EXEC_SOCKET", t.socket())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("cannot run cubactl");
+    assert!(
+        upgraded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upgraded.stderr)
+    );
+    // The same server process asks the new program, through a new connection.
+    let running = get(&c, &task.task.task_id).await;
+    assert_eq!(running.task.status(), TaskStatus::Working, "{running:?}");
+    std::fs::write(&gate, "").expect("cannot create the gate file");
+    let done = settled(&c, &task.task.task_id).await;
+    assert!(result_text(&done).contains("before\nafter\n"), "{done:?}");
+    c.close().await;
+}
