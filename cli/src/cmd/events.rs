@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use cuba_protocol::client::Client;
-use cuba_protocol::{Event, EventBatch, EventKind, EventsRequest};
+use cuba_protocol::{Event, EventBatch, EventKind, EventsRequest, NotifyRequest};
 use serde_json::json;
 
 use crate::ctx::Ctx;
@@ -32,10 +32,23 @@ pub struct Args {
     /// Only the events of this process.
     #[arg(long, value_name = "ID")]
     id: Option<u64>,
+    /// Watch the process's new output for this regex (repeatable, up to 4 per process): each
+    /// matching line is a `matched` event, for every reader of the log. Needs --id.
+    #[arg(long = "match", value_name = "REGEX", requires = "id")]
+    patterns: Vec<String>,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let client = ctx.connect().await?;
+    if let Some(id) = args.id {
+        for pattern in &args.patterns {
+            let watch = NotifyRequest {
+                id,
+                pattern: pattern.clone(),
+            };
+            client.notify(watch).await?;
+        }
+    }
     let req = EventsRequest {
         since: args.since,
         follow: args.follow,

@@ -361,3 +361,46 @@ async fn cubactl_events_json_prints_one_object_per_event() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("{id} (greeter)")), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cubactl_events_match_watches_a_pattern_and_follows_its_matches() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let p = spawn(&c, "read go; echo \"build error: $go\"; echo fine").await;
+    let id = p.id.to_string();
+    let mut follow = d.cubactl(&["events", "-f", "--json", "--id", &id, "--match", "error"]);
+    let mut follow = follow.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    // The pattern is registered before the log is read: its backlog's `started` proves it.
+    let first = lines.next_line().step().await.unwrap().unwrap();
+    assert!(first.contains("\"started\""), "{first}");
+    c.stdin(p.id, b"E0425\n".to_vec(), true)
+        .step()
+        .await
+        .unwrap();
+    let matched = loop {
+        let line = lines
+            .next_line()
+            .step()
+            .await
+            .unwrap()
+            .expect("events ended");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["event"] == "matched" {
+            break v;
+        }
+    };
+    assert_eq!(matched["line"], "build error: E0425");
+    assert_eq!(matched["pattern"], "error");
+    // --match needs a process.
+    let out = d
+        .cubactl(&["events", "--match", "x"])
+        .output()
+        .step()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--id"));
+    let _ = follow.kill().await;
+}
