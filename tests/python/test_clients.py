@@ -67,12 +67,12 @@ def driver(key: str, **extra: Any) -> Any:
     return importlib.import_module(module).Driver(**kwargs, **extra)
 
 
-def script_for(d: Any) -> list[Call]:
+def script_for(d: Any, script: list[Call] = SCRIPT) -> list[Call]:
     """The scripted calls as this client's model makes them: a Gemini model adds the
     `wait_for_previous` argument the client declares on every tool."""
     if d.name == "gemini":
-        return [Call(c.tool, c.args | {"wait_for_previous": False}) for c in SCRIPT]
-    return SCRIPT
+        return [Call(c.tool, c.args | {"wait_for_previous": False}) for c in script]
+    return script
 
 
 def require(d: Any) -> None:
@@ -192,6 +192,25 @@ def test_the_model_reads_our_view(key: str, place: Any) -> None:
         bad.append("our instructions reached the model in no request")
     assert not run.record.errors, run.record.errors
     assert not bad, "\n".join(bad)
+
+
+# A command still running at its yield. None of these clients (as driven here: `claude -p`,
+# Copilot CLI without --experimental) declares the tasks extension, so each model reads the
+# reply with the id and the next call, as before tasks (docs/clients.md, "A long command").
+LONG = [Call("run", {"command": "sleep 2; echo done", "yield_ms": 300})]
+
+
+@pytest.mark.parametrize("key", DRIVERS)
+def test_a_long_command_reads_as_before_where_no_task_is_kept(key: str, place: Any) -> None:
+    d = driver(key)
+    require(d)
+    world, home, work = place
+    run = d.run(world, home, work, script_for(d, LONG))
+    assert not run.record.errors, run.record.errors
+    assert run.seen, "no result reached the model"
+    text = run.seen[0].text
+    assert "state:running" in text and "wait(id=1" in text, text
+    assert "task" not in text, text
 
 
 # The searches a model makes through Claude Code's ToolSearch (our tools are deferred behind it:
