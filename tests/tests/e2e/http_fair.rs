@@ -287,6 +287,11 @@ async fn a_run_whose_client_went_away_runs_on_holding_its_place_until_it_ends() 
     // process): it runs on, and its call is still at the daemon, counted against the token.
     let run = json!({"command": "sleep 3; echo finished", "yield_ms": 60000});
     drop(s.begin(&token, &session, "run", run).await.unwrap());
+    // The wait must find the process: on a loaded machine the run's spawn may still be on its
+    // way, and a wait for an id not yet there ends at once, giving its place back.
+    let c = d.client().await;
+    let started = cuba_tests::wait_for_async(|| async { c.info(1).await.is_ok() }, STEP).await;
+    assert!(started, "the run never started");
     let endless = json!({"id": 1, "until": "never", "timeout_ms": 60000});
     let _wait = s.begin(&token, &session, "wait", endless).await.unwrap();
     let full = s.call(&token, &session, "list_processes", json!({})).await;
