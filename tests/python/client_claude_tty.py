@@ -51,13 +51,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import client_claude
 from client_claude import PROMPT, AnthropicApi, _text_of, allow_our_tools, client_env
-from clients_harness import SERVER, Call, Conversation, Run, Seen, StandIn, cubactl_setup, env_flags, kill_group, tool_name
+from clients_harness import SERVER, Call, Conversation, Run, StandIn, cubactl_setup, env_flags, kill_group
 
 NAME = client_claude.NAME
 VERSION = client_claude.VERSION
@@ -132,33 +131,17 @@ class TaskStandIn(StandIn):
         self.changed = threading.Condition()
         self.times: list[float] = []
 
-    def serve(self, h: BaseHTTPRequestHandler, method: str, path: str, body: Any) -> None:
+    def arrived(self, now: float, index: int) -> None:
         api: TaskApi = self.api  # type: ignore[assignment]
-        with self.lock:
-            self.times.append(time.time())
-            api.requests_seen = len(self.record.requests)
-            self.record.requests.append({"method": method, "path": path, "headers": dict(h.headers), "body": body})
-        try:
-            if api.other(h, method, path, body):
-                return
-            conv = api.conversation(path, body)
-            if conv is None:
-                api.text(h, path, body, "OK.")
-                return
-            with self.lock:
-                if self.record.last is None or len(conv.results) >= len(self.record.last.results):
-                    self.record.last = conv
-            step = len(conv.results)
-            if step < len(self.script):
-                call = self.script[step]
-                name = call.tool if call.tool in conv.tools else tool_name(conv.tools, call.tool)
-                args = {k: self._fill(v, conv) for k, v in call.args.items()}
-                api.tool_call(h, path, body, name, args, f"call_{step + 1:02d}")
-            else:
-                api.text(h, path, body, self.closing)
-        finally:
-            with self.changed:
-                self.changed.notify_all()
+        self.times.append(now)
+        api.requests_seen = index
+
+    def args_for(self, call: Call, conv: Conversation) -> dict[str, Any]:
+        return {k: self._fill(v, conv) for k, v in call.args.items()}
+
+    def served(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
 
     @staticmethod
     def _fill(value: Any, conv: Conversation) -> Any:

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -172,24 +173,51 @@ class StandIn:
         self.httpd.server_close()
 
     def serve(self, h: BaseHTTPRequestHandler, method: str, path: str, body: Any) -> None:
+        now = time.time()
         with self.lock:
+            index = len(self.record.requests)
+            self.arrived(now, index)
             self.record.requests.append({"method": method, "path": path, "headers": dict(h.headers), "body": body})
-        if self.api.other(h, method, path, body):
-            return
-        conv = self.api.conversation(path, body)
-        if conv is None:
-            self.api.text(h, path, body, "OK.")
-            return
-        with self.lock:
-            if self.record.last is None or len(conv.results) >= len(self.record.last.results):
-                self.record.last = conv
-        step = len(conv.results)
-        if step < len(self.script):
-            call = self.script[step]
-            name = tool_name(conv.tools, call.tool) if conv.tools else call.tool
-            self.api.tool_call(h, path, body, name, call.args, f"call_{step + 1:02d}")
-        else:
-            self.api.text(h, path, body, self.closing)
+        try:
+            if self.api.other(h, method, path, body):
+                return
+            conv = self.api.conversation(path, body)
+            if conv is None:
+                self.api.text(h, path, body, "OK.")
+                return
+            with self.lock:
+                self.turn(now, conv, index)
+                if self.record.last is None or len(conv.results) >= len(self.record.last.results):
+                    self.record.last = conv
+            step = len(conv.results)
+            if step < len(self.script) and not self.finished(conv):
+                call = self.script[step]
+                name = tool_name(conv.tools, call.tool) if conv.tools else call.tool
+                self.api.tool_call(h, path, body, name, self.args_for(call, conv), f"call_{step + 1:02d}")
+            else:
+                self.api.text(h, path, body, self.closing)
+        finally:
+            self.served()
+
+    # Hooks for a stand-in that records or decides more (client_claude_tty.py, measure_tasks.py);
+    # here they do nothing.
+
+    def arrived(self, now: float, index: int) -> None:
+        """A request came, the `index`-th (under the lock, before it is recorded)."""
+
+    def turn(self, now: float, conv: Conversation, index: int) -> None:
+        """A request of the main conversation (under the lock)."""
+
+    def finished(self, conv: Conversation) -> bool:
+        """Whether the script ends here, before its last call."""
+        return False
+
+    def args_for(self, call: Call, conv: Conversation) -> dict[str, Any]:
+        """The arguments the model gives `call`, given what it read so far."""
+        return call.args
+
+    def served(self) -> None:
+        """A request was answered."""
 
     def seen(self) -> list[Seen]:
         """The results of the fullest conversation the client sent."""

@@ -51,13 +51,12 @@ import statistics
 import sys
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import client_claude
 import client_claude_tty as tty
-from clients_harness import Call, StandIn, tool_name
+from clients_harness import Call, StandIn
 from conftest import World
 from test_client_tasks import process
 from test_clients import header
@@ -89,30 +88,14 @@ class PollingStandIn(StandIn):
         # (time, number of our results in the request, index among all requests).
         self.turns: list[tuple[float, int, int]] = []
 
-    def serve(self, h: BaseHTTPRequestHandler, method: str, path: str, body: Any) -> None:
-        now = time.time()
-        with self.lock:
-            index = len(self.record.requests)
-            self.record.requests.append({"method": method, "path": path, "headers": dict(h.headers), "body": body})
-        if self.api.other(h, method, path, body):
-            return
-        conv = self.api.conversation(path, body)
-        if conv is None:
-            self.api.text(h, path, body, "OK.")
-            return
-        with self.lock:
-            self.turns.append((now, len(conv.results), index))
-            if self.record.last is None or len(conv.results) >= len(self.record.last.results):
-                self.record.last = conv
-        step = len(conv.results)
-        done = step > 0 and not running(conv.results[-1].text)
-        if step < len(self.script) and not done:
-            call = self.script[step]
-            name = tool_name(conv.tools, call.tool) if conv.tools else call.tool
-            args = {k: v for k, v in ((k, self._fill(v, conv)) for k, v in call.args.items()) if v is not None}
-            self.api.tool_call(h, path, body, name, args, f"call_{step + 1:02d}")
-        else:
-            self.api.text(h, path, body, self.closing)
+    def turn(self, now: float, conv: Any, index: int) -> None:
+        self.turns.append((now, len(conv.results), index))
+
+    def finished(self, conv: Any) -> bool:
+        return bool(conv.results) and not running(conv.results[-1].text)
+
+    def args_for(self, call: Call, conv: Any) -> dict[str, Any]:
+        return {k: v for k, v in ((k, self._fill(v, conv)) for k, v in call.args.items()) if v is not None}
 
     @staticmethod
     def _fill(value: Any, conv: Any) -> Any:
