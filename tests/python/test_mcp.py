@@ -311,3 +311,25 @@ async def test_a_program_refused_at_its_exec_is_named_in_the_reply(world: World)
         blocked = sc(r)["blocked"]
         assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: /usr/bin/rm (`rm "), blocked
         assert "at its exec, rule blocklist" in blocked[0], blocked
+
+
+@limited()
+async def test_a_listened_process_resource_is_announced_when_it_changes() -> None:
+    """`subscriptions/listen` (2026-07-28) for a process's resource: the daemon's event log
+    pushes `notifications/resources/updated` for it (here: it waits for input, or ends)."""
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    world = World("2026-07-28")
+    try:
+        async with world.client() as c:
+            started = await ok(c, "start", command="read line; echo got $line")
+            uri = f"cuba://process/{started['id']}/output"
+            async with c.listen(resource_subscriptions=[uri]) as sub:
+                await ok(c, "send_input", id=started["id"], text="x\n")
+                with anyio.fail_after(CALL_TIMEOUT):
+                    event = await anext(aiter(sub))
+                assert isinstance(event, ResourceUpdated) and event.uri == uri, event
+            done = await ok(c, "wait", id=started["id"], timeout_ms=10_000)
+            assert done["output"] == "got x\n", done
+    finally:
+        world.cleanup()
