@@ -122,8 +122,13 @@ pub fn askable(info: &ProcessInfo) -> Option<&Ask> {
 }
 
 /// The key of an ask's question among `inputRequests`.
-fn key(ask: u64) -> String {
+pub fn key(ask: u64) -> String {
     format!("approve-{ask}")
+}
+
+/// The ask a key of `inputResponses` answers ([`key`] read back).
+pub fn ask_of(key: &str) -> Option<u64> {
+    key.strip_prefix("approve-")?.parse().ok()
 }
 
 /// The form: the question in words, and approve once / approve always / deny with a reason.
@@ -408,5 +413,7 @@ mod tests {
         );
         assert_eq!(answer_of("c", 5, &responses), Decision::Deny(None));
         assert!(matches!(answer_of("c", 6, &responses), Decision::None(_)));
+        assert_eq!(ask_of(&key(12)), Some(12));
+        assert_eq!(ask_of("approve-x"), None);
     }
 }

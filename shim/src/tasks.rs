@@ -303,9 +303,9 @@ impl CubaExec {
                 None,
             ));
         }
-        // Every answered question of this process (keys `approve-<ask>`).
+        // Every answered question of this process.
         for key in responses.keys() {
-            let Some(ask) = key.strip_prefix("approve-").and_then(|a| a.parse().ok()) else {
+            let Some(ask) = approve::ask_of(key) else {
                 continue;
             };
             let decision = approve::answer_of(&name, ask, &responses);
@@ -365,7 +365,7 @@ impl CubaExec {
         }
         let mut requests = std::collections::BTreeMap::new();
         requests.insert(
-            format!("approve-{}", ask.id),
+            approve::key(ask.id),
             InputRequest::Elicitation(ElicitRequest::new(approve::form(info, ask))),
         );
         Some(TaskPayload::InputRequired {
