@@ -416,14 +416,13 @@ impl CubaExec {
         since: u64,
     ) -> Result<JsonObject, McpError> {
         let max = crate::fetch::max_output(None, self.default_output(ctx));
-        let result = match self
+        let mut result = match self
             .process_reply((client, host), info, since, max, StreamFilter::Both, None)
             .await
         {
             Ok(reply) => reply.into_result(),
             Err(f) => f.into(),
         };
-        let mut result = result;
         self.shape(ctx).shape(&mut result);
         match serde_json::to_value(result) {
             Ok(serde_json::Value::Object(o)) => Ok(o),
