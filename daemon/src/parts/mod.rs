@@ -5,6 +5,8 @@
 pub mod cpu_rate;
 #[cfg(target_os = "linux")]
 pub(crate) mod exec_rules;
+#[cfg(unix)]
+pub mod net_proxy;
 pub mod output;
 #[cfg(unix)]
 pub(crate) mod reaper;
