@@ -138,6 +138,10 @@ pub fn form(info: &ProcessInfo, ask: &Ask) -> ElicitRequestParams {
             "its command `{}` is about to run `{}`",
             info.command, ask.what
         ),
+        AskKind::Network => format!(
+            "its command `{}` wants to reach {} (no proxy rule names it)",
+            info.command, ask.what
+        ),
         _ => format!("it wants to run `{}`", ask.what),
     };
     let message = format!(

@@ -113,3 +113,45 @@ pub fn forbid_seccomp() -> std::io::Result<()> {
 pub fn forbid_seccomp() -> std::io::Result<()> {
     Ok(())
 }
+
+/// In a child before its exec: a mount namespace of its own where `/etc/hosts` is the file
+/// `hosts` (bind-mounted over it; root only). Only async-signal-safe calls.
+#[cfg(target_os = "linux")]
+pub fn own_hosts_file(hosts: &std::ffi::CStr) -> std::io::Result<()> {
+    let err = std::io::Error::last_os_error;
+    // SAFETY: plain system calls on NUL-terminated strings that outlive them.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(err());
+        }
+        // Private first: the bind must not reach the machine's own namespace.
+        let none = std::ptr::null::<libc::c_char>();
+        if libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(err());
+        }
+        if libc::mount(
+            hosts.as_ptr(),
+            c"/etc/hosts".as_ptr(),
+            none,
+            libc::MS_BIND,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(err());
+        }
+    }
+    Ok(())
+}
+
+/// Elsewhere there is no mount namespace: the hosts file cannot be given.
+#[cfg(not(target_os = "linux"))]
+pub fn own_hosts_file(_hosts: &std::ffi::CStr) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}

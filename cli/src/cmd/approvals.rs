@@ -194,6 +194,7 @@ fn print(ctx: &Ctx, list: &Approvals) -> Result<()> {
                 AskKind::Password => format!("{} asks for a password ({})", a.rule, a.what),
                 AskKind::Command => format!("run `{}` ({})", a.what, a.rule),
                 AskKind::Exec => format!("exec `{}` ({}, pid {})", a.what, a.rule, a.pid),
+                AskKind::Network => format!("reach {} ({})", a.what, a.rule),
             };
             let how = match a.kind {
                 AskKind::Password => format!("cubactl answer {}", p.id),

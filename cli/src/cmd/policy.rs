@@ -63,10 +63,23 @@ async fn check(ctx: &Ctx, args: CheckArgs) -> Result<ExitCode> {
         Response::Policy(d) => d,
         other => anyhow::bail!("unexpected reply from cubad: {other:?}"),
     };
+    // Where it runs, the sandbox holds it to the same bounds whatever the text says.
+    let sandbox = match client.call(Request::DaemonStatus).await {
+        Ok(Response::DaemonStatus(s)) => s.sandbox,
+        _ => Vec::new(),
+    };
     if args.json {
-        outln!("{}", to_json(&d))?;
+        let mut json = to_json(&d);
+        json["sandbox"] = serde_json::json!(sandbox);
+        outln!("{json}")?;
     } else {
         print_human(&d)?;
+        if !sandbox.is_empty() {
+            outln!("in the sandbox:")?;
+            for line in &sandbox {
+                outln!("  {line}")?;
+            }
+        }
     }
     Ok(if d.allowed {
         ExitCode::SUCCESS

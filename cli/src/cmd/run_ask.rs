@@ -32,6 +32,11 @@ pub fn question(info: &ProcessInfo, ask: &cuba_protocol::Ask) -> String {
              `cubactl deny {id}`",
             ask.what, ask.rule
         ),
+        AskKind::Network => format!(
+            "cubactl: process {id} wants to reach {} through the proxy ({}); `cubactl approve \
+             {id}` or `cubactl deny {id}`",
+            ask.what, ask.rule
+        ),
     }
 }
 

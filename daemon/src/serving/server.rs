@@ -101,6 +101,8 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
         "set CUBA_EXEC_STATE_DIR (or --state-dir) to a directory of your own",
     )
     .map_err(anyhow::Error::msg)?;
+    crate::processes::launch::proxy_rules(&config.sandbox)
+        .map_err(|e| anyhow::anyhow!("the proxy's rules ([proxy] / CUBA_EXEC_PROXY_*): {e}"))?;
     // Before the reaper exists: the probe waits for its own child.
     crate::platform::sandbox::probe(
         &config.sandbox,

@@ -89,6 +89,11 @@ struct Line<'a> {
     command: &'a str,
     cwd: &'a str,
     decision: &'a str,
+    /// A connection through the proxy: where to, the address reached, and how it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dest: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dest_addr: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     duration_ms: Option<u64>,
     event: &'a str,
@@ -297,6 +302,28 @@ impl Audit {
             program: Some(&b.program),
             argv: Some(&b.argv),
             ..fields("exec", who, peer, &info.command, &info.cwd, decision)
+        };
+        self.write(None, &line);
+    }
+
+    /// A connection the tree of `info` asked the proxy for (`dest` is `HOST:PORT`, `via`
+    /// CONNECT, HTTP METHOD or SOCKS5): `decision` is `allowed`, `denied` or `failed`.
+    pub fn network(
+        &self,
+        info: &ProcessInfo,
+        (dest, via, addr): (&str, &str, Option<&str>),
+        (decision, reason): (&str, Option<&str>),
+    ) {
+        let peer = self.lock().peers.get(&info.id).copied();
+        let who = (info.owner.name.as_str(), info.owner.kind, info.owner.pid);
+        let line = Line {
+            id: Some(info.id),
+            pid: Some(info.pid),
+            dest: Some(dest),
+            dest_addr: addr,
+            program: Some(via),
+            reason,
+            ..fields("net", who, peer, &info.command, &info.cwd, decision)
         };
         self.write(None, &line);
     }

@@ -13,6 +13,9 @@ pub enum AskKind {
     Exec,
     /// A password a program asks for (sudo, ssh, git) through the askpass helper.
     Password,
+    /// A host a sandboxed command wants to reach through the daemon's proxy, which no rule
+    /// names (`network = "proxy"`, `unknown = "ask"`); `what` is `HOST:PORT`.
+    Network,
 }
 
 impl AskKind {
@@ -21,6 +24,7 @@ impl AskKind {
             AskKind::Command => "command",
             AskKind::Exec => "exec",
             AskKind::Password => "password",
+            AskKind::Network => "network",
         }
     }
 }

@@ -68,6 +68,10 @@ pub struct DaemonStatus {
     /// `on (seccomp user notification…)`, or `unavailable (why)`, or `off (exec_checks = "off")`.
     #[serde(default)]
     pub exec_checks: String,
+    /// What a command started now is held to by the OS sandbox, one line per part: writes,
+    /// reads (the masks), network (the proxy's rules), Unix sockets, signals.
+    #[serde(default)]
+    pub sandbox: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -27,6 +27,9 @@ pub(super) struct Limits {
     pub(super) no_seccomp: bool,
     /// Run as this (uid, gid) rather than the test's own user (the test is root).
     pub(super) user: Option<(u32, u32)>,
+    /// A hosts file seen as `/etc/hosts` by the daemon (a mount namespace of its own; the
+    /// test must be root): names its proxy resolves without any resolver.
+    pub(super) hosts: Option<std::ffi::CString>,
 }
 
 impl Builder {
@@ -71,6 +74,13 @@ impl Builder {
     /// which runs as that user too, reaches it; [`TestDaemon::client`] is refused (another uid).
     pub fn as_user(mut self, uid: u32, gid: u32) -> Builder {
         self.limits.user = Some((uid, gid));
+        self
+    }
+
+    /// Runs `cubad` in a mount namespace of its own where `/etc/hosts` is `file` (the test
+    /// must be root): how a test gives names to its loopback servers.
+    pub fn hosts_file(mut self, file: &Path) -> Builder {
+        self.limits.hosts = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).ok();
         self
     }
 

@@ -125,6 +125,9 @@ impl TestDaemon {
                 if limits.no_seccomp {
                     crate::machine::forbid_seccomp()?;
                 }
+                if let Some(hosts) = &limits.hosts {
+                    crate::machine::own_hosts_file(hosts)?;
+                }
                 Ok(())
             });
         }

@@ -99,6 +99,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ("supervise", s.supervision.clone()),
         ("exec checks", s.exec_checks.clone()),
     ];
+    for line in &s.sandbox {
+        rows.push(("sandbox", line.clone()));
+    }
     // Where `cubactl http` finds the endpoint: this environment's state directory.
     if !ctx.is_remote() {
         let state = cuba_protocol::paths::state_dir();

@@ -230,22 +230,76 @@ impl Config {
         Ok(())
     }
 
-    /// `CUBA_EXEC_SANDBOX` (`workspace-write`, or `off`), `CUBA_EXEC_NETWORK` (`1`/`0`), and the
-    /// daemon's `TMPDIR` (an absolute path), which the sandbox lets commands write to.
+    /// `CUBA_EXEC_SANDBOX` (`workspace-write`, or `off`), `CUBA_EXEC_NETWORK` (`1`/`0`/`proxy`)
+    /// with the proxy's rules (`CUBA_EXEC_PROXY_ALLOW`, `_DENY`, `_READ_ONLY`, `_UNKNOWN`), the
+    /// masks (`CUBA_EXEC_DENY_READ`, `CUBA_EXEC_DENY_READ_DEFAULTS`), the Unix sockets a
+    /// sandboxed command may reach (`CUBA_EXEC_UNIX_SOCKETS`), and the daemon's `TMPDIR` (an
+    /// absolute path), which the sandbox lets commands write to.
     fn apply_sandbox(&mut self, lookup: &impl Fn(&str) -> Option<String>) -> Result<()> {
-        if let Some(v) = lookup("CUBA_EXEC_SANDBOX").filter(|v| !v.trim().is_empty()) {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let list = |v: String| -> Vec<String> {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        if let Some(v) = get("CUBA_EXEC_SANDBOX") {
             self.sandbox.workspace_write = match v.trim().to_ascii_lowercase().as_str() {
                 "workspace-write" => true,
                 "off" | "none" | "0" | "false" => false,
                 _ => bail!("CUBA_EXEC_SANDBOX={v:?}: expected \"workspace-write\" or \"off\""),
             };
         }
-        if let Some(v) = lookup("CUBA_EXEC_NETWORK").filter(|v| !v.trim().is_empty()) {
-            self.sandbox.no_network = match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => false,
-                "0" | "false" | "no" | "off" => true,
-                _ => bail!("CUBA_EXEC_NETWORK={v:?}: expected 1 (allowed) or 0 (no network)"),
+        if let Some(v) = get("CUBA_EXEC_NETWORK") {
+            let (no_network, proxy) = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => (false, false),
+                "0" | "false" | "no" | "off" => (true, false),
+                "proxy" => (false, true),
+                _ => bail!(
+                    "CUBA_EXEC_NETWORK={v:?}: expected 1 (allowed), 0 (no network) or proxy \
+                     (only through the daemon's proxy, by its rules)"
+                ),
             };
+            self.sandbox.no_network = no_network;
+            self.sandbox.proxy = proxy.then(|| self.sandbox.proxy.take().unwrap_or_default());
+        }
+        if let Some(rules) = self.sandbox.proxy.as_mut() {
+            if let Some(v) = get("CUBA_EXEC_PROXY_ALLOW") {
+                rules.allow = list(v);
+            }
+            if let Some(v) = get("CUBA_EXEC_PROXY_DENY") {
+                rules.deny = list(v);
+            }
+            if let Some(v) = get("CUBA_EXEC_PROXY_READ_ONLY") {
+                rules.read_only = list(v);
+            }
+            if let Some(v) = get("CUBA_EXEC_PROXY_UNKNOWN") {
+                rules.unknown = v.trim().to_ascii_lowercase();
+            }
+            // The patterns are checked where the proxy's rules are built, at the start.
+            if !["", "deny", "ask", "allow"].contains(&rules.unknown.as_str()) {
+                bail!(
+                    "CUBA_EXEC_PROXY_UNKNOWN={:?}: expected deny, ask or allow",
+                    rules.unknown
+                );
+            }
+        }
+        if let Some(v) = get("CUBA_EXEC_DENY_READ") {
+            self.deny_read = list(v);
+        }
+        if let Some(v) = get("CUBA_EXEC_DENY_READ_DEFAULTS") {
+            self.deny_read_defaults = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => bail!("CUBA_EXEC_DENY_READ_DEFAULTS={v:?}: expected true or false"),
+            };
+        }
+        if let Some(v) = get("CUBA_EXEC_UNIX_SOCKETS") {
+            let sockets: Vec<PathBuf> = list(v).into_iter().map(PathBuf::from).collect();
+            if let Some(bad) = sockets.iter().find(|p| !p.is_absolute()) {
+                bail!("CUBA_EXEC_UNIX_SOCKETS: {bad:?} is not an absolute path");
+            }
+            self.sandbox.unix_sockets = sockets;
         }
         if let Some(v) = lookup("TMPDIR").filter(|v| v.starts_with('/')) {
             self.sandbox.tmpdir = Some(PathBuf::from(v));

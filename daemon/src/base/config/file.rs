@@ -16,6 +16,24 @@ enum Scalar {
     Text(String),
 }
 
+/// `network = true | false | "proxy"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Network {
+    Flag(bool),
+    Text(String),
+}
+
+/// `[proxy]`: the rules of `network = "proxy"`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ProxyTable {
+    allow: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+    read_only: Option<Vec<String>>,
+    unknown: Option<String>,
+}
+
 /// The file's keys; unknown keys are an error naming the line.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -44,7 +62,11 @@ struct File {
     namespaces: Option<String>,
     audit: Option<bool>,
     sandbox: Option<String>,
-    network: Option<bool>,
+    network: Option<Network>,
+    proxy: Option<ProxyTable>,
+    deny_read: Option<Vec<String>>,
+    deny_read_defaults: Option<bool>,
+    unix_sockets: Option<Vec<String>>,
     audit_max: Option<Scalar>,
     limits: Option<LimitsTable>,
     cgroups: Option<String>,
@@ -117,6 +139,8 @@ impl File {
             ("CUBA_EXEC_ASK_COMMANDS", self.ask_commands),
             ("CUBA_EXEC_ASK_SIDE_EFFECTS", self.ask_side_effects),
             ("CUBA_EXEC_ASK_DIRS", self.ask_dirs),
+            ("CUBA_EXEC_DENY_READ", self.deny_read),
+            ("CUBA_EXEC_UNIX_SOCKETS", self.unix_sockets),
         ];
         for (name, list) in lists {
             if let Some(list) = list {
@@ -147,11 +171,31 @@ impl File {
         if let Some(v) = self.cgroup_parent {
             vars.insert("CUBA_EXEC_CGROUP_PARENT", v);
         }
-        if let Some(network) = self.network {
-            vars.insert(
-                "CUBA_EXEC_NETWORK",
-                if network { "1" } else { "0" }.to_string(),
-            );
+        match self.network {
+            Some(Network::Flag(on)) => {
+                vars.insert("CUBA_EXEC_NETWORK", if on { "1" } else { "0" }.to_string());
+            }
+            Some(Network::Text(t)) => {
+                vars.insert("CUBA_EXEC_NETWORK", t);
+            }
+            None => {}
+        }
+        if let Some(v) = self.deny_read_defaults {
+            vars.insert("CUBA_EXEC_DENY_READ_DEFAULTS", v.to_string());
+        }
+        let proxy = self.proxy.unwrap_or_default();
+        let rules = [
+            ("CUBA_EXEC_PROXY_ALLOW", proxy.allow),
+            ("CUBA_EXEC_PROXY_DENY", proxy.deny),
+            ("CUBA_EXEC_PROXY_READ_ONLY", proxy.read_only),
+        ];
+        for (name, list) in rules {
+            if let Some(list) = list {
+                vars.insert(name, list.join(","));
+            }
+        }
+        if let Some(v) = proxy.unknown {
+            vars.insert("CUBA_EXEC_PROXY_UNKNOWN", v);
         }
         vars
     }

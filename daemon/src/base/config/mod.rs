@@ -16,7 +16,7 @@ mod sandbox;
 mod units;
 
 pub use limits::{CgroupMode, Limits, Rlimit};
-pub use sandbox::Sandbox;
+pub use sandbox::{ProxyRules, Sandbox};
 pub use units::{parse_duration, parse_size, shown as shown_duration};
 
 #[derive(Debug, Clone)]
@@ -60,6 +60,10 @@ pub struct Config {
     pub limits: Limits,
     /// The OS sandbox every command runs in (off by default).
     pub sandbox: Sandbox,
+    /// The person's masks as listed (`deny_read`), made absolute into `sandbox` at the load.
+    pub deny_read: Vec<String>,
+    /// Whether the default masks apply (`deny_read_defaults`, true by default).
+    pub deny_read_defaults: bool,
     /// Side-effect categories a spawn may not declare (`CUBA_EXEC_BLOCKED_SIDE_EFFECTS`).
     pub blocked_side_effects: BTreeSet<String>,
     /// Every exec in a command's tree checked by the daemon (`exec_checks`).
@@ -148,6 +152,8 @@ impl Config {
             audit_max: 8 * 1024 * 1024,
             limits: Limits::default(),
             sandbox: Sandbox::default(),
+            deny_read: Vec::new(),
+            deny_read_defaults: true,
             blocked_side_effects: crate::base::side_effects::default_blocked(),
             exec_checks: ExecChecks::default(),
             allow_namespaces: false,
@@ -173,6 +179,26 @@ impl Config {
         config.approvals_file =
             beside_settings(&lookup, "CUBA_EXEC_APPROVALS", "approvals.toml", &state);
         config.tokens_file = beside_settings(&lookup, "CUBA_EXEC_TOKENS", "tokens.toml", &state);
+        let home = lookup("HOME")
+            .filter(|h| h.starts_with('/'))
+            .map(PathBuf::from);
+        // cuba-exec's own: the settings, the state (spools, journal, audit), approvals, tokens.
+        let mut own = vec![
+            state,
+            config.approvals_file.clone(),
+            config.tokens_file.clone(),
+        ];
+        // The settings' directory where it is cuba-exec's own; a file named elsewhere alone.
+        match cuba_protocol::paths::config_file(&lookup) {
+            Some((file, true)) => own.push(file),
+            Some((file, false)) => own.extend(file.parent().map(Path::to_path_buf)),
+            None => {}
+        }
+        let listed = config.deny_read.clone();
+        config
+            .sandbox
+            .set_masks(&listed, config.deny_read_defaults, home.as_deref(), &own)
+            .map_err(|e| anyhow::anyhow!("deny_read (CUBA_EXEC_DENY_READ): {e}"))?;
         config.file_settings = read.map(|(_, vars)| vars).unwrap_or_default();
         Ok(config)
     }

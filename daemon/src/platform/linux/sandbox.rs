@@ -18,10 +18,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use landlock::{
-    AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, ABI,
+    make_bitflags, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
+use super::{fd_pass, proxy_port, read_masks};
 use crate::base::config::Sandbox;
 use crate::platform::spawn::Spawn;
 
@@ -32,42 +33,75 @@ const NEWEST: ABI = ABI::V8;
 /// Builds, in the daemon, everything the child needs to enter `sandbox`. `roots` are the
 /// allowed dirs.
 pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepared> {
-    let ruleset = if sandbox.workspace_write {
-        Some(ruleset(&sandbox.writable(roots, cwd))?)
-    } else {
-        None
+    let writable = sandbox
+        .workspace_write
+        .then(|| sandbox.writable(roots, cwd));
+    let masks = read_masks::grants(sandbox.masks());
+    // Every sandbox is a Landlock domain where the kernel has one, for its scopes at least.
+    let ruleset = match (&writable, &masks, landlock_abi()) {
+        (None, None, 0) => None,
+        _ => Some(ruleset(writable.as_deref(), masks.as_ref())?),
+    };
+    let proxy = match sandbox.proxied() {
+        Some(_) => Some(ProxySide::new()?),
+        None => None,
     };
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let line = |id: u32| CString::new(format!("{id} {id} 1\n")).unwrap_or_default();
+    let new_netns = sandbox.no_network || proxy.is_some();
     Ok(Prepared {
         ruleset,
-        no_network: sandbox.no_network,
+        no_network: new_netns,
         // Without the privilege for a network namespace, a user namespace is made too, whose
         // id maps the child writes itself: see `Prepared::install`.
-        user_ns: sandbox.no_network && !super::exec_check::privileged(),
+        user_ns: new_netns && !super::exec_check::privileged(),
         uid_map: line(uid),
         gid_map: line(gid),
+        proxy,
+        masks: masks.map(|g| g.masks).unwrap_or_default(),
     })
 }
 
-/// A Landlock ruleset that handles write access (ABI 1 required, newer rights best effort) and
-/// grants it under `paths`; paths that do not exist are skipped.
-fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
-    let mut created = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_write(ABI::V1))
-        .context("Landlock (ABI 1 or newer) is not available in this kernel")?
+/// A Landlock ruleset: write access granted under `writable` only (ABI 1 required, newer
+/// rights best effort), reading files refused under the masks (`read_masks`), and the scopes
+/// (no signal to, and no abstract Unix socket of, anything outside the sandbox) where the
+/// kernel has them; paths that do not exist are skipped.
+fn ruleset(writable: Option<&[PathBuf]>, masks: Option<&read_masks::Grants>) -> Result<OwnedFd> {
+    let mut base = Ruleset::default();
+    if writable.is_some() {
+        base = base
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_write(ABI::V1))
+            .context("Landlock (ABI 1 or newer) is not available in this kernel")?
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_write(NEWEST))
+            .context("cannot set up the Landlock rights")?;
+    }
+    if masks.is_some() {
+        base = base
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(READ)
+            .context("Landlock (ABI 1 or newer) is not available in this kernel")?;
+    }
+    let mut created = base
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_write(NEWEST))
-        .context("cannot set up the Landlock rights")?
         // No signal to a process outside the sandbox (Linux 6.12, ABI 6): a sandboxed command
-        // cannot stop or kill cubad, the person's processes or another command's.
-        .scope(Scope::Signal)
-        .context("cannot set up the Landlock signal scope")?
+        // cannot stop or kill cubad, the person's processes or another command's. No abstract
+        // Unix socket outside it either (a desktop's, another agent's).
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .context("cannot set up the Landlock scopes")?
         .create()
         .context("cannot create a Landlock ruleset")?;
-    for path in paths {
+    let mut rules: Vec<(&Path, BitFlags<AccessFs>)> = Vec::new();
+    for path in writable.unwrap_or_default() {
+        rules.push((path, AccessFs::from_write(NEWEST)));
+    }
+    if let Some(g) = masks {
+        rules.push((Path::new("/"), AccessFs::ReadDir.into()));
+        rules.extend(g.read.iter().map(|p| (p.as_path(), READ)));
+    }
+    for (path, access) in rules {
         let fd = match PathFd::new(path) {
             Ok(fd) => fd,
             Err(e) => {
@@ -76,7 +110,6 @@ fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
             }
         };
         // On a non-directory the crate keeps the file rights only (best effort).
-        let access: BitFlags<AccessFs> = AccessFs::from_write(NEWEST);
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .with_context(|| format!("cannot add {} to the Landlock ruleset", path.display()))?;
@@ -84,6 +117,9 @@ fn ruleset(paths: &[PathBuf]) -> Result<OwnedFd> {
     let fd: Option<OwnedFd> = created.into();
     fd.context("Landlock is not available in this kernel")
 }
+
+/// The read rights a ruleset with masks handles: listing and reading (running is not).
+const READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 
 /// The sandbox of one spawn, ready to be entered by the child. Keep it alive until the spawn
 /// has returned: the child uses its ruleset descriptor.
@@ -94,6 +130,9 @@ pub struct Prepared {
     user_ns: bool,
     uid_map: CString,
     gid_map: CString,
+    proxy: Option<ProxySide>,
+    /// The masks in force at this start, for the record.
+    pub masks: Vec<PathBuf>,
 }
 
 impl Prepared {
@@ -103,8 +142,8 @@ impl Prepared {
         Spawn::new(program)
     }
 
-    /// Adds the hook that enters the sandbox in the child.
-    pub fn install(&self, cmd: &mut Spawn) {
+    /// Adds the hook that enters the sandbox in the child, and, for the proxy, its variables.
+    pub fn install(&mut self, cmd: &mut Spawn) {
         let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
         let no_network = self.no_network;
         // The daemon keeps its memory from other processes (not dumpable), which makes
@@ -119,11 +158,56 @@ impl Prepared {
         if let Some(fd) = ruleset {
             cmd.uses(fd);
         }
+        let mut proxy = self.proxy.as_mut().map(|p| {
+            cmd.uses(p.child_end());
+            for (name, value) in crate::parts::net_proxy::env_vars(proxy_port::PORT) {
+                cmd.add_env(&name, &value);
+            }
+            (p.child_end(), std::mem::take(&mut p.cmsg))
+        });
         // The hook only makes system calls on data prepared before the spawn (no allocation,
         // no locks).
         cmd.hook(Box::new(move || {
-            enter(ruleset, (no_network, own_memory), &uid_map, &gid_map)
+            enter(ruleset, (no_network, own_memory), &uid_map, &gid_map)?;
+            match proxy.as_mut() {
+                Some((socket, cmsg)) => proxy_port::open(*socket, cmsg),
+                None => Ok(()),
+            }
         }));
+    }
+
+    /// After the spawn: the proxy's listening socket, made in the child's namespace.
+    pub fn proxy_listener(&mut self) -> io::Result<Option<OwnedFd>> {
+        match self.proxy.take() {
+            Some(p) => match fd_pass::recv_fd(p.daemon.as_raw_fd())? {
+                Some(fd) => Ok(Some(fd)),
+                None => Err(io::Error::other("the proxy's socket did not come")),
+            },
+            None => Ok(None),
+        }
+    }
+}
+
+/// The daemon's and the child's ends of the socket the proxy's listener comes back on.
+#[derive(Debug)]
+struct ProxySide {
+    daemon: OwnedFd,
+    child: OwnedFd,
+    cmsg: fd_pass::Cmsg,
+}
+
+impl ProxySide {
+    fn new() -> Result<ProxySide> {
+        let (daemon, child) = fd_pass::pair().context("cannot make the proxy's socket pair")?;
+        Ok(ProxySide {
+            daemon,
+            child,
+            cmsg: fd_pass::cmsg(),
+        })
+    }
+
+    fn child_end(&self) -> RawFd {
+        self.child.as_raw_fd()
     }
 }
 
@@ -220,20 +304,16 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     if !sandbox.active() {
         return Ok(());
     }
-    let what = match (sandbox.workspace_write, sandbox.no_network) {
-        (true, true) => "sandbox = \"workspace-write\" and network = false",
-        (true, false) => "sandbox = \"workspace-write\"",
-        _ => "network = false",
-    };
+    let what = sandbox.described();
     let abi = landlock_abi();
-    if sandbox.workspace_write && abi < 1 {
+    if (sandbox.workspace_write || !sandbox.masks().is_empty()) && abi < 1 {
         bail!(
             "{what} needs Landlock, which this kernel does not provide (not built in, or not \
              enabled at boot: add `landlock` to the lsm= boot parameter); unset \
-             CUBA_EXEC_SANDBOX / the `sandbox` key to run without confinement"
+             CUBA_EXEC_SANDBOX / the `sandbox` key (and `deny_read`) to run without confinement"
         );
     }
-    let prepared = prepare(sandbox, roots, dir)
+    let mut prepared = prepare(sandbox, roots, dir)
         .with_context(|| format!("{what}: the kernel cannot provide this sandbox"))?;
     let mut cmd = prepared.command(shell);
     cmd.arg("-c")
@@ -242,8 +322,8 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
         .group(crate::platform::spawn::Group::Own);
     prepared.install(&mut cmd);
     let status = cmd.status().with_context(|| {
-        let hint = if sandbox.no_network {
-            " (network = false needs a new network namespace: root, or unprivileged user \
+        let hint = if sandbox.no_network || sandbox.proxy.is_some() {
+            " (network = false or \"proxy\" needs a new network namespace: root, or unprivileged user \
              namespaces enabled)"
         } else {
             ""
@@ -256,10 +336,17 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     if !status.success() {
         bail!("{what}: the test command `{shell} -c :` failed in the sandbox ({status})");
     }
+    if sandbox.proxied().is_some() {
+        prepared
+            .proxy_listener()
+            .with_context(|| format!("{what}: the proxy's port could not be opened"))?;
+    }
     tracing::info!(
         landlock_abi = abi,
         writable = ?sandbox.writable(roots, Path::new("<cwd>")),
         no_network = sandbox.no_network,
+        proxy = sandbox.proxied().is_some(),
+        masks = sandbox.masks().len(),
         "sandbox on"
     );
     Ok(())

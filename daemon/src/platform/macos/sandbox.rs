@@ -41,7 +41,11 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
         paths
     });
     Ok(Prepared {
-        profile: seatbelt::profile(writable.as_deref(), !sandbox.no_network),
+        profile: seatbelt::profile(
+            writable.as_deref(),
+            !sandbox.no_network,
+            &sandbox.masks().iter().map(|m| real(m)).collect::<Vec<_>>(),
+        ),
     })
 }
 
@@ -78,11 +82,7 @@ pub fn probe(sandbox: &Sandbox, roots: &[PathBuf], shell: &str, dir: &Path) -> R
     if !sandbox.active() {
         return Ok(());
     }
-    let what = match (sandbox.workspace_write, sandbox.no_network) {
-        (true, true) => "sandbox = \"workspace-write\" and network = false",
-        (true, false) => "sandbox = \"workspace-write\"",
-        _ => "network = false",
-    };
+    let what = sandbox.described();
     if !Path::new(SANDBOX_EXEC).is_file() {
         bail!(
             "{what} needs {SANDBOX_EXEC} (Seatbelt), which is missing; unset \

@@ -111,6 +111,12 @@ impl Spawn {
         self
     }
 
+    /// Sets `name` after the environment given (a later entry of a name wins).
+    pub fn add_env(&mut self, name: &str, value: &str) -> &mut Spawn {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
     pub fn current_dir(&mut self, dir: &Path) -> &mut Spawn {
         self.cwd = Some(dir.to_owned());
         self

@@ -15,16 +15,18 @@ pub fn probe(sandbox: &Sandbox, _roots: &[PathBuf], _shell: &str, _dir: &Path) -
     if !sandbox.active() {
         return Ok(());
     }
-    let sandbox_key = "CUBA_EXEC_SANDBOX / the `sandbox` key";
-    let network_key = "CUBA_EXEC_NETWORK / the `network` key";
-    let (what, unset) = match (sandbox.workspace_write, sandbox.no_network) {
-        (true, true) => (
-            "sandbox = \"workspace-write\" and network = false",
-            format!("{sandbox_key} and {network_key}"),
-        ),
-        (true, false) => ("sandbox = \"workspace-write\"", sandbox_key.to_string()),
-        _ => ("network = false", network_key.to_string()),
-    };
+    let what = sandbox.described();
+    let mut keys = Vec::new();
+    if sandbox.workspace_write {
+        keys.push("CUBA_EXEC_SANDBOX / the `sandbox` key");
+    }
+    if sandbox.no_network || sandbox.proxy.is_some() {
+        keys.push("CUBA_EXEC_NETWORK / the `network` key");
+    }
+    if sandbox.masked && !sandbox.workspace_write {
+        keys.push("CUBA_EXEC_DENY_READ / the `deny_read` key");
+    }
+    let unset = keys.join(" and ");
     bail!(
         "{what} needs the OS sandbox (Landlock and a network namespace on Linux, Seatbelt on \
          macOS), which is unavailable on Windows; unset {unset} to run without confinement"

@@ -25,6 +25,8 @@ mod plan;
 #[cfg(unix)]
 mod program;
 #[cfg(unix)]
+#[cfg(target_os = "linux")]
+mod proxy;
 mod sandbox;
 mod stdin;
 #[cfg(unix)]
@@ -86,6 +88,8 @@ pub struct Launcher {
     shell: String,
     /// The daemon's own sandbox, under every command's.
     sandbox: Sandbox,
+    /// The proxy of `network = "proxy"`, for every proxied tree.
+    proxy: Option<Arc<sandbox::NetProxy>>,
     /// Whether every exec in a tree is checked, and how.
     exec: Arc<ExecChecking>,
     /// Questions put to the person (an exec the rules ask about waits for its answer).
@@ -110,6 +114,17 @@ struct Started {
     cleanup: Vec<Cleanup>,
 }
 
+/// Checks the proxy's rules of `sandbox`, at the start: a bad pattern stops the daemon.
+pub fn proxy_rules(sandbox: &Sandbox) -> Result<(), String> {
+    match &sandbox.proxy {
+        #[cfg(target_os = "linux")]
+        Some(r) => proxy::rules_of(r).map(drop),
+        #[cfg(not(target_os = "linux"))]
+        Some(_) => Err("network = \"proxy\" needs Linux (a network namespace per command)".into()),
+        None => Ok(()),
+    }
+}
+
 impl Launcher {
     pub fn new(
         table: Arc<Table>,
@@ -120,6 +135,13 @@ impl Launcher {
     ) -> Launcher {
         #[cfg(windows)]
         let _ = (reaper, limiter);
+        // The rules were checked at the start (`proxy_rules`).
+        #[cfg(target_os = "linux")]
+        let proxy = (sandbox.proxy.as_ref())
+            .and_then(|r| proxy::NetProxy::new(r, &table, &asks).ok())
+            .map(Arc::new);
+        #[cfg(not(target_os = "linux"))]
+        let proxy = None;
         Launcher {
             table,
             #[cfg(unix)]
@@ -131,6 +153,7 @@ impl Launcher {
             orphan,
             shell,
             sandbox,
+            proxy,
             exec: Arc::new(exec),
             asks,
             askpass: Arc::new(askpass),
@@ -176,6 +199,18 @@ impl Launcher {
         self.cgroups.mode()
     }
 
+    /// Whether a tree `caller` starts runs with `no_new_privs`, so a setuid program in it
+    /// (`sudo`) cannot gain anything: under a daemon that is not root, the exec checks set
+    /// it, and so does the sandbox (Landlock requires it).
+    pub fn strips_privileges(&self, caller: &Caller) -> bool {
+        #[cfg(target_os = "linux")]
+        let checked = matches!(&*self.exec, ExecChecking::Active(..))
+            && !crate::platform::exec_check::privileged();
+        #[cfg(not(target_os = "linux"))]
+        let checked = false;
+        checked || (self.confinement(caller).sandbox.active() && cfg!(target_os = "linux"))
+    }
+
     /// The confinement of what `caller` starts.
     pub fn confinement(&self, caller: &Caller) -> Confinement {
         Confinement::of(caller, &self.sandbox)
@@ -201,6 +236,10 @@ impl Launcher {
         let (close_stdin, timeout) = (plan.close_stdin, plan.timeout);
         #[cfg(unix)]
         let exec: Option<Box<dyn Layer>> = match &*self.exec {
+            // A setuid program a person approved (`setuid_ask`): this one tree runs unchecked,
+            // without `no_new_privs`, so it can gain what the program grants.
+            #[cfg(target_os = "linux")]
+            ExecChecking::Active(..) if plan.privileged => None,
             #[cfg(target_os = "linux")]
             ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
                 service,
@@ -337,7 +376,7 @@ impl Launcher {
             ..
         } = plan;
         // The sandbox may need the shell run through a program of its own (macOS).
-        let sandbox = sandbox::Sandbox::of(&confinement, &cwd)?;
+        let sandbox = sandbox::Sandbox::of(&confinement, &cwd, (id, self.proxy.as_ref()))?;
         let mut cmd = match &sandbox {
             Some(layer) => layer.command(&shell),
             None => Spawn::new(&shell),

@@ -41,11 +41,14 @@ pub struct Confinement {
 
 impl Confinement {
     pub fn of(caller: &Caller, daemon: &Sandbox) -> Confinement {
+        let workspace_write = daemon.workspace_write || caller.policy.write_confined;
         Confinement {
             sandbox: Sandbox {
-                workspace_write: daemon.workspace_write || caller.policy.write_confined,
+                workspace_write,
                 no_network: daemon.no_network || caller.policy.no_network,
-                tmpdir: daemon.tmpdir.clone(),
+                // A caller confined to writes gets the masks with them, as the daemon would.
+                masked: daemon.masked || workspace_write,
+                ..daemon.clone()
             },
             roots: caller.policy.rules().dirs.clone(),
         }
@@ -67,6 +70,9 @@ pub struct LaunchPlan {
     pub stdin: Option<Vec<u8>>,
     pub close_stdin: bool,
     pub timeout: Option<Duration>,
+    /// A person approved running a setuid program in this tree: no exec checks (and so no
+    /// `no_new_privs`) for it.
+    pub privileged: bool,
 }
 
 impl LaunchPlan {
@@ -101,6 +107,7 @@ impl LaunchPlan {
             stdin: req.stdin,
             close_stdin: req.close_stdin,
             timeout: req.timeout_ms.map(Duration::from_millis),
+            privileged: false,
         }
     }
 
@@ -127,6 +134,7 @@ impl LaunchPlan {
             stdin: None,
             close_stdin: false,
             timeout: None,
+            privileged: false,
         }
     }
 }

@@ -1,15 +1,30 @@
-//! The sandbox layer: the child enters its confinement (Landlock write rules, a network
-//! namespace) in a hook prepared in the daemon and run in the child before its exec.
+//! The sandbox layer: the child enters its confinement (Landlock rules, a network namespace)
+//! in a hook prepared in the daemon and run in the child before its exec; with
+//! `network = "proxy"`, the daemon serves the proxy on the port the child opened in its
+//! namespace until the process has ended.
+
+use std::sync::Arc;
 
 use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use super::plan::Confinement;
 use crate::platform::sandbox::{self, Prepared};
 use crate::platform::spawn::Spawn;
+use crate::processes::supervise::Cleanup;
+
+#[cfg(target_os = "linux")]
+pub use super::proxy::NetProxy;
+/// The proxy is Linux's (a network namespace per tree): elsewhere there is none to serve.
+#[cfg(not(target_os = "linux"))]
+pub enum NetProxy {}
 
 pub struct Sandbox {
     /// Alive until the spawn has returned: the child enters its ruleset.
     prepared: Option<Prepared>,
+    /// The process's id and the proxy that serves its tree, for `network = "proxy"`.
+    proxy: Option<(u64, Arc<NetProxy>)>,
+    /// Stops serving the proxy once the process has ended.
+    serving: Option<Cleanup>,
 }
 
 impl Sandbox {
@@ -18,6 +33,7 @@ impl Sandbox {
     pub fn of(
         confinement: &Confinement,
         cwd: &std::path::Path,
+        (id, proxy): (u64, Option<&Arc<NetProxy>>),
     ) -> Result<Option<Sandbox>, LaunchError> {
         if !confinement.sandbox.active() {
             return Ok(None);
@@ -26,8 +42,18 @@ impl Sandbox {
             sandbox::prepare(&confinement.sandbox, &confinement.roots, cwd).map_err(|e| {
                 LaunchError::new(Stage::Sandbox, format!("cannot prepare the sandbox: {e:#}"))
             })?;
+        let proxy = match (confinement.sandbox.proxied(), proxy) {
+            (Some(_), Some(p)) => Some((id, p.clone())),
+            (Some(_), None) => {
+                let why = "network = \"proxy\" is not available on this system";
+                return Err(LaunchError::new(Stage::Sandbox, why));
+            }
+            _ => None,
+        };
         Ok(Some(Sandbox {
             prepared: Some(prepared),
+            proxy,
+            serving: None,
         }))
     }
 
@@ -42,14 +68,30 @@ impl Sandbox {
 
 impl Layer for Sandbox {
     fn before(&mut self, cmd: &mut Spawn) -> Result<(), LaunchError> {
-        if let Some(p) = &self.prepared {
+        if let Some(p) = &mut self.prepared {
             p.install(cmd);
         }
         Ok(())
     }
 
     fn after(&mut self, _pid: i32) -> Result<(), LaunchError> {
-        self.prepared = None;
+        let prepared = self.prepared.take();
+        #[cfg(target_os = "linux")]
+        if let (Some(mut prepared), Some((id, proxy))) = (prepared, self.proxy.take()) {
+            let failed = |e: std::io::Error| {
+                LaunchError::new(Stage::Sandbox, format!("cannot serve the proxy: {e}"))
+            };
+            let listener = prepared.proxy_listener().map_err(failed)?;
+            if let Some(listener) = listener {
+                self.serving = Some(proxy.serve(id, listener).map_err(failed)?);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        drop(prepared);
         Ok(())
+    }
+
+    fn undo(&mut self) -> Option<Cleanup> {
+        self.serving.take()
     }
 }

@@ -58,6 +58,7 @@ pub fn status(d: &Daemon) -> DaemonStatus {
         upgrade_failed,
         supervision: d.launcher().supervision().to_string(),
         exec_checks: d.launcher().exec_checks(),
+        sandbox: d.config().sandbox.lines(&d.config().policy.dirs),
     }
 }
 

@@ -11,6 +11,7 @@ pub(super) fn ask_kind() -> impl Strategy<Value = AskKind> {
     prop_oneof![
         Just(AskKind::Command),
         Just(AskKind::Exec),
+        Just(AskKind::Network),
         Just(AskKind::Password)
     ]
 }

@@ -463,6 +463,7 @@ fn daemon_status() -> impl Strategy<Value = DaemonStatus> {
             upgrade_failed,
             supervision,
             exec_checks,
+            sandbox: Vec::new(),
         },
     )
 }
