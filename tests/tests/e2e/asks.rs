@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod password;
+mod setuid;
 mod sudo;
 
 use std::path::Path;

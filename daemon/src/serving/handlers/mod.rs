@@ -17,6 +17,8 @@ mod read;
 mod resize;
 mod run;
 mod screen;
+#[cfg(unix)]
+mod setuid;
 mod shutdown;
 mod signal;
 mod spawn;

@@ -99,7 +99,18 @@ fn start(
     let Checked {
         unresolved,
         mut ask,
+        setuid: programs,
     } = allowed(d, caller, &req, &cwd)?;
+    let setuid = !programs.is_empty();
+    #[cfg(unix)]
+    if setuid {
+        // The setuid rule joins the policy's, so one answer (or one remembered) covers both.
+        let rule = super::setuid::rule(&programs);
+        ask = Some(match ask {
+            Some(policy) => format!("{policy}; {rule}"),
+            None => rule,
+        });
+    }
     // A remembered approval: not asked again here, nor at its exec.
     let mut approved = None;
     if let Some(rule) = ask.take() {
@@ -144,7 +155,8 @@ fn start(
     let launcher = d.launcher();
     let defaults = (launcher.shell(), launcher.confinement(caller));
     let command = req.command.clone();
-    let plan = LaunchPlan::command(
+    let approved_setuid = setuid && ask.is_none();
+    let mut plan = LaunchPlan::command(
         p.id,
         req,
         caller,
@@ -152,8 +164,9 @@ fn start(
         defaults,
         &table.marker(p.id),
     );
+    plan.privileged = approved_setuid;
     if let Some(rule) = ask {
-        hold(d, caller, w, plan, (rule, command, cwd))?;
+        hold(d, caller, w, (plan, setuid), (rule, command, cwd))?;
         return Ok((p.info(), false));
     }
     // A process that could not start is a record too: its state says why.
@@ -171,7 +184,7 @@ fn hold(
     d: &Daemon,
     caller: &Caller,
     p: Writer,
-    plan: LaunchPlan,
+    (mut plan, setuid): (LaunchPlan, bool),
     (rule, command, cwd): (String, String, PathBuf),
 ) -> Result<(), ProtocolError> {
     let question = Question {
@@ -196,6 +209,7 @@ fn hold(
         let outcome = match rx.await {
             Ok(Answer::Approved) => {
                 p.lock().approved_rules.push(rule);
+                plan.privileged = setuid;
                 // A process that could not start is a record too: its state says why.
                 let _ = launcher.launch(&caller, p, plan, None);
                 return;
@@ -217,6 +231,8 @@ fn hold(
 struct Checked {
     unresolved: Vec<String>,
     ask: Option<String>,
+    /// The setuid programs it runs where trees cannot gain privileges: asked about first.
+    setuid: Vec<String>,
 }
 
 /// The connection's policy (the daemon's, narrowed per client) and the side-effect
@@ -284,7 +300,48 @@ fn allowed(
         let category = caller.policy.rules().ask.side_effect(&req.side_effects)?;
         Some(format!("ask_side_effects: {category}"))
     });
-    Ok(Checked { unresolved, ask })
+    let setuid = setuid_programs(d, caller, req, cwd, &decision.commands);
+    if !setuid.is_empty() && d.launcher().confinement(caller).sandbox.active() {
+        let why = blocked_setuid(&setuid);
+        return Err(ProtocolError::new(cuba_protocol::ErrorKind::Blocked, why));
+    }
+    Ok(Checked {
+        unresolved,
+        ask,
+        setuid,
+    })
+}
+
+/// The setuid programs `commands` run, where a tree of `caller` could not gain privileges
+/// (none elsewhere: there they run as they always do).
+fn setuid_programs(
+    d: &Daemon,
+    caller: &Caller,
+    req: &SpawnRequest,
+    cwd: &Path,
+    commands: &[String],
+) -> Vec<String> {
+    #[cfg(unix)]
+    if d.launcher().strips_privileges(caller) {
+        let find = |env: &cuba_protocol::Env| {
+            let (_, v) = env.iter().rev().find(|(k, _)| k == "PATH")?;
+            Some(v.to_string_lossy().into_owned())
+        };
+        let path = find(&req.env).or_else(|| find(&caller.client.env));
+        return super::setuid::programs(commands, path.as_deref(), cwd);
+    }
+    let _ = (d, caller, req, cwd, commands);
+    Vec::new()
+}
+
+#[cfg(unix)]
+fn blocked_setuid(programs: &[String]) -> String {
+    super::setuid::refused_in_sandbox(programs)
+}
+
+#[cfg(not(unix))]
+fn blocked_setuid(_programs: &[String]) -> String {
+    String::new()
 }
 
 /// The shell that will run a command when the policy cannot read its text (Windows' `cmd.exe`

@@ -14,17 +14,17 @@ use super::{ask_lines, cubactl, ended};
 
 /// A user made for one test, allowed `sudo /usr/bin/true` with its password (asked once, never
 /// cached); removed with its sudoers file when dropped.
-struct SudoUser {
-    name: String,
-    uid: u32,
-    gid: u32,
-    password: String,
+pub(super) struct SudoUser {
+    pub(super) name: String,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) password: String,
     sudoers: std::path::PathBuf,
 }
 
 impl SudoUser {
     /// `None` (with why) where this machine cannot: not root, or no `sudo`/`useradd`.
-    fn make() -> Result<SudoUser, String> {
+    pub(super) fn make() -> Result<SudoUser, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("making a user for sudo needs root".into());
@@ -34,7 +34,10 @@ impl SudoUser {
                 return Err(format!("{tool} is not installed"));
             }
         }
-        let name = format!("cubasudo{}", std::process::id());
+        // One user per test: two tests in one run must not share (or kill) each other's.
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("cubasudo{}x{n}", std::process::id());
         let run = |cmd: &mut std::process::Command| {
             let out = cmd.output().map_err(|e| e.to_string())?;
             match out.status.success() {
