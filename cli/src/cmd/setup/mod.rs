@@ -12,6 +12,7 @@ mod dirs;
 mod files;
 mod json_doc;
 mod jsonc;
+mod sandbox;
 mod service;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ Examples:
   cubactl setup --bin-dir ~/.local/bin          the cuba-exec there, not next to cubactl
   cubactl setup --remove             take the entry out of every client found
   cubactl setup --http               a systemd/launchd service for the HTTP endpoint
+  cubactl setup --sandbox            the sandbox preset in the settings file (see below)
 
 Clients: claude-code, claude-desktop, cursor, vscode, codex, gemini, opencode, windsurf, zed,
 copilot, kilo, qwen, cline.
@@ -40,6 +42,11 @@ docs/setup.md lists the file each one reads and the entry written. Every other s
 file is kept; a file that does not parse is never rewritten, and one with comments (Zed, VS
 Code) is shown the entry to paste. Before a file changes it is copied to FILE.bak-cubactl
 (FILE.bak-cubactl.1 … when that exists). Restart a client to load the change.
+
+--sandbox writes `sandbox = \"workspace-write\"`, `network = \"proxy\"` and a [proxy] table
+allowing the package registries (npm, PyPI, crates.io, Go, RubyGems, Maven, GitHub) with
+`unknown = \"ask\"` into config.toml, keeping every key you already set; it applies from the
+daemon's next start.
 
 Exit status: 0 every client done, 1 one failed (or a named client's file must be edited by
 hand), 2 bad usage.";
@@ -79,6 +86,11 @@ pub struct Args {
     /// keeps the HTTP endpoint (`cuba-exec serve --http`) running; --remove takes it out.
     #[arg(long, conflicts_with_all = ["clients", "codex_approve", "gemini_trust", "qwen_trust"])]
     http: bool,
+    /// Instead of client entries: the sandbox preset in the settings file (writes in the
+    /// workspace only, secrets masked, the network only to the package registries through the
+    /// daemon's proxy, other hosts asked about); --remove takes it out.
+    #[arg(long, conflicts_with_all = ["clients", "codex_approve", "gemini_trust", "qwen_trust", "http", "env", "bin_dir"])]
+    sandbox: bool,
 }
 
 /// `KEY=VALUE`, KEY a portable environment variable name.
@@ -101,6 +113,10 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    if args.sandbox {
+        let file = sandbox::settings_file()?;
+        return sandbox::run(&file, args.remove, args.dry_run);
+    }
     let dirs = Dirs::from_env()?;
     if args.http {
         let exe = match args.remove {
