@@ -10,6 +10,8 @@
 //! What it costs: the directories on the way to a mask are read at each start (a few hundred
 //! rules for the defaults), and an entry made directly in one of them after the command
 //! started (a new file in `~`) is unreadable to that command (readable to the next).
+//! The grants are kept while no directory on the way to a mask changes (one `stat` each per
+//! start), so the walk is paid once, not at every start.
 //! Symlinks are not granted (their target is judged where it lies), and a file that is a hard
 //! link of a masked file is not granted either. A mask that does not exist is skipped: made
 //! later, it is masked from the next command on.
@@ -17,6 +19,7 @@
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What the masks come to at one start.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -25,10 +28,39 @@ pub struct Grants {
     pub read: Vec<PathBuf>,
     /// The masks in force (existing, resolved).
     pub masks: Vec<PathBuf>,
+    /// What the walk read: each mask's existence and each holder's identity and change time.
+    stamps: Vec<(PathBuf, Option<Stamp>)>,
+}
+
+/// A directory's identity and last change, or a mask's existence.
+type Stamp = (u64, u64, i64, i64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let md = std::fs::symlink_metadata(path).ok()?;
+    Some((md.dev(), md.ino(), md.mtime(), md.mtime_nsec()))
+}
+
+/// The last grants made, for the masks they were made for.
+static LAST: std::sync::Mutex<Option<(Vec<PathBuf>, Arc<Grants>)>> = std::sync::Mutex::new(None);
+
+/// [`grants`], kept while nothing it read has changed: the same `Arc` for the same grants.
+pub fn cached(masks: &[PathBuf]) -> Option<Arc<Grants>> {
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((for_masks, g)) = last.as_ref() {
+        if for_masks == masks && g.stamps.iter().all(|(p, s)| stamp(p) == *s) {
+            return Some(g.clone());
+        }
+    }
+    let g = Arc::new(grants(masks)?);
+    *last = Some((masks.to_vec(), g.clone()));
+    Some(g)
 }
 
 /// The read grants that leave `masks` unreadable; `None` when no mask exists.
 pub fn grants(masks: &[PathBuf]) -> Option<Grants> {
+    // Stamped before the walk: a change during it makes the next start walk again.
+    let mut stamps: Vec<(PathBuf, Option<Stamp>)> =
+        masks.iter().map(|m| (m.clone(), stamp(m))).collect();
     let mut resolved: Vec<PathBuf> = masks
         .iter()
         .filter_map(|m| std::fs::canonicalize(m).ok())
@@ -53,6 +85,7 @@ pub fn grants(masks: &[PathBuf]) -> Option<Grants> {
     let mut read = Vec::new();
     let mut dirs = vec![PathBuf::from("/")];
     while let Some(dir) = dirs.pop() {
+        stamps.push((dir.clone(), stamp(&dir)));
         // A holder that cannot be listed grants nothing beneath it: closed, not open.
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -82,6 +115,7 @@ pub fn grants(masks: &[PathBuf]) -> Option<Grants> {
     Some(Grants {
         read,
         masks: resolved,
+        stamps,
     })
 }
 
@@ -138,5 +172,11 @@ mod tests {
             "the rest of the system stays readable"
         );
         assert!(grants(&[home.join("nothing-here")]).is_none());
+        // Kept while nothing changes; walked again once a holder does.
+        let (a, b) = (cached(&masks).unwrap(), cached(&masks).unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+        std::fs::write(home.join(".config/new"), "x").unwrap();
+        let c = cached(&masks).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c) && c.read.contains(&home.join(".config/new")));
     }
 }

@@ -15,6 +15,7 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use landlock::{
@@ -36,11 +37,11 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
     let writable = sandbox
         .workspace_write
         .then(|| sandbox.writable(roots, cwd));
-    let masks = read_masks::grants(sandbox.masks());
+    let masks = read_masks::cached(sandbox.masks());
     // Every sandbox is a Landlock domain where the kernel has one, for its scopes at least.
     let ruleset = match (&writable, &masks, landlock_abi()) {
         (None, None, 0) => None,
-        _ => Some(ruleset(writable.as_deref(), masks.as_ref())?),
+        _ => Some(cached_ruleset(writable, masks.clone())?),
     };
     let proxy = match sandbox.proxied() {
         Some(_) => Some(ProxySide::new()?),
@@ -59,8 +60,56 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
         uid_map: line(uid),
         gid_map: line(gid),
         proxy,
-        masks: masks.map(|g| g.masks).unwrap_or_default(),
+        masks: masks.map(|g| g.masks.clone()).unwrap_or_default(),
     })
+}
+
+/// What a ruleset was made of: the writable paths with their identities (a rule holds an
+/// inode: a root made again is another), and the read grants.
+#[derive(PartialEq)]
+struct Made {
+    writable: Option<Vec<(PathBuf, Option<(u64, u64)>)>>,
+    grants: Option<Arc<read_masks::Grants>>,
+}
+
+/// Rulesets kept for reuse (a ruleset is not used up by entering it): the last few, as a few
+/// callers' roots alternate.
+static RULESETS: std::sync::Mutex<Vec<(Made, Arc<OwnedFd>)>> = std::sync::Mutex::new(Vec::new());
+const KEPT: usize = 8;
+
+/// [`ruleset`], made once for the same paths and grants.
+fn cached_ruleset(
+    writable: Option<Vec<PathBuf>>,
+    grants: Option<Arc<read_masks::Grants>>,
+) -> Result<Arc<OwnedFd>> {
+    use std::os::unix::fs::MetadataExt;
+    let ids = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let made = Made {
+        writable: writable
+            .as_ref()
+            .map(|w| w.iter().map(|p| (p.clone(), ids(p))).collect()),
+        grants,
+    };
+    let mut kept = RULESETS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = kept.iter().position(|(m, _)| {
+        m.writable == made.writable
+            && match (&m.grants, &made.grants) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }) {
+        let hit = kept.remove(i);
+        let fd = hit.1.clone();
+        kept.push(hit);
+        return Ok(fd);
+    }
+    let fd = Arc::new(ruleset(writable.as_deref(), made.grants.as_deref())?);
+    if kept.len() >= KEPT {
+        kept.remove(0);
+    }
+    kept.push((made, fd.clone()));
+    Ok(fd)
 }
 
 /// A Landlock ruleset: write access granted under `writable` only (ABI 1 required, newer
@@ -125,7 +174,7 @@ const READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 /// has returned: the child uses its ruleset descriptor.
 #[derive(Debug)]
 pub struct Prepared {
-    ruleset: Option<OwnedFd>,
+    ruleset: Option<Arc<OwnedFd>>,
     no_network: bool,
     user_ns: bool,
     uid_map: CString,
@@ -144,7 +193,7 @@ impl Prepared {
 
     /// Adds the hook that enters the sandbox in the child, and, for the proxy, its variables.
     pub fn install(&mut self, cmd: &mut Spawn) {
-        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
+        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
         let no_network = self.no_network;
         // The daemon keeps its memory from other processes (not dumpable), which makes
         // `/proc/self/uid_map` root's in a child that shares that memory: a child that writes
