@@ -25,6 +25,7 @@ mod limits;
 mod masks;
 mod mcp_hostile;
 mod net_proxy;
+mod net_proxy_tools;
 mod not_a_way_in;
 mod output;
 mod policy;
