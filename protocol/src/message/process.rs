@@ -196,6 +196,15 @@ impl StartFailure {
 
 impl ExecBlocked {
     pub fn line(&self) -> String {
+        // A connection the sandbox's proxy refused: the destination and how it was asked.
+        if self.rule == "proxy" {
+            return format!(
+                "BLOCKED: a connection to {} ({}), rule proxy: {}",
+                self.program,
+                self.argv.join(" "),
+                self.message
+            );
+        }
         let mut argv: String = self.argv.join(" ").chars().take(120).collect();
         if argv.chars().count() >= 120 {
             argv.push('…');
@@ -218,7 +227,9 @@ pub struct ExecBlocked {
     pub program: String,
     /// Its arguments, shortened.
     pub argv: Vec<String>,
-    /// The rule: `blocklist`, `allowlist`, `allowed_dirs`, `privileges`, `unreadable`.
+    /// The rule: `blocklist`, `allowlist`, `allowed_dirs`, `privileges`, `unreadable`; or
+    /// `proxy` for a connection the sandbox's proxy refused (`program` is `HOST:PORT`, `argv`
+    /// how it was asked).
     pub rule: String,
     /// What was refused and why, one sentence.
     pub message: String,

@@ -144,9 +144,24 @@ async fn the_rules_decide_each_connection_and_there_is_no_other_way_out() {
         assert!(out.contains(&format!("hello from {path}")), "{path}: {out}");
     }
     // A denied host: refused with the reason, and the origin never saw it.
-    let cmd = format!("curl -sS -w ' %{{http_code}}' http://denied.test:{port}/no");
-    let (_, out) = run(&c, &cmd, cwd).await;
+    let cmd = format!("curl -sS -w ' %{{http_code}}' http://denied.test:{port}/no; curl -sS http://denied.test:{port}/again");
+    let req = SpawnRequest {
+        cwd: Some(cwd.as_os_str().to_owned()),
+        ..spawn_req(&cmd)
+    };
+    let p = spawn_with(&c, req).await;
+    let done = wait_exit(&c, p.id).await;
+    let out = text(&done.output.bytes());
     assert!(out.contains("403") && out.contains("refused"), "{out}");
+    // The row says so too, once per destination, for a tool that hides the proxy's answer.
+    let lines = done.process.blocked_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "BLOCKED: a connection to denied.test:{port} (HTTP GET), rule proxy: "
+        )),
+        "{lines:?}"
+    );
     // The same host on a port no rule allows, and a host no rule names (unknown = deny).
     let cmd = format!(
         "curl -sS -p http://allowed.test:{}/ 2>&1",

@@ -9,12 +9,13 @@ use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cuba_protocol::AskKind;
+use cuba_protocol::{AskKind, ExecBlocked};
 
 use crate::base::config::ProxyRules;
 use crate::parts::net_proxy::{self, Decision, Dest, Gate, Rules, Unknown, Verdict, Via};
 use crate::processes::supervise::Cleanup;
 use crate::state::asks::{Answer, Asks, Question};
+use crate::state::record::Note;
 use crate::state::table::Table;
 
 /// The proxy's rules and what its gates report to, shared by every proxied tree.
@@ -64,6 +65,7 @@ impl NetProxy {
             table: self.table.clone(),
             asks: self.asks.clone(),
             answered: Arc::default(),
+            told: Default::default(),
         });
         let task = handle.spawn(net_proxy::serve(listener, gate));
         Ok(Box::new(move || task.abort()))
@@ -82,7 +84,12 @@ struct TreeGate {
     /// A host is asked about once per tree: a package manager's many connections to its
     /// registry are one question, and a denied host is not asked again by a retry loop.
     answered: Answered,
+    /// Destinations whose refusal the process's row already shows.
+    told: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Refused destinations noted on one row at most (the row keeps fewer anyway).
+const TOLD: usize = 64;
 
 /// `HOST:PORT`, with an IPv6 literal in brackets.
 fn dest_text(d: &Dest) -> String {
@@ -136,6 +143,25 @@ impl Gate for TreeGate {
         self.table
             .audit()
             .network(&info, (&dest, &via, addr.as_deref()), (decision, reason));
+        // On the process's row, once per destination: a tool that hides the proxy's answer
+        // (pip says only "no matching version") leaves the model this line to read.
+        let first = decision == "denied" && {
+            let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+            told.len() < TOLD && told.insert(dest.clone())
+        };
+        if first {
+            let hint = "allow it in the settings' [proxy] (`cubactl daemon status` shows the \
+                        rules), or ask the user";
+            p.note(Note::Blocked(ExecBlocked {
+                program: dest,
+                argv: vec![via],
+                rule: "proxy".into(),
+                message: format!("{}; {hint}", reason.unwrap_or("refused")),
+                pid: 0,
+                killed: false,
+            }));
+            self.table.changed();
+        }
     }
 }
 
