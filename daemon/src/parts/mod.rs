@@ -5,7 +5,8 @@
 pub mod cpu_rate;
 #[cfg(target_os = "linux")]
 pub(crate) mod exec_rules;
-#[cfg(unix)]
+// The proxy of `network = "proxy"` serves a network namespace per tree: Linux only.
+#[cfg(target_os = "linux")]
 pub mod net_proxy;
 pub mod output;
 #[cfg(unix)]

@@ -308,6 +308,7 @@ impl Audit {
 
     /// A connection the tree of `info` asked the proxy for (`dest` is `HOST:PORT`, `via`
     /// CONNECT, HTTP METHOD or SOCKS5): `decision` is `allowed`, `denied` or `failed`.
+    #[cfg(target_os = "linux")]
     pub fn network(
         &self,
         info: &ProcessInfo,

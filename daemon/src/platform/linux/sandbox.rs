@@ -68,9 +68,12 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
 /// inode: a root made again is another), and the read grants.
 #[derive(PartialEq)]
 struct Made {
-    writable: Option<Vec<(PathBuf, Option<(u64, u64)>)>>,
+    writable: Option<Vec<(PathBuf, Option<Inode>)>>,
     grants: Option<Arc<read_masks::Grants>>,
 }
+
+/// A path's device and inode.
+type Inode = (u64, u64);
 
 /// Rulesets kept for reuse (a ruleset is not used up by entering it): the last few, as a few
 /// callers' roots alternate.

@@ -24,9 +24,9 @@ mod pipes;
 mod plan;
 #[cfg(unix)]
 mod program;
-#[cfg(unix)]
 #[cfg(target_os = "linux")]
 mod proxy;
+#[cfg(unix)]
 mod sandbox;
 mod stdin;
 #[cfg(unix)]
@@ -65,6 +65,12 @@ pub use plan::{Confinement, LaunchPlan};
 pub use program::write_script;
 pub use stdin::StdinSink;
 
+#[cfg(target_os = "linux")]
+use proxy::NetProxy;
+/// The proxy is Linux's (a network namespace per tree): elsewhere there is none to serve.
+#[cfg(all(unix, not(target_os = "linux")))]
+pub enum NetProxy {}
+
 /// Control messages queued per supervisor.
 const CONTROL_QUEUE: usize = 16;
 
@@ -89,7 +95,8 @@ pub struct Launcher {
     /// The daemon's own sandbox, under every command's.
     sandbox: Sandbox,
     /// The proxy of `network = "proxy"`, for every proxied tree.
-    proxy: Option<Arc<sandbox::NetProxy>>,
+    #[cfg(unix)]
+    proxy: Option<Arc<NetProxy>>,
     /// Whether every exec in a tree is checked, and how.
     exec: Arc<ExecChecking>,
     /// Questions put to the person (an exec the rules ask about waits for its answer).
@@ -140,7 +147,7 @@ impl Launcher {
         let proxy = (sandbox.proxy.as_ref())
             .and_then(|r| proxy::NetProxy::new(r, &table, &asks).ok())
             .map(Arc::new);
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(all(unix, not(target_os = "linux")))]
         let proxy = None;
         Launcher {
             table,
@@ -153,6 +160,7 @@ impl Launcher {
             orphan,
             shell,
             sandbox,
+            #[cfg(unix)]
             proxy,
             exec: Arc::new(exec),
             asks,
@@ -202,6 +210,7 @@ impl Launcher {
     /// Whether a tree `caller` starts runs with `no_new_privs`, so a setuid program in it
     /// (`sudo`) cannot gain anything: under a daemon that is not root, the exec checks set
     /// it, and so does the sandbox (Landlock requires it).
+    #[cfg(unix)]
     pub fn strips_privileges(&self, caller: &Caller) -> bool {
         #[cfg(target_os = "linux")]
         let checked = matches!(&*self.exec, ExecChecking::Active(..))

@@ -12,11 +12,7 @@ use crate::platform::sandbox::{self, Prepared};
 use crate::platform::spawn::Spawn;
 use crate::processes::supervise::Cleanup;
 
-#[cfg(target_os = "linux")]
-pub use super::proxy::NetProxy;
-/// The proxy is Linux's (a network namespace per tree): elsewhere there is none to serve.
-#[cfg(not(target_os = "linux"))]
-pub enum NetProxy {}
+use super::NetProxy;
 
 pub struct Sandbox {
     /// Alive until the spawn has returned: the child enters its ruleset.
@@ -86,8 +82,9 @@ impl Layer for Sandbox {
                 self.serving = Some(proxy.serve(id, listener).map_err(failed)?);
             }
         }
+        // Nothing to serve elsewhere: `of` refused a proxied tree.
         #[cfg(not(target_os = "linux"))]
-        drop(prepared);
+        drop((prepared, self.proxy.take()));
         Ok(())
     }
 
