@@ -23,6 +23,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
+pub use super::proxy_port::PORT as PROXY_PORT;
 use super::{fd_pass, proxy_port, read_masks};
 use crate::base::config::Sandbox;
 use crate::platform::spawn::Spawn;
@@ -194,7 +195,7 @@ impl Prepared {
         Spawn::new(program)
     }
 
-    /// Adds the hook that enters the sandbox in the child, and, for the proxy, its variables.
+    /// Adds the hook that enters the sandbox in the child.
     pub fn install(&mut self, cmd: &mut Spawn) {
         let ruleset: Option<RawFd> = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
         let no_network = self.no_network;
@@ -212,9 +213,6 @@ impl Prepared {
         }
         let mut proxy = self.proxy.as_mut().map(|p| {
             cmd.uses(p.child_end());
-            for (name, value) in crate::parts::net_proxy::env_vars(proxy_port::PORT) {
-                cmd.add_env(&name, &value);
-            }
             (p.child_end(), std::mem::take(&mut p.cmsg))
         });
         // The hook only makes system calls on data prepared before the spawn (no allocation,

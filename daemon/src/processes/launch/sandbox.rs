@@ -67,6 +67,13 @@ impl Layer for Sandbox {
         if let Some(p) = &mut self.prepared {
             p.install(cmd);
         }
+        // The tools that honour the proxy variables find the proxy's port in the tree.
+        #[cfg(target_os = "linux")]
+        if self.proxy.is_some() {
+            for (name, value) in crate::parts::net_proxy::env_vars(sandbox::PROXY_PORT) {
+                cmd.add_env(&name, &value);
+            }
+        }
         Ok(())
     }
 
