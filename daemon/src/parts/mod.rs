@@ -1,6 +1,6 @@
 //! A process's parts, below its record: its output (memory, spool), its terminal, its tree
 //! and the reaper that collects its exit, its CPU rate, and the rules its execs are checked
-//! against.
+//! against, and the Unix socket rule of a sandboxed tree.
 
 pub mod cpu_rate;
 #[cfg(target_os = "linux")]
@@ -16,3 +16,6 @@ pub(crate) mod reaper;
 pub(crate) mod reaper;
 pub(crate) mod terminal;
 pub mod tree;
+#[cfg(unix)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub mod unix_sockets;

@@ -69,6 +69,10 @@ pub struct ProcData {
     /// an upgrade, which hands it to the new program.
     #[cfg(unix)]
     pub exec_listener: Option<Arc<std::os::fd::OwnedFd>>,
+    /// The Unix socket rule of its tree (a sandboxed one's), with the sockets the tree made:
+    /// shared with the judge of its exec checks, carried across an upgrade.
+    #[cfg(unix)]
+    pub sockets: Option<Arc<crate::parts::unix_sockets::Sockets>>,
     /// The `ask` rules a person approved for this command: its own execs of them are not asked
     /// about again.
     pub approved_rules: Vec<String>,
@@ -251,6 +255,8 @@ impl ProcData {
             tenant: None,
             #[cfg(unix)]
             exec_listener: None,
+            #[cfg(unix)]
+            sockets: None,
             approved_rules: Vec::new(),
         };
         data.render();

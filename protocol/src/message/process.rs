@@ -209,9 +209,11 @@ impl ExecBlocked {
         if argv.chars().count() >= 120 {
             argv.push('…');
         }
-        let how = match self.killed {
-            true => "killed after its exec",
-            false => "at its exec",
+        let how = match (self.killed, self.rule.as_str()) {
+            (true, _) => "killed after its exec",
+            // A refused `connect` or `bind` (the sandbox's Unix socket rule).
+            (false, "unix_sockets") => "at a socket call",
+            (false, _) => "at its exec",
         };
         format!(
             "BLOCKED: {} (`{argv}`, pid {}) {how}, rule {}: {}",
@@ -229,7 +231,7 @@ pub struct ExecBlocked {
     pub argv: Vec<String>,
     /// The rule: `blocklist`, `allowlist`, `allowed_dirs`, `privileges`, `unreadable`; or
     /// `proxy` for a connection the sandbox's proxy refused (`program` is `HOST:PORT`, `argv`
-    /// how it was asked).
+    /// how it was asked); `unix_sockets` for a socket call the sandbox refused.
     pub rule: String,
     /// What was refused and why, one sentence.
     pub message: String,

@@ -42,5 +42,6 @@ mod tenants;
 mod tree;
 mod trust;
 mod tty;
+mod unix_sockets;
 mod upgrade;
 mod waiting_input;

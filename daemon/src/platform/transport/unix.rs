@@ -77,7 +77,15 @@ impl Listener {
             Ok(cred) => {
                 let peer = Peer {
                     uid: cred.uid(),
-                    pid: cred.pid(),
+                    pid: match cred.pid() {
+                        // A connect the daemon made for a sandboxed caller: the caller's.
+                        #[cfg(target_os = "linux")]
+                        Some(pid) if pid == self.pid as i32 => {
+                            let made = crate::platform::exec_check::peers::caller_of_peer;
+                            made(stream.as_raw_fd()).or(Some(pid))
+                        }
+                        pid => pid,
+                    },
                 };
                 match cred.uid() == self.uid {
                     true => Check::Ours(peer),

@@ -41,6 +41,8 @@ pub struct Adopted {
     pub cgroup: Option<crate::platform::cgroup::CgroupSlot>,
     /// The listener of its tree's exec checks.
     pub exec_listener: Option<OwnedFd>,
+    /// Its tree's Unix socket rule, with the sockets the tree made.
+    pub sockets: Option<Arc<crate::parts::unix_sockets::Sockets>>,
 }
 
 impl Launcher {
@@ -147,6 +149,8 @@ impl Launcher {
             rec.cgroup = cgroup.clone();
             rec.stop = a.stop;
             rec.policy = a.policy.clone();
+            // Before the listener is taken over: its judge is made from it.
+            rec.sockets = a.sockets.clone();
             rec.control = Some(control_tx);
             rec.stdin = writer.as_ref().map(|(_, _, tx)| tx.clone());
             if let (Some((m, screen)), Some(size)) = (&master, a.info.tty) {

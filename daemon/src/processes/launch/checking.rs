@@ -25,7 +25,8 @@ impl ExecChecking {
         #[cfg(target_os = "linux")]
         {
             let how = crate::platform::exec_check::probe().and_then(|how| {
-                match super::exec_check::ExecService::start(!config.allow_namespaces) {
+                let own = &config.socket;
+                match super::exec_check::ExecService::start(!config.allow_namespaces, own) {
                     Ok(s) => Ok((s, how)),
                     Err(e) => Err(format!("cannot start the exec checks' thread: {e}")),
                 }

@@ -1,22 +1,26 @@
 //! The exec-check layer (Linux): the child installs the filter as its last hook, and its
 //! listener goes to the checker thread with what decides the tree's execs, before the spawn
-//! (the child's own first exec waits for that thread's answer).
+//! (the child's own first exec waits for that thread's answer). A sandboxed tree's judge also
+//! holds its Unix socket rule, which its record keeps for an upgrade.
 
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use cuba_protocol::ExecBlocked;
 
 use super::error::{LaunchError, Stage};
 use super::layer::Layer;
+use super::plan::Confinement;
 use crate::base::policy::Effective;
 use crate::parts::exec_rules::{Exec, ExecRules, Refusal, Target, Verdict};
+use crate::parts::unix_sockets::{SocketRule, Sockets};
 use crate::platform::exec_check::{
-    self, AskStart, Checker, ChildEnd, Judge, Pending, Reply, Source, Watch,
+    self, AskStart, Checker, ChildEnd, Judge, Made, Pending, Reply, SocketAsk, Source, Watch,
 };
 use crate::platform::spawn::{Attend, Spawn};
 use crate::state::asks::{Answer, Asks, Question};
-use crate::state::record::{Note, Proc};
+use crate::state::record::{Note, Proc, Writer};
 use crate::state::table::Table;
 
 /// The checker and how its filters are installed.
@@ -25,14 +29,20 @@ pub struct ExecService {
     no_new_privs: bool,
     /// Namespace and mount calls in checked trees are refused (`namespaces = "refuse"`).
     refuse_namespaces: bool,
+    /// The daemon's own socket: a sandboxed tree may connect to it (`cubactl`, the askpass
+    /// helper); the daemon's connect for it is told to be the caller's (the exec checks'
+    /// `peers.rs`).
+    own_socket: std::path::PathBuf,
 }
 
 impl ExecService {
-    pub fn start(refuse_namespaces: bool) -> std::io::Result<ExecService> {
+    pub fn start(refuse_namespaces: bool, own_socket: &Path) -> std::io::Result<ExecService> {
+        let own_socket = std::path::absolute(own_socket).unwrap_or_else(|_| own_socket.into());
         Ok(ExecService {
-            checker: Checker::start(refuse_namespaces)?,
+            checker: Checker::start(refuse_namespaces, own_socket.clone())?,
             no_new_privs: !exec_check::privileged(),
             refuse_namespaces,
+            own_socket,
         })
     }
 
@@ -52,9 +62,15 @@ impl ExecService {
         p: &Arc<Proc>,
         listener: OwnedFd,
     ) {
-        let policy = p.lock().policy.clone();
+        let (policy, sockets) = {
+            let rec = p.lock();
+            (rec.policy.clone(), rec.sockets.clone())
+        };
         let Some(policy) = policy else { return };
-        let judge = ProcJudge::judge((table, asks), p, &policy, self.no_new_privs);
+        // A tree whose filter hands its socket calls over without a rule kept for it (none
+        // can be had) is allowed only the sockets it makes.
+        let sockets = sockets.unwrap_or_default();
+        let judge = ProcJudge::judge((table, asks), p, (&policy, sockets), self.no_new_privs);
         let w = Watch {
             source: Source::Listener(listener),
             judge,
@@ -67,6 +83,9 @@ impl ExecService {
 
 struct ProcJudge {
     rules: ExecRules,
+    /// The tree's Unix socket rule (empty where it has none: its filter hands over no socket
+    /// call then).
+    sockets: Arc<Sockets>,
     table: Arc<Table>,
     asks: Arc<Asks>,
     proc: Weak<Proc>,
@@ -78,11 +97,12 @@ impl ProcJudge {
     fn judge(
         (table, asks): (&Arc<Table>, &Arc<Asks>),
         p: &Arc<Proc>,
-        policy: &Effective,
+        (policy, sockets): (&Effective, Arc<Sockets>),
         nnp: bool,
     ) -> Arc<dyn Judge> {
         Arc::new(ProcJudge {
             rules: ExecRules::new(policy, nnp),
+            sockets,
             table: table.clone(),
             asks: asks.clone(),
             proc: Arc::downgrade(p),
@@ -164,6 +184,21 @@ impl Judge for ProcJudge {
             p.note(Note::Listening(listener));
         }
     }
+
+    fn socket(&self, ask: SocketAsk<'_>) -> Result<(), String> {
+        match ask {
+            SocketAsk::Connect { path, id } => self.sockets.connect(path, id),
+            SocketAsk::ConnectAbstract(name) => self.sockets.connect_abstract(name),
+            SocketAsk::Bind { dir, name } => self.sockets.bind(dir, name),
+        }
+    }
+
+    fn made(&self, made: Made<'_>) {
+        match made {
+            Made::File(id) => self.sockets.made_file(id),
+            Made::Name(name) => self.sockets.made_name(name),
+        }
+    }
 }
 
 /// The program and arguments of `exec`, as the person is asked about it.
@@ -187,28 +222,53 @@ fn not_asked(exec: &Exec, rule: &str, why: &str) -> Refusal {
 pub struct ExecLayer {
     service: Arc<ExecService>,
     judge: Option<Arc<dyn Judge>>,
+    /// The tree has a Unix socket rule: its filter hands over `connect` and `bind`.
+    sockets: bool,
     /// Held until the spawn returned: the child has its copy then.
     child: Option<ChildEnd>,
 }
 
 impl ExecLayer {
+    /// The layer of record `p`'s tree, started for a client with `policy`, in `cwd` with
+    /// `confinement`; a sandboxed tree gets a Unix socket rule ([`socket_rule`]), which the
+    /// record keeps.
     pub fn new(
         service: &Arc<ExecService>,
         (table, asks): (&Arc<Table>, &Arc<Asks>),
-        p: &Arc<Proc>,
-        policy: &Effective,
+        p: &Writer,
+        (policy, confinement, cwd): (&Effective, &Confinement, &Path),
     ) -> ExecLayer {
+        let own = &service.own_socket;
+        let rule = socket_rule(confinement, cwd, own).map(|r| Arc::new(Sockets::new(r)));
+        p.lock().sockets = rule.clone();
         ExecLayer {
+            sockets: rule.is_some(),
             judge: Some(ProcJudge::judge(
                 (table, asks),
-                p,
-                policy,
+                p.proc(),
+                (policy, rule.unwrap_or_default()),
                 service.no_new_privs,
             )),
             service: service.clone(),
             child: None,
         }
     }
+}
+
+/// The Unix socket rule of a tree started in `cwd` with `confinement`: only a sandboxed one
+/// has one, with the sockets the person allows by name (`unix_sockets`) and the daemon's
+/// `own` socket.
+fn socket_rule(confinement: &Confinement, cwd: &Path, own: &Path) -> Option<SocketRule> {
+    let sandbox = &confinement.sandbox;
+    if !sandbox.active() {
+        return None;
+    }
+    let roots = confinement.roots.as_slice();
+    let writable = (sandbox.workspace_write).then(|| sandbox.writable(roots, cwd));
+    let mut listed = sandbox.unix_sockets.clone();
+    listed.push(own.to_path_buf());
+    let hidden = sandbox.masks();
+    Some(SocketRule::new((roots, cwd), (&listed, hidden), writable))
 }
 
 /// Who answers a tree's first exec: the starting thread itself where the start lets it, else
@@ -253,7 +313,7 @@ impl Layer for ExecLayer {
         pending.install(
             cmd,
             self.service.no_new_privs,
-            self.service.refuse_namespaces,
+            (self.service.refuse_namespaces, self.sockets),
         );
         let cwd = cmd.cwd().map_or_else(
             || std::env::current_dir().unwrap_or_default(),

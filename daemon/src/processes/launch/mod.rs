@@ -255,8 +255,8 @@ impl Launcher {
             ExecChecking::Active(service, _) => Some(Box::new(exec_check::ExecLayer::new(
                 service,
                 (&self.table, &self.asks),
-                p.proc(),
-                &caller.policy,
+                &p,
+                (&caller.policy, &plan.confinement, &plan.cwd),
             ))),
             ExecChecking::Unavailable {
                 why,

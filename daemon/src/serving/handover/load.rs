@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cuba_protocol::wire;
@@ -11,6 +12,7 @@ use cuba_protocol::wire;
 use super::{get, Header, SavedProc, VERSION};
 use crate::parts::output::Output;
 use crate::parts::tree::TreeRoot;
+use crate::parts::unix_sockets::Sockets;
 use crate::platform::set_cloexec;
 use crate::processes::launch::Adopted;
 
@@ -80,9 +82,10 @@ impl SavedProc {
                 Some(s) => Some((s.name, s.nonce, own(s.commands)?, s.confinement)),
                 None => None,
             },
-            policy: self.policy.map(std::sync::Arc::new),
+            policy: self.policy.map(Arc::new),
             cgroup: self.cgroup,
             exec_listener: self.exec_listener.map(own).transpose()?,
+            sockets: self.sockets.map(|s| Arc::new(Sockets::restore(s))),
         };
         Ok((output, adopted))
     }

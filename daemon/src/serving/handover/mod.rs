@@ -79,6 +79,8 @@ pub struct SavedProc {
     pub exec_listener: Option<RawFd>,
     /// The confined caller it was started for (version 8).
     pub tenant: Option<String>,
+    /// Its tree's Unix socket rule and the sockets the tree made (version 10).
+    pub sockets: Option<crate::parts::unix_sockets::SavedSockets>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

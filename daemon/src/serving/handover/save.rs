@@ -240,6 +240,7 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         cgroup: rec.cgroup.as_ref().and_then(|c| c.slot()),
         exec_listener: rec.exec_listener.as_ref().map(|l| l.as_raw_fd()),
         tenant: rec.tenant.as_deref().map(String::from),
+        sockets: rec.sockets.as_ref().map(|s| s.saved()),
     })
 }
 

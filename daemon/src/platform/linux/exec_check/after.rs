@@ -275,7 +275,7 @@ mod tests {
 
     use cuba_protocol::ExecBlocked;
 
-    use super::super::types::{AskStart, Target};
+    use super::super::types::{AskStart, Made, SocketAsk, Target};
     use super::super::Reply;
 
     /// Rules that refuse every program, counting the refusals reported.
@@ -301,6 +301,10 @@ mod tests {
         fn ask(&self, _: &Exec, _: String, _: Reply) -> AskStart {
             AskStart::Allow
         }
+        fn socket(&self, _: SocketAsk<'_>) -> Result<(), String> {
+            Err("refused".to_string())
+        }
+        fn made(&self, _: Made<'_>) {}
     }
 
     /// A `sleep` numbered `pid`: the kernel is told the last number given was `pid - 1`

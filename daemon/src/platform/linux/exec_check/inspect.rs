@@ -192,6 +192,11 @@ const INTERP_FOR: Duration = Duration::from_secs(1);
 const INTERPS: usize = 8;
 
 impl View {
+    /// The callers' root, where it is the daemon's own.
+    pub fn root(&self) -> Option<&OwnedFd> {
+        self.root.as_ref()
+    }
+
     /// `same_root`: every caller's root is the daemon's own.
     pub fn new(same_root: bool) -> View {
         let root = same_root

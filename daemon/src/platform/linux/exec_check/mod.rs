@@ -6,8 +6,11 @@
 //! the caller (`inspect.rs`: the file in the caller's view, `resolve.rs`; its interpreters and
 //! images, `image.rs`).
 //! What is allowed is the policy's (`crate::parts::exec_rules`), behind [`Judge`].
+//! A tree with a Unix socket rule has its `connect` and `bind` calls made by the daemon too
+//! (`sockets.rs`), the rule (`crate::parts::unix_sockets`) behind the same [`Judge`].
 
 mod after;
+mod calls;
 mod filter;
 mod first;
 mod held;
@@ -15,16 +18,21 @@ mod image;
 mod inspect;
 mod notif;
 mod pace;
+pub mod peers;
 mod resolve;
 mod serve;
 mod shared;
+mod sockets;
 mod types;
+mod workers;
 
 pub use inspect::target;
-pub use types::{unreadable, AskStart, Exec, Refusal, Run, Target, Verdict};
+pub use types::{
+    unreadable, AskStart, Exec, Made, Refusal, Run, SocketAsk, SocketFile, Target, Verdict,
+};
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -47,6 +55,11 @@ pub trait Judge: Send + Sync + 'static {
     /// Puts an exec the rules ask about (`rule`) to the person; `reply` is called once with
     /// the answer when it is [`AskStart::Held`].
     fn ask(&self, exec: &Exec, rule: String, reply: Reply) -> AskStart;
+    /// What the tree's Unix socket rule says of a call (`Err`: refused, with the sentence that
+    /// says why). Only a tree with a rule is asked: its filter alone hands the calls over.
+    fn socket(&self, ask: SocketAsk<'_>) -> Result<(), String>;
+    /// The tree made a socket: connecting to it is allowed from then on.
+    fn made(&self, made: Made<'_>);
 }
 
 pub enum Source {
@@ -125,32 +138,24 @@ pub struct Pending {
 
 impl Pending {
     pub fn new() -> io::Result<Pending> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: socketpair fills both descriptors, which are owned below.
-        let r = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: two new descriptors nothing else owns.
-        let (d, c) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (d, c) = crate::platform::linux::fd_pass::pair()?;
         Ok(Pending {
             daemon_end: d,
             child_end: Some(c),
         })
     }
 
-    /// The child enters the filter as its last hook before the exec.
-    pub fn install(&mut self, cmd: &mut Spawn, no_new_privs: bool, refuse_namespaces: bool) {
+    /// The child enters the filter as its last hook before the exec; with `sockets` (the tree
+    /// has a Unix socket rule) its `connect` and `bind` calls come to the daemon too.
+    pub fn install(
+        &mut self,
+        cmd: &mut Spawn,
+        no_new_privs: bool,
+        (refuse_namespaces, sockets): (bool, bool),
+    ) {
         let Some(child) = &self.child_end else { return };
         let mut side = filter::ChildSide {
-            filter: filter::program(refuse_namespaces),
+            filter: filter::program(refuse_namespaces, sockets),
             socket: child.as_raw_fd(),
             no_new_privs,
             cmsg: Box::new([0u64; 4]),
@@ -181,9 +186,10 @@ pub struct Checker {
 
 impl Checker {
     /// `same_root`: checked trees may not change their root or mounts (namespaces refused),
-    /// so every caller's root is the daemon's own.
-    pub fn start(same_root: bool) -> io::Result<Checker> {
-        let shared = Arc::new(shared::Shared::new()?);
+    /// so every caller's root is the daemon's own. `own_socket`: the daemon's socket, whose
+    /// connections made for a caller are told to be the caller's (`peers.rs`).
+    pub fn start(same_root: bool, own_socket: PathBuf) -> io::Result<Checker> {
+        let shared = Arc::new(shared::Shared::new(own_socket)?);
         let for_thread = shared.clone();
         std::thread::Builder::new()
             .name("cubad-exec".into())
@@ -246,7 +252,7 @@ mod tests {
     #[tokio::test]
     async fn a_paused_checker_takes_nothing_until_let_go() {
         #[allow(clippy::expect_used)]
-        let checker = Checker::start(true).expect("the checker thread starts");
+        let checker = Checker::start(true, "/nonexistent".into()).expect("the checker starts");
         let paused = checker.pause(Duration::from_secs(5)).await;
         let Ok(paused) = paused else {
             panic!("an idle checker did not pause");

@@ -1,13 +1,14 @@
-//! One notification: receiving it, reading the exec's path and arguments out of the caller's
-//! memory, and answering. Every system call here is on the path of a waiting exec: each is
-//! counted. What the exec would run is found from it by `inspect.rs`.
+//! One notification: receiving it, reading the exec's path and arguments (or a socket call's
+//! arguments) out of the caller's memory, and answering. Every system call here is on the path
+//! of a waiting call: each is counted. What the exec would run is found from it by
+//! `inspect.rs`; a socket call is made by `sockets.rs`.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use super::filter;
+use super::calls::{self, SocketCall};
 
 /// Arguments read for a report, and the bytes of each.
 pub const MAX_ARGS: usize = 16;
@@ -86,6 +87,22 @@ pub fn answer(listener: RawFd, id: u64, refuse: Option<i32>) -> io::Result<()> {
     Ok(())
 }
 
+/// Answers `id` with a result of the daemon's own, the call made in its place: 0, or
+/// `-errno`. Never lets the caller's call go on. An error: the caller is gone.
+pub fn reply(listener: RawFd, id: u64, result: Result<(), i32>) -> io::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: result.err().map_or(0, |e| -e),
+        flags: 0,
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp.
+    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &resp) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The NUL-terminated string at `addr`, at most `max` bytes; `None` if it cannot be read.
 fn read_cstr(pid: i32, addr: u64, max: usize) -> Option<Vec<u8>> {
     let mut out = Vec::new();
@@ -131,20 +148,39 @@ impl Notification {
 
     /// Whether this is an exec (else a namespace or mount call, where those are refused).
     pub fn is_exec(&self) -> bool {
-        filter::is_exec(self.arch, self.nr)
+        calls::is_exec(self.arch, self.nr)
+    }
+
+    /// Whether this is a socket's `connect` or `bind` (a tree with a Unix socket rule).
+    pub fn socket_call(&self) -> Option<SocketCall> {
+        calls::socket_call(self.arch, self.nr)
+    }
+
+    /// A socket call's arguments: the descriptor, the address's place and its length.
+    pub fn socket_args(&self) -> (i32, u64, u32) {
+        let addr = match calls::is_compat(self.arch) {
+            true => self.args[1] & u64::from(u32::MAX),
+            false => self.args[1],
+        };
+        (self.args[0] as i32, addr, self.args[2] as u32)
+    }
+
+    /// Reads the caller's memory at `addr` into `buf`: the bytes read.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> usize {
+        crate::platform::proc::read_memory(self.mem_pid, addr, buf)
     }
 
     /// The name of the namespace or mount call this is, for a report.
     pub fn call_name(&self) -> &'static str {
-        filter::call_name(self.arch, self.nr)
+        calls::call_name(self.arch, self.nr)
     }
 
     pub fn execveat(&self) -> bool {
-        filter::is_execveat(self.arch, self.nr)
+        calls::is_execveat(self.arch, self.nr)
     }
 
     fn word(&self) -> usize {
-        if filter::is_compat(self.arch) {
+        if calls::is_compat(self.arch) {
             4
         } else {
             8

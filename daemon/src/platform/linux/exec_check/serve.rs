@@ -37,6 +37,8 @@ pub(super) struct Loop {
     pub(super) denied: HashMap<i32, Denied>,
     /// The callers' root and the interpreters found lately.
     view: View,
+    /// A hand-over's stop, asked while socket calls were under way: taken once they end.
+    waiting: Option<PauseRequest>,
 }
 
 pub fn run(shared: Arc<Shared>, same_root: bool) {
@@ -49,6 +51,7 @@ pub fn run(shared: Arc<Shared>, same_root: bool) {
         held: HashMap::new(),
         next_hold: 1,
         denied: HashMap::new(),
+        waiting: None,
     };
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
     loop {
@@ -79,7 +82,7 @@ pub fn run(shared: Arc<Shared>, same_root: bool) {
             }
         }
         l.afters.run_due();
-        if let Some(r) = l.shared.take_pause() {
+        if let Some(r) = l.shared.take_pause().or_else(|| l.waiting.take()) {
             l.pause(r);
         }
     }
@@ -87,12 +90,18 @@ pub fn run(shared: Arc<Shared>, same_root: bool) {
 
 impl Loop {
     /// Stops here, where every notification received has been answered, for a hand-over;
-    /// not while an exec waits for a person, whose answer would reach no one after it.
+    /// not while an exec waits for a person, whose answer would reach no one after it, nor
+    /// while a socket call is made on a worker thread (the stop waits for those: a call that
+    /// ends wakes this thread; one that does not end in time fails the hand-over's wait).
     fn pause(&mut self, r: PauseRequest) {
         if !self.held.is_empty() {
             let _ = r
                 .paused
                 .send(Err(self.held.values().map(|h| h.pid).collect()));
+            return;
+        }
+        if self.shared.calls() > 0 {
+            self.waiting = Some(r);
             return;
         }
         if r.paused.send(Ok(())).is_ok() {
@@ -175,6 +184,10 @@ impl Loop {
     /// Answers notification `n`.
     fn handle(&mut self, listener: &Arc<OwnedFd>, judge: &Arc<dyn Judge>, n: Notification) {
         let fd = listener.as_raw_fd();
+        if let Some(call) = n.socket_call() {
+            let root = self.view.root();
+            return super::sockets::handle(&self.shared, root, (listener, judge), &n, call);
+        }
         if !n.is_exec() {
             return super::held::refuse_namespace(fd, judge, &n);
         }

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Judge, Source, Watch};
@@ -57,6 +57,13 @@ pub struct Shared {
     /// A hand-over's request that the thread stop between two notifications.
     pause: Mutex<Option<PauseRequest>>,
     pause_asked: AtomicBool,
+    /// Socket calls being made on worker threads (`sockets.rs`): a hand-over waits for them,
+    /// whose callers' answers would reach no one after it.
+    calls: AtomicUsize,
+    /// The daemon's own socket (see `peers.rs`).
+    pub own_socket: PathBuf,
+    /// The threads socket calls that can wait are made on.
+    pub workers: Arc<super::workers::Workers>,
 }
 
 /// A hand-over's request that the checker thread stop: it answers on `paused` once no
@@ -69,7 +76,7 @@ pub struct PauseRequest {
 }
 
 impl Shared {
-    pub fn new() -> io::Result<Shared> {
+    pub fn new(own_socket: PathBuf) -> io::Result<Shared> {
         // SAFETY: epoll_create1 takes flags; the new descriptor is owned at once.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -108,6 +115,9 @@ impl Shared {
             wake,
             pause: Mutex::new(None),
             pause_asked: AtomicBool::new(false),
+            calls: AtomicUsize::new(0),
+            own_socket,
+            workers: Arc::default(),
         })
     }
 
@@ -124,6 +134,26 @@ impl Shared {
         let one = 1u64;
         // SAFETY: an eventfd takes 8 bytes; a full counter has woken the thread already.
         unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// A socket call begins on a worker thread: false (not counted) when `max` are.
+    pub fn calls_begin(&self, max: usize) -> bool {
+        let prev = self.calls.fetch_add(1, Ordering::AcqRel);
+        if prev >= max {
+            self.calls.fetch_sub(1, Ordering::AcqRel);
+        }
+        prev < max
+    }
+
+    /// It ended: the checker thread looks again at a hand-over waiting for it.
+    pub fn calls_end(&self) {
+        self.calls.fetch_sub(1, Ordering::AcqRel);
+        self.wake_thread();
+    }
+
+    /// Socket calls under way on threads of their own.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::Acquire)
     }
 
     /// Asks the thread to stop (from any thread).

@@ -1,4 +1,5 @@
-//! What the daemon learns of one exec, and what it answers when it refuses one.
+//! What the daemon learns of one exec, and what it answers when it refuses one; what it asks
+//! of a tree's Unix socket rule.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -141,4 +142,36 @@ pub fn unreadable(pid: i32, argv: Vec<String>) -> ExecBlocked {
         pid: pid as u32,
         killed: false,
     }
+}
+
+/// A socket file: its device, inode, and when it was made (its birth time in nanoseconds
+/// where the filesystem keeps one, else its last inode change): an inode number given again
+/// to a new file is not the file a tree made.
+pub type SocketFile = (u64, u64, u64);
+
+/// What a tree's Unix socket rule is asked (`crate::parts::unix_sockets`).
+#[derive(Debug, Clone, Copy)]
+pub enum SocketAsk<'a> {
+    /// A connect to the socket file `path` (absolute, links resolved), which is `id`.
+    Connect {
+        path: &'a std::path::Path,
+        id: SocketFile,
+    },
+    /// A connect to the abstract name (without its leading NUL).
+    ConnectAbstract(&'a [u8]),
+    /// A bind that makes the socket file `name` in directory `dir` (absolute, links
+    /// resolved).
+    Bind {
+        dir: &'a std::path::Path,
+        name: &'a std::ffi::OsStr,
+    },
+}
+
+/// A socket the tree made itself: connecting to it is allowed from then on.
+#[derive(Debug, Clone, Copy)]
+pub enum Made<'a> {
+    /// A socket file.
+    File(SocketFile),
+    /// An abstract name (without its leading NUL).
+    Name(&'a [u8]),
 }
