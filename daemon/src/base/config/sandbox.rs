@@ -3,9 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-/// Character devices (and the pty directory) a shell writes to; everything else in `/dev`
-/// stays read-only.
-const DEVICES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/pts"];
+/// Character devices (and the pty directory) a shell writes to, and `/dev/shm` (a temp dir
+/// for POSIX shared memory: Python's multiprocessing pools need it); everything else in
+/// `/dev` stays read-only.
+const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/pts",
+    "/dev/shm",
+];
 
 /// What a sandboxed command may not read by default, under the home directory: credentials of
 /// ssh, gpg, the clouds, the package registries and forges, and the shells' and tools'
