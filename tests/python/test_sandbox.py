@@ -4,7 +4,8 @@ The daemon runs with `sandbox = "workspace-write"` (so the default masks) and `n
 allowing no host. Each attack must fail while the same daemon keeps serving: reading the user's
 key and cuba-exec's own state, writing outside the workspace, reaching the daemon's own HTTP
 endpoint or any host around or through the proxy, stopping `cubad`, typing into a terminal
-multiplexer the person left open.
+multiplexer the person left open. And the person's side: a host no rule names is put to the
+person through the MCP client's own form, once, and an "approve always" is remembered.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from conftest import World
@@ -110,3 +111,69 @@ async def test_a_narrowed_token_stays_in_the_sandbox(world: World, home: Path, t
         assert_held(said, world, home)
         # Through the proxy the endpoint is a loopback address no rule names: refused.
         assert "refused" in said or "403" in said, said
+
+
+class Origin:
+    """A loopback HTTP server answering `hello from PATH`; stopped by `close`."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                body = f"hello from {self.path}\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def named_daemon(world: World, names: list[str]) -> None:
+    """The world's daemon (started by its first client) sees `names` as 127.0.0.1: it runs in a
+    mount namespace of its own where /etc/hosts is a file of the test's."""
+    hosts = world.dir / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {n}\n" for n in names))
+    wrapper = world.dir / "cubad-named"
+    real = world.env["CUBA_EXEC_DAEMON"]
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"exec unshare -m --propagation private sh -c 'mount --bind {hosts} /etc/hosts && exec \"$0\" \"$@\"' {real} \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    world.env["CUBA_EXEC_DAEMON"] = str(wrapper)
+
+
+@limited()
+async def test_an_unknown_host_is_asked_through_the_clients_form_and_remembered(world: World) -> None:
+    from test_approvals import Person, accept
+
+    origin = Origin()
+    named_daemon(world, ["asked.test"])
+    world.env.update(CUBA_EXEC_NETWORK="proxy", CUBA_EXEC_PROXY_UNKNOWN="ask")
+    person = Person(accept("approve_always"))
+    try:
+        async with world.client(elicitation_callback=person) as c:
+            url = f"http://asked.test:{origin.port}"
+            r = await call(c, "run", command=f"curl -sS {url}/one && curl -sS -p {url}/two", cwd=str(world.dir))
+            assert "hello from /one" in text(r) and "hello from /two" in text(r), text(r)
+            assert len(person.forms) == 1, person.messages()
+            message = person.forms[0].message
+            assert f"wants to reach asked.test:{origin.port}" in message, message
+            assert "needs your approval" in message, message
+            # Remembered for the directory: the next command is not asked.
+            r = await call(c, "run", command=f"curl -sS {url}/three", cwd=str(world.dir))
+            assert "hello from /three" in text(r), text(r)
+            assert len(person.forms) == 1, person.messages()
+    finally:
+        origin.close()
