@@ -238,7 +238,7 @@ async fn tunnel(
     if stream.write_all(ok).await.is_err() || upstream.write_all(early).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+    let _ = super::relay(&mut stream, &mut upstream).await;
 }
 
 /// A plain request: one, forwarded in origin-form; then the response, until upstream closes.
@@ -330,7 +330,7 @@ async fn forward(
         }
     };
     tokio::select! {
-        _ = tokio::io::copy(&mut upstream_in, &mut client_out) => {}
+        _ = super::copy_down(&mut upstream_in, &mut client_out) => {}
         () = send => {}
     }
     let _ = client_out.shutdown().await;

@@ -265,6 +265,28 @@ fn guarded(ip: IpAddr) -> bool {
 
 /// The proxy settings for a tree whose listener is on 127.0.0.1:`port` (inside its namespace).
 /// `NO_PROXY` names the loopback addresses: loopback in the tree's namespace is its own.
+/// Each way's buffer of a tunnel: tokio's default (8 KiB) makes a loopback download cost four
+/// times the system calls; the bound per tree stays `MAX_CONNECTIONS` × 2 × this.
+const RELAY_BUF: usize = 64 * 1024;
+
+/// Copies both ways until either side closes.
+pub(super) async fn relay(
+    a: &mut tokio::net::TcpStream,
+    b: &mut tokio::net::TcpStream,
+) -> std::io::Result<(u64, u64)> {
+    tokio::io::copy_bidirectional_with_sizes(a, b, RELAY_BUF, RELAY_BUF).await
+}
+
+/// Copies a response down to the client with a buffer of [`RELAY_BUF`].
+pub(super) async fn copy_down<R, W>(from: &mut R, to: &mut W) -> std::io::Result<u64>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut from = tokio::io::BufReader::with_capacity(RELAY_BUF, from);
+    tokio::io::copy_buf(&mut from, to).await
+}
+
 pub fn env_vars(port: u16) -> Vec<(String, String)> {
     let http = format!("http://127.0.0.1:{port}");
     let socks = format!("socks5h://127.0.0.1:{port}");

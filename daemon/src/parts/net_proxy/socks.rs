@@ -68,7 +68,7 @@ pub(super) async fn serve(
     if stream.write_all(&reply(SUCCEEDED, bound)).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+    let _ = super::relay(&mut stream, &mut upstream).await;
 }
 
 /// The greeting, its answer, and the request.
