@@ -245,6 +245,21 @@ pub async fn read_stream(client: &Client, id: u64, stream: StreamFilter) -> Vec<
 }
 
 /// Bytes as text, for assertions and messages.
+/// Runs `command` in `cwd` to its end: its exit code and output.
+pub async fn run_in(
+    client: &Client,
+    command: &str,
+    cwd: &std::path::Path,
+) -> (Option<i32>, String) {
+    let req = SpawnRequest {
+        cwd: Some(cwd.as_os_str().to_owned()),
+        ..spawn_req(command)
+    };
+    let p = spawn_with(client, req).await;
+    let done = wait_exit(client, p.id).await;
+    (done.process.exit_code, text(&done.output.bytes()))
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -6,22 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use cuba_protocol::client::Client;
-use cuba_protocol::SpawnRequest;
-use cuba_tests::{spawn_req, spawn_with, text, wait_exit, Step, TestDaemon};
-
-/// Runs `command` in `cwd` to its end: its exit code and output.
-async fn run(c: &Client, command: &str, cwd: &Path) -> (Option<i32>, String) {
-    let req = SpawnRequest {
-        cwd: Some(cwd.as_os_str().to_owned()),
-        ..spawn_req(command)
-    };
-    let p = spawn_with(c, req).await;
-    let done = wait_exit(c, p.id).await;
-    (done.process.exit_code, text(&done.output.bytes()))
-}
+use cuba_tests::{run_in, Step, TestDaemon};
 
 /// A home with secrets, outside `/tmp` (a mask's directories are read at each start, and the
 /// temp dir must stay free of them): `~/.ssh/id_ed25519`, `~/.netrc`, `~/.bash_history`, an
@@ -81,19 +68,19 @@ async fn the_default_masks_refuse_credentials_histories_and_the_state_and_leave_
     let h = home.path().display().to_string();
     for secret in [".ssh/id_ed25519", ".netrc", ".bash_history"] {
         let cmd = format!("cat {h}/{secret}");
-        let (code, out) = run(&c, &cmd, &work).await;
+        let (code, out) = run_in(&c, &cmd, &work).await;
         assert_ne!(code, Some(0), "{secret} must not be readable: {out}");
         assert!(out.contains("Permission denied"), "{secret}: {out}");
         assert!(!out.contains("KEY") && !out.contains("hunter2") && !out.contains("TOKEN"));
     }
     // Other names of a secret: a symlink made inside the workspace, a copy through a pipe.
-    let (code, out) = run(&c, &format!("ln -s {h}/.ssh/id_ed25519 k && cat k"), &work).await;
+    let (code, out) = run_in(&c, &format!("ln -s {h}/.ssh/id_ed25519 k && cat k"), &work).await;
     assert_ne!(
         code,
         Some(0),
         "a symlink to a mask is judged at its target: {out}"
     );
-    let (code, out) = run(&c, &format!("ln {h}/.netrc hard 2>&1; cat hard"), &work).await;
+    let (code, out) = run_in(&c, &format!("ln {h}/.netrc hard 2>&1; cat hard"), &work).await;
     assert!(
         !out.contains("hunter2"),
         "a hard link gives no way in ({code:?}): {out}"
@@ -101,20 +88,20 @@ async fn the_default_masks_refuse_credentials_histories_and_the_state_and_leave_
     // cuba-exec's own state: other commands' output, the journal, the audit.
     let journal = d.state_dir().join("journal.jsonl");
     let cmd = format!("ls {0} >/dev/null && cat {0}/*", d.state_dir().display());
-    let (code, out) = run(&c, &cmd, &work).await;
+    let (code, out) = run_in(&c, &cmd, &work).await;
     assert_ne!(code, Some(0), "the state directory is masked: {out}");
     assert!(out.contains("Permission denied"), "{out}");
     let _ = journal;
     // What is not masked reads as before: the names in a masked directory, the home, the
     // workspace, the system.
     let cmd = format!("ls {h}/.ssh && cat README /etc/hostname >/dev/null && cat {h}/notes.txt");
-    let (code, out) = run(&c, &cmd, &work).await;
+    let (code, out) = run_in(&c, &cmd, &work).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(
         out.contains("id_ed25519") && out.contains("ordinary notes"),
         "{out}"
     );
-    let (code, out) = run(&c, "echo new > made && cat made .env", &work).await;
+    let (code, out) = run_in(&c, "echo new > made && cat made .env", &work).await;
     assert_eq!(
         code,
         Some(0),
@@ -131,7 +118,7 @@ async fn the_default_masks_refuse_credentials_histories_and_the_state_and_leave_
         .start()
         .await;
     let pc = plain.client().await;
-    let (code, out) = run(&pc, &format!("cat {h}/.ssh/id_ed25519 {h}/.netrc"), &work).await;
+    let (code, out) = run_in(&pc, &format!("cat {h}/.ssh/id_ed25519 {h}/.netrc"), &work).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(
         out.contains("PRIVATE KEY") && out.contains("hunter2"),
@@ -153,19 +140,19 @@ async fn a_listed_mask_holds_where_the_command_may_write_and_status_shows_the_ma
     .await;
     let c = d.client().await;
     let work = home.work();
-    let (code, out) = run(&c, "cat .env", &work).await;
+    let (code, out) = run_in(&c, "cat .env", &work).await;
     assert_ne!(code, Some(0), "a listed mask inside the workspace: {out}");
     assert!(!out.contains("sekrit"), "{out}");
-    let (code, out) = run(&c, "cp .env /tmp/x-$$ 2>&1; grep -r API_KEY . 2>&1", &work).await;
+    let (code, out) = run_in(&c, "cp .env /tmp/x-$$ 2>&1; grep -r API_KEY . 2>&1", &work).await;
     assert!(
         !out.contains("sekrit"),
         "no copy, no grep ({code:?}): {out}"
     );
     // The workspace still reads and writes. The cost of a mask in it: a file the command
     // makes directly beside the mask is readable from the next command on.
-    let (code, out) = run(&c, "cat README && echo n > new", &work).await;
+    let (code, out) = run_in(&c, "cat README && echo n > new", &work).await;
     assert_eq!(code, Some(0), "{out}");
-    let (code, out) = run(&c, "cat new", &work).await;
+    let (code, out) = run_in(&c, "cat new", &work).await;
     assert_eq!(code, Some(0), "the next command reads it: {out}");
     assert!(
         std::fs::read_to_string(&env).unwrap().contains("sekrit"),
@@ -211,9 +198,9 @@ async fn without_a_sandbox_a_deny_read_list_alone_masks_only_what_it_lists() {
         .await;
     let c = d.client().await;
     let h = home.path().display().to_string();
-    let (code, out) = run(&c, &format!("cat {h}/notes.txt"), &home.work()).await;
+    let (code, out) = run_in(&c, &format!("cat {h}/notes.txt"), &home.work()).await;
     assert_ne!(code, Some(0), "{out}");
-    let (code, out) = run(
+    let (code, out) = run_in(
         &c,
         &format!("cat {h}/.netrc && echo w > {h}/written"),
         &home.work(),

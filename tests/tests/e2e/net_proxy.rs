@@ -11,8 +11,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use cuba_protocol::client::Client;
-use cuba_protocol::{AskKind, SpawnRequest, WaitReason, WaitRequest, WaitSpec};
-use cuba_tests::{spawn_req, spawn_with, text, wait_exit, Step, TestDaemon};
+use cuba_protocol::{
+    AskKind, ProcessInfo, SpawnRequest, WaitReason, WaitRequest, WaitResult, WaitSpec,
+};
+use cuba_tests::{run_in, spawn_req, spawn_with, text, wait_exit, Step, TestDaemon};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A loopback HTTP server answering every request `200 hello from PATH`, its request lines
@@ -96,14 +98,24 @@ async fn proxied(dir: &Path, rules: &[(&str, &str)]) -> TestDaemon {
     b.start().await
 }
 
-async fn run(c: &Client, command: &str, cwd: &Path) -> (Option<i32>, String) {
+/// Starts `command` in `cwd` and waits until it is held for a person's answer.
+async fn held(c: &Client, command: &str, cwd: &Path) -> (ProcessInfo, WaitResult) {
     let req = SpawnRequest {
         cwd: Some(cwd.as_os_str().to_owned()),
         ..spawn_req(command)
     };
     let p = spawn_with(c, req).await;
-    let done = wait_exit(c, p.id).await;
-    (done.process.exit_code, text(&done.output.bytes()))
+    let w = c
+        .wait(WaitRequest {
+            id: p.id,
+            since: None,
+            spec: WaitSpec::exit(20_000, 0),
+        })
+        .step()
+        .await
+        .unwrap();
+    assert_eq!(w.reason, WaitReason::AwaitingApproval, "{w:?}");
+    (p, w)
 }
 
 fn net_lines(d: &TestDaemon) -> Vec<serde_json::Value> {
@@ -138,7 +150,7 @@ async fn the_rules_decide_each_connection_and_there_is_no_other_way_out() {
          curl -sS -p http://allowed.test:{port}/tunnel && \
          curl -sS -x socks5h://127.0.0.1:3128 http://allowed.test:{port}/socks"
     );
-    let (code, out) = run(&c, &cmd, cwd).await;
+    let (code, out) = run_in(&c, &cmd, cwd).await;
     assert_eq!(code, Some(0), "{out}");
     for path in ["/plain", "/tunnel", "/socks"] {
         assert!(out.contains(&format!("hello from {path}")), "{path}: {out}");
@@ -167,17 +179,17 @@ async fn the_rules_decide_each_connection_and_there_is_no_other_way_out() {
         "curl -sS -p http://allowed.test:{}/ 2>&1",
         port.wrapping_add(1)
     );
-    let (code, _) = run(&c, &cmd, cwd).await;
+    let (code, _) = run_in(&c, &cmd, cwd).await;
     assert_ne!(code, Some(0));
     let cmd = format!("curl -sS -p http://other.test:{port}/ 2>&1");
-    let (code, out) = run(&c, &cmd, cwd).await;
+    let (code, out) = run_in(&c, &cmd, cwd).await;
     assert_ne!(code, Some(0), "{out}");
     // Read-only: GET passes, POST does not, and a tunnel (whose method cannot be seen) does not.
     let cmd = format!(
         "curl -sS http://ro.test:{port}/get; curl -sS -w ' %{{http_code}}' -d x http://ro.test:{port}/post; \
          curl -sS -p http://ro.test:{port}/tunnel 2>&1"
     );
-    let (_, out) = run(&c, &cmd, cwd).await;
+    let (_, out) = run_in(&c, &cmd, cwd).await;
     assert!(out.contains("hello from /get"), "{out}");
     assert!(
         !out.contains("hello from /post") && !out.contains("hello from /tunnel"),
@@ -188,7 +200,7 @@ async fn the_rules_decide_each_connection_and_there_is_no_other_way_out() {
         "curl -sS --noproxy '*' http://127.0.0.1:{port}/direct 2>&1; \
          bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected' 2>&1"
     );
-    let (_, out) = run(&c, &cmd, cwd).await;
+    let (_, out) = run_in(&c, &cmd, cwd).await;
     assert!(
         !out.contains("hello from /direct") && !out.contains("connected"),
         "{out}"
@@ -226,7 +238,7 @@ async fn a_wildcard_never_reaches_loopback_and_no_network_wins_over_the_proxy() 
     let c = d.client().await;
     // other.test is 127.0.0.1 here: `*` allows the name, the loopback guard refuses it.
     let cmd = format!("curl -sS -w ' %{{http_code}}' http://other.test:{port}/x; curl -sS -p http://127.0.0.1:{port}/y 2>&1");
-    let (_, out) = run(&c, &cmd, dir.path()).await;
+    let (_, out) = run_in(&c, &cmd, dir.path()).await;
     assert!(!out.contains("hello from"), "{out}");
     assert!(origin.seen().is_empty(), "{:?}", origin.seen());
 }
@@ -242,21 +254,7 @@ async fn an_unknown_host_is_asked_once_and_an_approval_always_is_remembered() {
     let cmd = format!(
         "curl -sS http://asked.test:{port}/one && curl -sS -p http://asked.test:{port}/two"
     );
-    let req = SpawnRequest {
-        cwd: Some(dir.path().as_os_str().to_owned()),
-        ..spawn_req(&cmd)
-    };
-    let p = spawn_with(&c, req).await;
-    let w = c
-        .wait(WaitRequest {
-            id: p.id,
-            since: None,
-            spec: WaitSpec::exit(20_000, 0),
-        })
-        .step()
-        .await
-        .unwrap();
-    assert_eq!(w.reason, WaitReason::AwaitingApproval, "{w:?}");
+    let (p, w) = held(&c, &cmd, dir.path()).await;
     let ask = w.process.asks.first().unwrap().clone();
     assert_eq!(ask.kind, AskKind::Network, "{ask:?}");
     assert!(ask.what.contains(&format!("asked.test:{port}")), "{ask:?}");
@@ -282,28 +280,14 @@ async fn an_unknown_host_is_asked_once_and_an_approval_always_is_remembered() {
     assert_eq!(done.process.asks.len(), 0);
     // A new command in the same directory is not asked again.
     let cmd = format!("curl -sS http://asked.test:{port}/three");
-    let (code, out) = tokio::time::timeout(Duration::from_secs(30), run(&c, &cmd, dir.path()))
+    let (code, out) = tokio::time::timeout(Duration::from_secs(30), run_in(&c, &cmd, dir.path()))
         .await
         .expect("a remembered host is not asked about again");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("hello from /three"), "{out}");
     // A denial: refused with the person's reason.
     let cmd = format!("curl -sS -w ' %{{http_code}}' http://other.test:{port}/four");
-    let req = SpawnRequest {
-        cwd: Some(dir.path().as_os_str().to_owned()),
-        ..spawn_req(&cmd)
-    };
-    let p = spawn_with(&c, req).await;
-    let w = c
-        .wait(WaitRequest {
-            id: p.id,
-            since: None,
-            spec: WaitSpec::exit(20_000, 0),
-        })
-        .step()
-        .await
-        .unwrap();
-    assert_eq!(w.reason, WaitReason::AwaitingApproval, "{w:?}");
+    let (p, _) = held(&c, &cmd, dir.path()).await;
     let id = p.id.to_string();
     let out = d
         .cubactl(&["deny", &id, "--reason", "not that one"])
@@ -362,7 +346,7 @@ async fn the_setup_preset_is_a_sandbox_the_daemon_starts_with() {
         "echo x > {}/f; bash -c 'exec 3<>/dev/tcp/1.1.1.1/53' 2>&1; echo end",
         outside.path().display()
     );
-    let (_, out) = run(&c, &cmd, dir.path()).await;
+    let (_, out) = run_in(&c, &cmd, dir.path()).await;
     assert!(
         out.contains("Permission denied") && out.contains("end"),
         "{out}"

@@ -6,24 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cuba_protocol::client::Client;
-use cuba_protocol::SpawnRequest;
-use cuba_tests::{bin, spawn_req, spawn_with, text, wait_exit, TestDaemon, STEP};
-
-/// Runs `command` in `cwd` to its end; returns its exit code and output.
-async fn run(c: &Client, command: &str, cwd: &Path) -> (Option<i32>, String) {
-    let req = SpawnRequest {
-        cwd: Some(cwd.as_os_str().to_owned()),
-        ..spawn_req(command)
-    };
-    let p = spawn_with(c, req).await;
-    let done = wait_exit(c, p.id).await;
-    (done.process.exit_code, text(&done.output.bytes()))
-}
+use cuba_tests::{bin, run_in, TestDaemon, STEP};
 
 /// A directory outside the allowed roots and outside `/tmp` (removed when dropped).
 fn outside_dir() -> tempfile::TempDir {
@@ -47,7 +34,7 @@ async fn workspace_write_allows_the_roots_and_tmp_and_refuses_writes_elsewhere()
         .await;
     let c = d.client().await;
 
-    let (code, out) = run(&c, "echo inside > inside.txt && cat inside.txt", &work).await;
+    let (code, out) = run_in(&c, "echo inside > inside.txt && cat inside.txt", &work).await;
     assert_eq!(code, Some(0), "a write inside the root works: {out}");
     assert_eq!(
         std::fs::read_to_string(work.join("inside.txt")).unwrap(),
@@ -55,22 +42,22 @@ async fn workspace_write_allows_the_roots_and_tmp_and_refuses_writes_elsewhere()
     );
 
     let tmp_file = root.path().join("tmp-write");
-    let (code, out) = run(&c, &format!("echo t > {}", tmp_file.display()), &work).await;
+    let (code, out) = run_in(&c, &format!("echo t > {}", tmp_file.display()), &work).await;
     assert_eq!(code, Some(0), "the temp dir is writable: {out}");
 
-    let (code, out) = run(&c, &format!("echo no > {}", target.display()), &work).await;
+    let (code, out) = run_in(&c, &format!("echo no > {}", target.display()), &work).await;
     assert_ne!(code, Some(0), "a write outside the roots fails: {out}");
     assert!(out.contains("Permission denied"), "EACCES: {out}");
     assert!(!target.exists(), "nothing was written outside the roots");
 
-    let (code, out) = run(&c, &format!("mkdir {}/d", outside.path().display()), &work).await;
+    let (code, out) = run_in(&c, &format!("mkdir {}/d", outside.path().display()), &work).await;
     assert_ne!(
         code,
         Some(0),
         "no directory outside the roots either: {out}"
     );
 
-    let (code, out) = run(&c, "cat /etc/hostname > /dev/null && echo read-ok", &work).await;
+    let (code, out) = run_in(&c, "cat /etc/hostname > /dev/null && echo read-ok", &work).await;
     assert_eq!(code, Some(0), "reading is not restricted: {out}");
     assert!(out.contains("read-ok"), "{out}");
 
@@ -80,7 +67,7 @@ async fn workspace_write_allows_the_roots_and_tmp_and_refuses_writes_elsewhere()
         .start()
         .await;
     let pc = plain.client().await;
-    let (code, out) = run(&pc, &format!("echo yes > {}", target.display()), &work).await;
+    let (code, out) = run_in(&pc, &format!("echo yes > {}", target.display()), &work).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(target.exists());
 }
@@ -96,9 +83,9 @@ async fn without_roots_the_cwd_is_the_writable_root() {
         .start()
         .await;
     let c = d.client().await;
-    let (code, out) = run(&c, "echo here > f && cat f", &cwd).await;
+    let (code, out) = run_in(&c, "echo here > f && cat f", &cwd).await;
     assert_eq!(code, Some(0), "the cwd is writable: {out}");
-    let (code, out) = run(&c, &format!("echo no > {}/f", other.display()), &cwd).await;
+    let (code, out) = run_in(&c, &format!("echo no > {}/f", other.display()), &cwd).await;
     assert_ne!(code, Some(0), "a sibling of the cwd is not: {out}");
     assert!(out.contains("Permission denied"), "{out}");
     assert!(!other.join("f").exists());
@@ -120,13 +107,13 @@ async fn no_network_cannot_reach_a_loopback_listener_outside() {
         .start()
         .await;
     let c = d.client().await;
-    let (code, out) = run(&c, &connect_command(port), cwd.path()).await;
+    let (code, out) = run_in(&c, &connect_command(port), cwd.path()).await;
     assert_ne!(code, Some(0), "the connect fails in the namespace: {out}");
     assert!(!out.contains("connected"), "{out}");
 
     let plain = TestDaemon::start().await;
     let pc = plain.client().await;
-    let (code, out) = run(&pc, &connect_command(port), cwd.path()).await;
+    let (code, out) = run_in(&pc, &connect_command(port), cwd.path()).await;
     assert_eq!(code, Some(0), "the same connect works unsandboxed: {out}");
     assert!(out.contains("connected"), "{out}");
     drop(listener);
@@ -144,13 +131,13 @@ async fn both_together_confine_writes_and_network() {
         .start()
         .await;
     let c = d.client().await;
-    let (code, out) = run(&c, "echo ok > f && echo wrote", work.path()).await;
+    let (code, out) = run_in(&c, "echo ok > f && echo wrote", work.path()).await;
     assert_eq!(code, Some(0), "{out}");
     let target = outside.path().join("x");
-    let (code, out) = run(&c, &format!("echo no > {}", target.display()), work.path()).await;
+    let (code, out) = run_in(&c, &format!("echo no > {}", target.display()), work.path()).await;
     assert_ne!(code, Some(0), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
-    let (code, out) = run(&c, &connect_command(port), work.path()).await;
+    let (code, out) = run_in(&c, &connect_command(port), work.path()).await;
     assert_ne!(code, Some(0), "{out}");
     drop(listener);
 }
@@ -221,7 +208,7 @@ async fn a_client_can_ask_for_a_sandbox_the_daemon_does_not_impose() {
         ],
     )
     .await;
-    let (code, out) = run(&boxed, &write, &work).await;
+    let (code, out) = run_in(&boxed, &write, &work).await;
     assert_ne!(
         code,
         Some(0),
@@ -229,12 +216,12 @@ async fn a_client_can_ask_for_a_sandbox_the_daemon_does_not_impose() {
     );
     assert!(out.contains("Permission denied"), "{out}");
     assert!(!target.exists());
-    let (code, out) = run(&boxed, "echo in > in.txt", &work).await;
+    let (code, out) = run_in(&boxed, "echo in > in.txt", &work).await;
     assert_eq!(code, Some(0), "inside its root it writes: {out}");
 
     // Another client of the same daemon is not confined by that request.
     let plain = d.client().await;
-    let (code, out) = run(&plain, &write, &work).await;
+    let (code, out) = run_in(&plain, &write, &work).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(target.exists());
 }

@@ -98,25 +98,23 @@ pub fn may_wait(s: &OwnedFd) -> bool {
 
 /// `connect(s, addr)`: 0, or the error the caller gets.
 pub fn connect(s: &OwnedFd, addr: &Addr) -> Result<(), i32> {
-    // SAFETY: the address is `len` bytes of a live buffer.
-    let r = unsafe {
-        libc::connect(
-            s.as_raw_fd(),
-            addr.bytes.as_ptr().cast(),
-            addr.len as libc::socklen_t,
-        )
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(errno()),
-    }
+    with_addr(libc::connect, s, addr)
 }
 
 /// `bind(s, addr)`.
 pub fn bind(s: &OwnedFd, addr: &Addr) -> Result<(), i32> {
+    with_addr(libc::bind, s, addr)
+}
+
+/// A call that takes a socket and an address (`connect`, `bind`).
+fn with_addr(
+    call: unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+    s: &OwnedFd,
+    addr: &Addr,
+) -> Result<(), i32> {
     // SAFETY: the address is `len` bytes of a live buffer.
     let r = unsafe {
-        libc::bind(
+        call(
             s.as_raw_fd(),
             addr.bytes.as_ptr().cast(),
             addr.len as libc::socklen_t,
