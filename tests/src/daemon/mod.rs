@@ -122,6 +122,20 @@ impl TestDaemon {
         cmd
     }
 
+    /// Runs `cubactl ARGS` against this daemon to its end (bounded): whether it succeeded,
+    /// its stdout, its stderr.
+    pub async fn ctl(&self, args: &[&str]) -> (bool, String, String) {
+        let what = format!("cubactl {}", args.join(" "));
+        let out = crate::bounded(&what, crate::STEP, self.cubactl(args).output())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// The pid of the `cubad` the guard started.
     pub fn pid(&self) -> i32 {
         self.child

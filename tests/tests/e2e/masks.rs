@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use cuba_tests::{run_in, Step, TestDaemon};
+use cuba_tests::{run_in, TestDaemon};
 
 /// A home with secrets, outside `/tmp` (a mask's directories are read at each start, and the
 /// temp dir must stay free of them): `~/.ssh/id_ed25519`, `~/.netrc`, `~/.bash_history`, an
@@ -159,14 +159,8 @@ async fn a_listed_mask_holds_where_the_command_may_write_and_status_shows_the_ma
         "untouched"
     );
 
-    let out = d
-        .cubactl(&["daemon", "status"])
-        .output()
-        .step()
-        .await
-        .unwrap();
-    let status = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{status}");
+    let (ok, status, _) = d.ctl(&["daemon", "status"]).await;
+    assert!(ok, "{status}");
     assert!(status.contains("reads: everything but"), "{status}");
     assert!(status.contains(&format!("{}", env.display())), "{status}");
     assert!(status.contains(".ssh"), "the defaults are shown: {status}");
@@ -174,13 +168,7 @@ async fn a_listed_mask_holds_where_the_command_may_write_and_status_shows_the_ma
         status.contains("once they exist"),
         "absent masks are counted: {status}"
     );
-    let out = d
-        .cubactl(&["policy", "check", "cat .env"])
-        .output()
-        .step()
-        .await
-        .unwrap();
-    let check = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, check, _) = d.ctl(&["policy", "check", "cat .env"]).await;
     assert!(
         check.contains("in the sandbox:") && check.contains(".env"),
         "{check}"

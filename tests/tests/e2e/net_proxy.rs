@@ -259,17 +259,8 @@ async fn an_unknown_host_is_asked_once_and_an_approval_always_is_remembered() {
     assert_eq!(ask.kind, AskKind::Network, "{ask:?}");
     assert!(ask.what.contains(&format!("asked.test:{port}")), "{ask:?}");
     let id = p.id.to_string();
-    let out = d
-        .cubactl(&["approve", &id, "--always"])
-        .output()
-        .step()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, _, said) = d.ctl(&["approve", &id, "--always"]).await;
+    assert!(ok, "{said}");
     let done = wait_exit(&c, p.id).await;
     let out = text(&done.output.bytes());
     assert_eq!(done.process.exit_code, Some(0), "{out}");
@@ -289,17 +280,8 @@ async fn an_unknown_host_is_asked_once_and_an_approval_always_is_remembered() {
     let cmd = format!("curl -sS -w ' %{{http_code}}' http://other.test:{port}/four");
     let (p, _) = held(&c, &cmd, dir.path()).await;
     let id = p.id.to_string();
-    let out = d
-        .cubactl(&["deny", &id, "--reason", "not that one"])
-        .output()
-        .step()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, _, said) = d.ctl(&["deny", &id, "--reason", "not that one"]).await;
+    assert!(ok, "{said}");
     let done = wait_exit(&c, p.id).await;
     let out = text(&done.output.bytes());
     assert!(out.contains("403") && out.contains("not that one"), "{out}");
@@ -324,13 +306,7 @@ async fn the_setup_preset_is_a_sandbox_the_daemon_starts_with() {
         .env("CUBA_EXEC_CONFIG", config.to_str().unwrap())
         .start()
         .await;
-    let out = d
-        .cubactl(&["daemon", "status"])
-        .output()
-        .step()
-        .await
-        .unwrap();
-    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, status, _) = d.ctl(&["daemon", "status"]).await;
     for part in [
         "writes: only under the command's cwd",
         "reads: everything but",
