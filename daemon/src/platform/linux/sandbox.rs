@@ -40,9 +40,9 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
         .then(|| sandbox.writable(roots, cwd));
     let masks = read_masks::cached(sandbox.masks());
     // Every sandbox is a Landlock domain where the kernel has one, for its scopes at least.
-    let ruleset = match (&writable, &masks, landlock_abi()) {
-        (None, None, 0) => None,
-        _ => Some(cached_ruleset(writable, masks.clone())?),
+    let ruleset = match writable.is_none() && masks.is_none() && landlock_abi() == 0 {
+        true => None,
+        false => Some(cached_ruleset(writable, masks)?),
     };
     let proxy = match sandbox.proxied() {
         Some(_) => Some(ProxySide::new()?),
@@ -61,7 +61,6 @@ pub fn prepare(sandbox: &Sandbox, roots: &[PathBuf], cwd: &Path) -> Result<Prepa
         uid_map: line(uid),
         gid_map: line(gid),
         proxy,
-        masks: masks.map(|g| g.masks.clone()).unwrap_or_default(),
     })
 }
 
@@ -184,8 +183,6 @@ pub struct Prepared {
     uid_map: CString,
     gid_map: CString,
     proxy: Option<ProxySide>,
-    /// The masks in force at this start, for the record.
-    pub masks: Vec<PathBuf>,
 }
 
 impl Prepared {

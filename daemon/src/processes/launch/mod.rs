@@ -219,7 +219,10 @@ impl Launcher {
             && !crate::platform::exec_check::privileged();
         #[cfg(not(target_os = "linux"))]
         let checked = false;
-        checked || (self.confinement(caller).sandbox.active() && cfg!(target_os = "linux"))
+        // The confinement's `active()`, without building it (this runs at every spawn).
+        let sandboxed =
+            self.sandbox.active() || caller.policy.write_confined || caller.policy.no_network;
+        checked || (sandboxed && cfg!(target_os = "linux"))
     }
 
     /// The confinement of what `caller` starts.
