@@ -264,7 +264,23 @@ async fn main() -> ExitCode {
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::man::run(a),
     };
-    result.unwrap_or_else(|e| exit::report(&e, ctx.host.as_deref()))
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // A container that stopped under the command says so instead of a bare "closed".
+            let lost = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<cuba_protocol::client::ClientError>())
+                .is_some_and(|c| c.connection_lost());
+            if let (true, Some(host)) = (lost, ctx.host.as_deref()) {
+                if let Some(why) = ctx.hosts().why_dropped(host).await {
+                    eprintln!("cubactl: {why}");
+                    return exit::failed();
+                }
+            }
+            exit::report(&e, ctx.host.as_deref())
+        }
+    }
 }
 
 /// The clap definition, for completions and the man page.

@@ -195,3 +195,23 @@ mod tests {
         assert!(mac.as_os_str().len() <= 103, "{}", mac.display());
     }
 }
+
+/// Whether `program` is an executable file in a directory of `PATH`.
+pub fn on_path(program: &str) -> bool {
+    let Some(path) = env::var_os("PATH") else {
+        return false;
+    };
+    env::split_paths(&path).any(|dir| {
+        let file = dir.join(program);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        }
+        #[cfg(not(unix))]
+        {
+            file.is_file() || file.with_extension("exe").is_file()
+        }
+    })
+}

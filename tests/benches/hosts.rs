@@ -38,6 +38,7 @@ fn box_spec(sshd: &SshServer) -> HostSpec {
         },
         remote_bin: Some(bin("cubactl").display().to_string()),
         cwd: None,
+        keepalive: None,
     }
 }
 

@@ -85,13 +85,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `: ssh DEST cubactl audit` for an ssh host.
+/// `: ssh DEST cubactl audit` for an ssh host, the engine's `exec` for a container.
 fn ssh_hint(spec: &HostSpec) -> String {
+    let bin = spec.remote_bin.as_deref().unwrap_or("cubactl");
     match &spec.bridge {
-        Bridge::Ssh { dest, .. } => format!(
-            " (`ssh {dest} {} audit`)",
-            spec.remote_bin.as_deref().unwrap_or("cubactl")
-        ),
+        Bridge::Ssh { dest, .. } => format!(" (`ssh {dest} {bin} audit`)"),
+        Bridge::Container(c) => format!(" (`{} exec {} {bin} audit`)", c.engine(), c.name),
+        Bridge::Pod(p) => format!(" (`kubectl exec {} -- {bin} audit`)", p.pod),
         Bridge::Command(_) => String::new(),
     }
 }

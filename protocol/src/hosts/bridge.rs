@@ -118,9 +118,18 @@ fn failed(spec: &HostSpec, message: String) -> ClientError {
     }
 }
 
-/// Starts `spec`'s bridge and says hello through it.
-pub async fn connect(spec: &HostSpec, hello: Hello) -> Result<Client, ClientError> {
-    let argv = spec.argv();
+/// Starts `spec`'s bridge and says hello through it; a container host is made ready first
+/// (`first`: see [`super::container::prepare`]).
+pub async fn connect(spec: &HostSpec, hello: Hello, first: bool) -> Result<Client, ClientError> {
+    let bin = match &spec.bridge {
+        Bridge::Container(c) => Some(
+            super::container::prepare(c, spec.remote_bin.as_deref(), first)
+                .await
+                .map_err(|e| failed(spec, e))?,
+        ),
+        _ => None,
+    };
+    let argv = spec.argv(bin.as_deref());
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| failed(spec, "no bridge command".into()))?;
@@ -318,6 +327,12 @@ fn explain(
                     "`{remote_bin}` is not installed there{said}: install cuba-exec on {} or set \
                      remote_bin in [hosts.{}] to the path of its cubactl",
                     spec.name, spec.name
+                ),
+                (Bridge::Pod(p), _) if not_found => format!(
+                    "`{remote_bin}` is not in pod {}{said}: put cuba-exec in its image (a \
+                     recipe is in docs/hosts.md) or set remote_bin in [hosts.{}] to the path of \
+                     its cubactl",
+                    p.pod, spec.name
                 ),
                 (Bridge::Ssh { dest, .. }, Some(255)) => format!(
                     "cannot reach it through ssh {dest}: {}",

@@ -12,7 +12,16 @@ use super::{bridge, Hosts, LOCAL};
 use crate::client::{Client, ClientError};
 use crate::message::ClientInfo;
 
-type Slot = Arc<AsyncMutex<Option<Client>>>;
+type Slot = Arc<AsyncMutex<Held>>;
+
+/// One host's connection, and what this client has been through with it.
+#[derive(Default)]
+struct Held {
+    client: Option<Client>,
+    /// A connection to it was made before: a container found stopped now stopped under this
+    /// client, which is told so before it is started again.
+    reached: bool,
+}
 
 pub struct Pool {
     socket: PathBuf,
@@ -80,8 +89,8 @@ impl Pool {
             _ => Some(self.hosts.get(name).map_err(ClientError::Host)?),
         };
         let slot = self.slot(name);
-        let mut slot = slot.lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| c.is_alive()) {
+        let mut held = slot.lock().await;
+        if let Some(c) = held.client.as_ref().filter(|c| c.is_alive()) {
             return Ok(c.clone());
         }
         let client = match spec {
@@ -92,14 +101,52 @@ impl Pool {
                 };
                 Client::connect_or_start_as(&self.socket, hello).await?
             }
-            Some(spec) => bridge::connect(spec, bridge::remote_hello(who(), spec)).await?,
+            Some(spec) => {
+                let hello = bridge::remote_hello(who(), spec);
+                match bridge::connect(spec, hello, !held.reached).await {
+                    Ok(client) => {
+                        if let Some(every) = spec.keepalive {
+                            tokio::spawn(keepalive(Arc::downgrade(&slot), every));
+                        }
+                        client
+                    }
+                    Err(e) => {
+                        // Said once; the next call starts from scratch.
+                        held.reached = false;
+                        return Err(e);
+                    }
+                }
+            }
         };
-        *slot = Some(client.clone());
+        held.client = Some(client.clone());
+        held.reached = true;
         Ok(client)
     }
 
     /// Forgets `host`'s connection (it was found dead): the next call makes a new one.
     pub async fn forget(&self, host: Option<&str>) {
-        self.slot(slot_name(host)).lock().await.take();
+        self.slot(slot_name(host)).lock().await.client.take();
+    }
+}
+
+/// Keeps a host's link from sitting idle (a kubelet ends an idle exec stream): a status
+/// request every `every`. Ends with the link, or when the pool is gone.
+async fn keepalive(slot: std::sync::Weak<AsyncMutex<Held>>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(slot) = slot.upgrade() else { return };
+        let client = slot.lock().await.client.clone();
+        drop(slot);
+        match client.filter(Client::is_alive) {
+            Some(c) => {
+                if let Err(e) = c.status().await {
+                    tracing::debug!("keep-alive: {e}");
+                }
+            }
+            None => return,
+        }
     }
 }

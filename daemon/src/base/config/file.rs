@@ -71,12 +71,14 @@ struct File {
     limits: Option<LimitsTable>,
     cgroups: Option<String>,
     cgroup_parent: Option<String>,
-    /// `[hosts.NAME]` and `allowed_hosts` are the clients' part of the file (read by
-    /// `cuba_protocol::hosts`, which checks them): accepted here, not used.
+    /// `[hosts.NAME]`, `allowed_hosts` and `host_parallel` are the clients' part of the file
+    /// (read by `cuba_protocol::hosts`, which checks them): accepted here, not used.
     #[allow(dead_code)]
     hosts: Option<toml::Table>,
     #[allow(dead_code)]
     allowed_hosts: Option<Vec<String>>,
+    #[allow(dead_code)]
+    host_parallel: Option<toml::Value>,
     /// The MCP server's reply settings (read by `cuba_protocol::hosts::mcp_settings`).
     #[allow(dead_code)]
     structured: Option<String>,
