@@ -42,6 +42,41 @@ impl<'de, T: DeserializeOwned + JsonSchema + 'static> Deserialize<'de> for Stric
     }
 }
 
+/// `host`: a name or a group (`web*`, `a,b`), or a list of names (`["a","b"]`), taken as the
+/// group `a,b`. The schema says string: tools/list is paid in every turn, and docs/tools.md
+/// names the list form.
+fn host_arg<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let names = match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(h)) => return Ok(Some(h)),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(D::Error::custom(format!(
+                "host must be a host name, a group such as \"web*\" or \"a,b\", or a list of \
+                 names, not {other}"
+            )))
+        }
+    };
+    let mut list = Vec::with_capacity(names.len());
+    for n in names {
+        match n {
+            // A comma would split a name: a list holds names, not groups.
+            Value::String(h) if !h.trim().is_empty() && !h.contains(',') => list.push(h),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "host: every item of a list is one host name, not {other}"
+                )))
+            }
+        }
+    }
+    if list.is_empty() {
+        return Err(D::Error::custom(
+            "host: an empty list names no host; name one, or leave host out for this machine",
+        ));
+    }
+    Ok(Some(list.join(",")))
+}
+
 // Output stream selection. Inlined, without descriptions: the field says what it is.
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -82,7 +117,9 @@ pub enum ViewArg {
 /// offered its own fields.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CommandArgs {
-    // A host from list_hosts; the instructions say it once for every tool.
+    // A host from list_hosts, or a group (`web*`, `a,b`, a list): the instructions say it once.
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     // The names say it: a working directory (relative: from the server's), extra variables.
     pub cwd: Option<String>,
@@ -141,7 +178,10 @@ pub struct StartArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {
-    // A host from list_hosts; the instructions say it once for every tool.
+    // A host from list_hosts; the instructions say it once for every tool. A group is
+    // read (a list too) to be refused with the reason: ids are per host.
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     pub id: u64,
     /// Cursor: only output after it (default: the last tail_bytes).
@@ -156,7 +196,10 @@ pub struct StatusArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitArgs {
-    // A host from list_hosts; the instructions say it once for every tool.
+    // A host from list_hosts; the instructions say it once for every tool. A group is
+    // read (a list too) to be refused with the reason: ids are per host.
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     pub id: u64,
     /// Cursor (default 0).
@@ -175,7 +218,10 @@ pub struct WaitArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendInputArgs {
-    // A host from list_hosts; the instructions say it once for every tool.
+    // A host from list_hosts; the instructions say it once for every tool. A group is
+    // read (a list too) to be refused with the reason: ids are per host.
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     pub id: u64,
     /// Text to write ("\n" is Enter).
@@ -190,7 +236,10 @@ pub struct SendInputArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendSignalArgs {
-    // A host from list_hosts; the instructions say it once for every tool.
+    // A host from list_hosts; the instructions say it once for every tool. A group is
+    // read (a list too) to be refused with the reason: ids are per host.
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     pub id: u64,
     /// SIGTERM (default: then SIGKILL after a grace), SIGKILL, SIGINT, SIGHUP, SIGQUIT,
@@ -201,7 +250,9 @@ pub struct SendSignalArgs {
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    // A host, or "*" for every host (the instructions say so).
+    // A host, or a group: "*" for every host, `web*`, `a,b` (the instructions say so).
+    #[serde(default, deserialize_with = "host_arg")]
+    #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     /// running, waiting_input, exited, signaled, timed_out, killed, failed_to_start or lost.
     pub state: Option<String>,
@@ -251,6 +302,31 @@ mod tests {
         assert!(e.to_string().contains("invalid type"), "{e}");
         let e = serde_json::from_value::<Strict<RunArgs>>(json!({})).expect_err("refused");
         assert!(e.to_string().contains("missing field `command`"), "{e}");
+    }
+
+    #[test]
+    fn host_is_a_name_a_group_or_a_list_of_names() {
+        let status = |host: Value| {
+            serde_json::from_value::<StatusArgs>(json!({ "id": 1, "host": host }))
+                .map(|a| a.host)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(status(json!("web*")), Ok(Some("web*".into())));
+        assert_eq!(status(json!(["a", "b"])), Ok(Some("a,b".into())));
+        assert_eq!(status(Value::Null), Ok(None));
+        for bad in [json!([]), json!(["a,b"]), json!([""]), json!(5), json!([1])] {
+            assert!(status(bad.clone()).is_err(), "{bad}");
+        }
+        let left_out = serde_json::from_value::<StatusArgs>(json!({ "id": 1 }));
+        assert_eq!(left_out.map(|a| a.host).ok(), Some(None));
+        // Flattened into run's and start's arguments alike.
+        let run = serde_json::from_value::<Strict<RunArgs>>(
+            json!({ "command": "true", "host": ["x", "y"] }),
+        );
+        assert_eq!(run.map(|r| r.0.common.host).ok(), Some(Some("x,y".into())));
+        // The schema still says string: tools/list is paid in every turn.
+        let schema = input_schema::<RunArgs>();
+        assert_eq!(schema["properties"]["host"], json!({ "type": "string" }));
     }
 
     #[test]

@@ -128,9 +128,13 @@ fn inline_defs(v: &mut Value) {
 }
 
 /// `{"type": ["string", "null"]}` → `{"type": "string"}`; `{"anyOf": [X, {"type": "null"}]}` → X;
-/// `null` leaves an `enum` too.
+/// `null` leaves an `enum` too, and a `"default": null` goes.
 fn not_null(prop: &mut Value) {
     let Value::Object(o) = prop else { return };
+    // An argument left out is absent: a `null` default says nothing more.
+    if o.get("default").is_some_and(Value::is_null) {
+        o.remove("default");
+    }
     if let Some(Value::Array(types)) = o.get_mut("type") {
         types.retain(|t| t != "null");
         if types.len() == 1 {

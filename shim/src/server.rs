@@ -183,7 +183,8 @@ fn instructions(hosts: bool, max_output: u64) -> String {
     if hosts {
         text.push_str(
             " host=\"name\" aims any tool at a machine from list_hosts (ids are per host); \
-             list_processes host=\"*\" lists them all.",
+             a group, host=\"web*\" or \"a,b\" (\"*\": all), runs run/start on each, or \
+             lists them (list_processes).",
         );
     }
     text

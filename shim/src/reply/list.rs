@@ -26,7 +26,7 @@ pub struct ListReply {
     pub hidden: u64,
     /// Running processes that matched but were left out (over 50, or `limit`).
     pub hidden_running: u64,
-    /// With host="*": the hosts that could not be listed, and why.
+    /// With a group (`*`, `web*`, `a,b`): the hosts that could not be listed, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreachable: Vec<HostError>,
 }

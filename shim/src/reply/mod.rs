@@ -8,8 +8,10 @@ use serde::Serialize;
 
 use crate::error::{failure, Failure};
 
+mod group;
 mod list;
 
+pub use group::{group_result, GroupFacts, HostOutcome};
 pub use list::{HostError, ListReply, ProcessRow};
 
 // What a reply and a row of `list_processes` both say about a process. Flattened into both:

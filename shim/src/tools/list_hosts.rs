@@ -1,5 +1,6 @@
 //! `list_hosts`: this machine and every configured host, each asked at once: reachable or why
-//! not, its daemon's version, OS and architecture, shell and running count.
+//! not, the round trip of that question, its daemon's version, OS and architecture, shell and
+//! running count.
 
 use cuba_protocol::client::Client;
 use cuba_protocol::hosts::{self, HostSpec};
@@ -29,6 +30,11 @@ pub struct HostRow {
     pub reachable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The round trip of the status request, ms, once connected (in no schema, like
+    /// `exec_checks`).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// `linux/x86_64`, `macos/aarch64`.
@@ -51,12 +57,13 @@ pub struct HostsReply {
 }
 
 impl HostRow {
-    fn new(host: &str, via: String, status: Result<DaemonStatus, String>) -> HostRow {
+    fn new(host: &str, via: String, status: Result<(DaemonStatus, u64), String>) -> HostRow {
         let mut row = HostRow {
             host: host.to_string(),
             via,
             reachable: status.is_ok(),
             error: None,
+            latency_ms: None,
             version: None,
             os: None,
             shell: None,
@@ -64,7 +71,8 @@ impl HostRow {
             exec_checks: None,
         };
         match status {
-            Ok(s) => {
+            Ok((s, latency)) => {
+                row.latency_ms = Some(latency);
                 row.version = Some(s.daemon_version);
                 row.os = Some(format!("{}/{}", s.os, s.arch));
                 row.shell = Some(s.shell);
@@ -83,7 +91,8 @@ impl HostRow {
             (Some(e), _) => format!("{head} unreachable: {e}"),
             (None, os) => {
                 let mut l = format!(
-                    "{head} ok version:{} os:{} shell:{} running:{}",
+                    "{head} ok latency:{}ms version:{} os:{} shell:{} running:{}",
+                    self.latency_ms.unwrap_or(0),
                     self.version.as_deref().unwrap_or("?"),
                     os.as_deref().unwrap_or("?"),
                     self.shell.as_deref().unwrap_or("?"),
@@ -123,7 +132,16 @@ impl CubaExec {
                 .collect();
         let ctx = &ctx;
         let asks = targets.iter().map(|(name, _)| async move {
-            let status = |c: Client| async move { c.status().await };
+            // Timed inside the request: the round trip, not the connection (an ssh handshake
+            // on first use), nor the wait for a retry.
+            let status = |c: Client| async move {
+                let asked = std::time::Instant::now();
+                let s = c.status().await?;
+                Ok((
+                    s,
+                    u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX),
+                ))
+            };
             self.ask_bounded(ctx, Some(name.as_str()), status)
                 .await
                 .map_err(|f| f.message)

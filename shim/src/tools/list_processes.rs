@@ -47,18 +47,17 @@ impl CubaExec {
             finished: Some(a.limit.unwrap_or(FINISHED)),
             running: Some(a.limit.map_or(RUNNING, |l| l.max(RUNNING))),
         };
-        let every = a.host.as_deref() == Some(hosts::ALL);
-        let names: Vec<Option<String>> = match every {
-            true => std::iter::once(Some(hosts::LOCAL.to_string()))
-                .chain(
-                    self.link(&ctx)
-                        .hosts()
-                        .all()
-                        .filter(|h| self.link(&ctx).hosts().allowed(&h.name))
-                        .map(|h| Some(h.name.clone())),
-                )
-                .collect(),
-            false => vec![a.host.clone()],
+        // A group (`*` every host, `web*`, `a,b`): each of its hosts, every row naming its own.
+        let every = a.host.as_deref().is_some_and(hosts::is_group);
+        let names: Vec<Option<String>> = match (every, a.host.as_deref()) {
+            (true, Some(group)) => {
+                let link = self.link(&ctx);
+                let names = link.hosts().group(group).map_err(|e| {
+                    Failure::bad_request(format!("{e}. list_hosts shows the hosts there are."))
+                })?;
+                names.into_iter().map(Some).collect()
+            }
+            _ => vec![a.host.clone()],
         };
         // Every host at once, each within its own bound: a dead one delays nobody.
         let ctx = &ctx;

@@ -1,8 +1,10 @@
 //! The eight MCP tools, one file each, each with a router of its own; [`CubaExec::tool_router`]
 //! joins them. This file also holds what several tools share: asking cubad (with the retry rule
-//! of `link.rs`) and building a process reply from output or from a screen.
+//! of `link.rs`) and building a process reply from output or from a screen; `fanout.rs` runs
+//! `run` and `start` on each host of a group.
 
 mod asks;
+mod fanout;
 mod list_hosts;
 mod list_processes;
 mod run;
@@ -92,6 +94,7 @@ impl CubaExec {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
+        one_host(host)?;
         // A read is never in doubt: there is nothing it could have done.
         self.link(ctx)
             .call(ctx, host, Repeat::Safe, f)
@@ -135,6 +138,7 @@ impl CubaExec {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
+        one_host(host)?;
         let repeat = match sent {
             Sent::Command | Sent::Input(_) => Repeat::Tokened,
             Sent::Signal(_) => Repeat::IfUnsent,
@@ -227,6 +231,19 @@ fn dedupe_start(router: &mut ToolRouter<CubaExec>) {
         }
     }
     start.attr.input_schema = std::sync::Arc::new(schema);
+}
+
+/// A group (`web*`, `a,b`) where one host is meant: run, start and list_processes fan out
+/// (`fanout.rs`) before they get here, and every other call is about an id, which is per host.
+fn one_host(host: Option<&str>) -> Result<(), Failure> {
+    match host {
+        Some(h) if cuba_protocol::hosts::is_group(h) => Err(Failure::bad_request(format!(
+            "host {h:?} names a group of hosts; only run, start and list_processes take one. \
+             Ids are per host: name the one host the id came from (a group's reply lists each \
+             host with its id, as host#id)"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The refusal of view="screen" for a process that has no terminal.

@@ -2,9 +2,10 @@
 //! `yield_ms` keeps running in the background and the reply says how to follow it.
 
 use cuba_protocol::client::Client;
+use cuba_protocol::hosts;
 use cuba_protocol::{
-    ProcKind, ProcState, ProcessInfo, RunRequest, Signal, SignalRequest, SpawnRequest,
-    StreamFilter, WaitReason, WaitRequest, WaitSpec,
+    ProcKind, ProcState, ProcessInfo, RequestToken, RunRequest, Signal, SignalRequest,
+    SpawnRequest, StreamFilter, WaitReason, WaitRequest, WaitResult, WaitSpec,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult};
@@ -12,6 +13,7 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router, RoleServer};
 
 use super::asks::{held, Settled};
+use super::fanout::NOT_ASKED;
 use crate::approve::Tool;
 use crate::args::{RunArgs, Strict};
 use crate::error::{remote, Failure, Sent};
@@ -40,51 +42,20 @@ impl CubaExec {
     ) -> Result<CallToolResponse, CallToolResult> {
         let mut a = a;
         let host = a.common.host.take();
-        let host = host.as_deref();
         let max = fetch::max_output(a.max_output, self.default_output(&ctx));
-        // In a session stdin stays open: later commands read it too.
-        let close_stdin = a.stdin.is_some() && a.session.is_none();
-        let spawn = SpawnRequest {
-            shell: a.shell,
-            stdin: a.stdin.map(String::into_bytes),
-            close_stdin,
-            name: a.name,
-            session: a.session,
-            ..a.common.spawn_request(a.command)?
-        };
-        // Spawn and wait in one round trip; the wait is the auto-yield.
-        let req = RunRequest {
-            spawn,
-            wait: WaitSpec {
-                until: None,
-                quiet_ms: None,
-                timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
-                max_bytes: max as u32,
-                stream: StreamFilter::Both,
-            },
-        };
-        let run = |c: Client| {
-            let req = req.clone();
-            async move { c.run(req).await }
-        };
-        let mut lost = 0;
-        let (client, info, w) = loop {
-            let (client, running) = self.act(&ctx, host, Sent::Command, run).await?;
-            let info = running.info.clone();
-            match guarded(&ctx, &client, info.id, running.result()).await {
-                // Lost while waiting: the same request (its token) starts nothing, and the
-                // daemon waits on the same record again from cursor 0.
-                Guarded::Done(Err(e)) if e.connection_lost() && lost < WAIT_RETRIES => {
-                    tracing::debug!(id = info.id, "connection lost during a run's wait: {e}");
-                    lost += 1;
-                }
-                Guarded::Done(w) => {
-                    let w = w.map_err(|e| lost_while_running(&info, e))?;
-                    break (client, info, w);
-                }
-                Guarded::Cancelled => return Err(cancel(&client, &info).await.into()),
-            }
-        };
+        let req = run_request(a, max)?;
+        if let Some(group) = host.as_deref().filter(|h| hosts::is_group(h)) {
+            let req = &req;
+            let each = |ctx: RequestContext<RoleServer>, host: String| async move {
+                // A token of its own: two names of the group may reach the same daemon.
+                let mut req = req.clone();
+                req.spawn.token = Some(RequestToken::fresh());
+                self.run_in_group(&ctx, &host, &req, max).await
+            };
+            return Ok(self.fan_out(&ctx, group, max, each).await?.into());
+        }
+        let host = host.as_deref();
+        let (client, info, w) = self.run_wait(&ctx, host, &req).await?;
         // Held for the person's approval: asked through the client where it can.
         let wait = WaitRequest {
             id: info.id,
@@ -105,25 +76,104 @@ impl CubaExec {
         {
             return Ok(self.task_for((&client, host), &w.process, 0).await);
         }
+        let reply = self.ran((&client, host), &info, w, max, note).await?;
+        Ok(reply.into_result().into())
+    }
+}
+
+/// The request of a `run` (`a` without its host): spawn and wait in one round trip, the wait
+/// being the auto-yield.
+fn run_request(a: RunArgs, max: u64) -> Result<RunRequest, Failure> {
+    // In a session stdin stays open: later commands read it too.
+    let close_stdin = a.stdin.is_some() && a.session.is_none();
+    let spawn = SpawnRequest {
+        shell: a.shell,
+        stdin: a.stdin.map(String::into_bytes),
+        close_stdin,
+        name: a.name,
+        session: a.session,
+        ..a.common.spawn_request(a.command)?
+    };
+    Ok(RunRequest {
+        spawn,
+        wait: WaitSpec {
+            until: None,
+            quiet_ms: None,
+            timeout_ms: a.yield_ms.unwrap_or(DEFAULT_YIELD_MS),
+            max_bytes: u32::try_from(max).unwrap_or(u32::MAX),
+            stream: StreamFilter::Both,
+        },
+    })
+}
+
+impl CubaExec {
+    /// One host's run: the command started and waited for (up to the yield), asked again with
+    /// the same token if the connection was lost while waiting; a cancelled call stops it.
+    async fn run_wait(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        host: Option<&str>,
+        req: &RunRequest,
+    ) -> Result<(Client, ProcessInfo, WaitResult), Failure> {
+        let run = |c: Client| {
+            let req = req.clone();
+            async move { c.run(req).await }
+        };
+        let mut lost = 0;
+        loop {
+            let (client, running) = self.act(ctx, host, Sent::Command, run).await?;
+            let info = running.info.clone();
+            match guarded(ctx, &client, info.id, running.result()).await {
+                // Lost while waiting: the same request (its token) starts nothing, and the
+                // daemon waits on the same record again from cursor 0.
+                Guarded::Done(Err(e)) if e.connection_lost() && lost < WAIT_RETRIES => {
+                    tracing::debug!(id = info.id, "connection lost during a run's wait: {e}");
+                    lost += 1;
+                }
+                Guarded::Done(w) => {
+                    let w = w.map_err(|e| lost_while_running(&info, e))?;
+                    return Ok((client, info, w));
+                }
+                Guarded::Cancelled => return Err(cancel(&client, &info).await),
+            }
+        }
+    }
+
+    /// The reply of a run that waited as `w` says (`note`: why a person was not asked).
+    async fn ran(
+        &self,
+        (client, host): (&Client, Option<&str>),
+        info: &ProcessInfo,
+        w: WaitResult,
+        max: u64,
+        note: Option<String>,
+    ) -> Result<ProcessReply, Failure> {
         let mut process = w.process;
         // The notice is about this call (e.g. a session started again): keep it even if the
         // record no longer carries it.
         if process.notice.is_none() {
             process.notice = info.notice.clone();
         }
-        let reply = self
-            .process_reply(
-                (&client, host),
-                &process,
-                0,
-                max,
-                StreamFilter::Both,
-                Some(w.output),
-            )
+        let both = StreamFilter::Both;
+        let out = Some(w.output);
+        let mut reply = self
+            .process_reply((client, host), &process, 0, max, both, out)
             .await?;
-        let mut reply = reply;
         held(&mut reply, &process, note);
-        Ok(reply.into_result().into())
+        Ok(reply)
+    }
+
+    /// One host's run in a group's call: no question through the client, no task.
+    async fn run_in_group(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        host: &str,
+        req: &RunRequest,
+        max: u64,
+    ) -> Result<ProcessReply, Failure> {
+        let (client, info, w) = self.run_wait(ctx, Some(host), req).await?;
+        let note = Some(NOT_ASKED.to_string());
+        self.ran((&client, Some(host)), &info, w, max, note).await
     }
 }
 
