@@ -151,6 +151,33 @@ async fn a_token_is_its_own_caller_with_its_scope() {
         )
         .await;
     assert!(!near.text().contains("not allowed"), "{near:?}");
+    // A group cannot widen the scope: naming the other host refuses the whole call, and a
+    // pattern reaches only this machine and the token's own host.
+    for group in [json!("near,far"), json!(["far"]), json!("f*")] {
+        let r = s
+            .call(
+                &token,
+                &session,
+                "run",
+                json!({"command": "echo x", "host": group}),
+            )
+            .await;
+        assert!(
+            r.text().contains("not allowed by policy") || r.text().contains("no host matches"),
+            "{group}: {r:?}"
+        );
+    }
+    let every = s
+        .call(
+            &token,
+            &session,
+            "run",
+            json!({"command": "echo x", "host": "*"}),
+        )
+        .await;
+    let text = every.text();
+    assert!(text.contains("[hosts:2 "), "{every:?}");
+    assert!(text.contains("host near:") && !text.contains("far"), "{every:?}");
 
     // A session is its token's: another token using its id finds no such session.
     let other = s.token(&["create", "intruder"]).await;
