@@ -45,6 +45,13 @@ impl Ctx {
             .filter(|s| !s.as_os_str().is_empty())
             .unwrap_or_else(cuba_protocol::paths::socket_path);
         let host = host.filter(|h| !hosts::is_local(Some(h)));
+        if let Some(group) = host.as_deref().filter(|h| hosts::is_group(h)) {
+            return Err(format!(
+                "--host {group:?} names several hosts; cubactl reaches one at a time \
+                 (`cubactl ps --all-hosts` lists every host's processes; the MCP tools run and \
+                 start take a group)"
+            ));
+        }
         let configured = match load_hosts || host.is_some() {
             true => hosts::load_env()?,
             false => Hosts::default(),

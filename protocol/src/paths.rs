@@ -156,6 +156,26 @@ pub fn config_file(lookup: &impl Fn(&str) -> Option<String>) -> Option<(PathBuf,
     Some((base.join("cuba-exec").join("config.toml"), false))
 }
 
+/// Whether `program` is an executable file in a directory of `PATH`.
+pub fn on_path(program: &str) -> bool {
+    let Some(path) = env::var_os("PATH") else {
+        return false;
+    };
+    env::split_paths(&path).any(|dir| {
+        let file = dir.join(program);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        }
+        #[cfg(not(unix))]
+        {
+            file.is_file() || file.with_extension("exe").is_file()
+        }
+    })
+}
+
 #[cfg(test)]
 #[cfg(unix)]
 mod tests {
@@ -194,24 +214,4 @@ mod tests {
         );
         assert!(mac.as_os_str().len() <= 103, "{}", mac.display());
     }
-}
-
-/// Whether `program` is an executable file in a directory of `PATH`.
-pub fn on_path(program: &str) -> bool {
-    let Some(path) = env::var_os("PATH") else {
-        return false;
-    };
-    env::split_paths(&path).any(|dir| {
-        let file = dir.join(program);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            file.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        }
-        #[cfg(not(unix))]
-        {
-            file.is_file() || file.with_extension("exe").is_file()
-        }
-    })
 }

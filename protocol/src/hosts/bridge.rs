@@ -201,6 +201,13 @@ pub async fn connect(spec: &HostSpec, hello: Hello, first: bool) -> Result<Clien
                 .and_then(|s| s.ok().and_then(|s| *s));
             // Its last words: the bridge has exited, so its stderr ends soon.
             let _ = tokio::time::timeout(EXIT_WAIT, &mut drained).await;
+            // A container that stopped during the handshake: that is the reason, not the
+            // engine's exit.
+            if let Bridge::Container(c) = &spec.bridge {
+                if let Some(why) = super::container::stopped(c).await {
+                    return Err(failed(spec, why));
+                }
+            }
             Err(failed(spec, explain(spec, e, (status, limit), tail.last())))
         }
     }
