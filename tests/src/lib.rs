@@ -4,6 +4,7 @@
 //! Every helper that awaits is bounded by a timeout and panics with what it was waiting for, so
 //! a hung daemon fails a test instead of hanging the suite.
 //!
+//! - [`containers`]: container hosts made with the real podman, removed when the test ends.
 //! - [`daemon`]: a test's private `cubad` world in a short temp dir, the one the end-to-end, MCP
 //!   and CLI tests share: started here or by a client on demand, restarted, SIGKILLed, cleaned up.
 //! - [`exec_corpus`]: the ways to reach a blocked program that the exec checks must stop.
@@ -19,6 +20,7 @@
 //!   of remote hosts.
 
 pub mod cgroups;
+pub mod containers;
 pub mod daemon;
 pub mod exec_corpus;
 pub mod follow;

@@ -9,6 +9,7 @@ mod mcp_binary;
 mod mcp_budgets;
 mod mcp_cancel;
 mod mcp_clients;
+mod mcp_containers;
 mod mcp_exactly_once;
 mod mcp_exec_corpus;
 mod mcp_fanout;

@@ -177,7 +177,10 @@ async fn a_token_is_its_own_caller_with_its_scope() {
         .await;
     let text = every.text();
     assert!(text.contains("[hosts:2 "), "{every:?}");
-    assert!(text.contains("host near:") && !text.contains("far"), "{every:?}");
+    assert!(
+        text.contains("host near:") && !text.contains("far"),
+        "{every:?}"
+    );
 
     // A session is its token's: another token using its id finds no such session.
     let other = s.token(&["create", "intruder"]).await;

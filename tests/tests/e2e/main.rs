@@ -15,6 +15,7 @@ mod exec_checks;
 mod exec_views;
 mod full_disk;
 mod hostile;
+mod hosts_container;
 mod hosts_ssh;
 mod http;
 mod http_fair;
