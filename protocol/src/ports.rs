@@ -21,6 +21,43 @@ pub fn listening(pids: &[i32]) -> Vec<SocketAddr> {
         .collect()
 }
 
+/// Who listens on TCP `port` in this process's network namespace: each LISTEN socket's
+/// address and the pid holding it (`None` where the holder's files cannot be read: another
+/// user's process). Empty where nothing listens, or the system has no `/proc`.
+pub fn holders(port: u16) -> Vec<(SocketAddr, Option<i32>)> {
+    let rows: Vec<(SocketAddr, u64)> = ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|t| fs::read_to_string(format!("/proc/self/net/{t}")).ok())
+        .flat_map(|text| parse_listeners(&text))
+        .filter(|(addr, _)| addr.port() == port)
+        .collect();
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let pids: Vec<i32> = fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut owner: Vec<Option<i32>> = vec![None; rows.len()];
+    for pid in pids {
+        if owner.iter().all(Option::is_some) {
+            break;
+        }
+        let inodes = socket_inodes(pid);
+        for (i, (_, inode)) in rows.iter().enumerate() {
+            if owner[i].is_none() && inodes.contains(inode) {
+                owner[i] = Some(pid);
+            }
+        }
+    }
+    rows.into_iter()
+        .zip(owner)
+        .map(|((addr, _), pid)| (addr, pid))
+        .collect()
+}
+
 fn socket_inodes(pid: i32) -> Vec<u64> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
         return Vec::new();
@@ -87,5 +124,16 @@ mod tests {
             parse_listeners(v6),
             vec![("[::1]:80".parse().expect("addr"), 777)]
         );
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_holder_of_a_port_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let me = std::process::id() as i32;
+        assert!(holders(port).iter().any(|(_, pid)| *pid == Some(me)));
+        drop(listener);
+        assert!(holders(port).is_empty());
     }
 }

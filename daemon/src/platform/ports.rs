@@ -22,3 +22,15 @@ pub fn listening(pids: &[i32]) -> Vec<u16> {
 pub fn listening(_pids: &[i32]) -> Vec<u16> {
     Vec::new()
 }
+
+/// Who listens on `port` in the daemon's network namespace, with the holder's pid where it is
+/// readable.
+#[cfg(target_os = "linux")]
+pub fn holders(port: u16) -> Vec<(std::net::SocketAddr, Option<i32>)> {
+    cuba_protocol::ports::holders(port)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn holders(_port: u16) -> Vec<(std::net::SocketAddr, Option<i32>)> {
+    Vec::new()
+}

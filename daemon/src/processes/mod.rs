@@ -1,8 +1,10 @@
 //! Running processes: the launch of a record's process through its layers (`launch`), the
-//! supervisor that owns it until its end (`supervise`), and shells that run commands one after
-//! another (`session`), and the watcher of the ports running trees listen on (`ports`).
+//! supervisor that owns it until its end (`supervise`), shells that run commands one after
+//! another (`session`), the watcher of the ports running trees listen on (`ports`), and the
+//! ports leased to them (`leases`).
 
 pub(crate) mod launch;
+pub(crate) mod leases;
 pub(crate) mod ports;
 #[cfg(unix)]
 pub(crate) mod session;

@@ -11,6 +11,7 @@ use cuba_protocol::{EventKind, ProcKind};
 
 use crate::parts::tree::Find;
 use crate::platform::ports;
+use crate::state::record::Proc;
 use crate::state::table::Table;
 
 /// How often running trees are looked at.
@@ -38,25 +39,8 @@ pub async fn watch(table: Arc<Table>) {
             continue;
         }
         for p in running.iter().take(MAX_TREES) {
-            let (root, cgroup, kind) = {
-                let rec = p.lock();
-                (rec.root.clone(), rec.cgroup.clone(), rec.info().kind)
-            };
-            // A command in a session is its shell's tree: reported on the session.
-            let Some(root) = root.filter(|_| kind != ProcKind::InSession) else {
-                continue;
-            };
-            let find = Find::Own {
-                cgroup: cgroup.as_deref(),
-                tracked: &*table,
-            };
-            let pids: Vec<i32> = find
-                .members(&root)
-                .into_iter()
-                .map(|(pid, _)| pid)
-                .collect();
             let known = seen.entry(p.id).or_default();
-            for port in ports::listening(&pids) {
+            for port in tree_ports(&table, p) {
                 if known.len() < MAX_PORTS && known.insert(port) {
                     table.event(p, EventKind::PortOpened { port });
                 }
@@ -64,4 +48,26 @@ pub async fn watch(table: Arc<Table>) {
         }
         tokio::time::sleep(PERIOD).await;
     }
+}
+
+/// The ports `p`'s tree listens on now. A command in a session is its shell's tree: reported
+/// on the session, none of its own.
+pub fn tree_ports(table: &Table, p: &Proc) -> Vec<u16> {
+    let (root, cgroup, kind) = {
+        let rec = p.lock();
+        (rec.root.clone(), rec.cgroup.clone(), rec.info().kind)
+    };
+    let Some(root) = root.filter(|_| kind != ProcKind::InSession) else {
+        return Vec::new();
+    };
+    let find = Find::Own {
+        cgroup: cgroup.as_deref(),
+        tracked: table,
+    };
+    let pids: Vec<i32> = find
+        .members(&root)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect();
+    ports::listening(&pids)
 }

@@ -22,6 +22,8 @@ pub struct NewRecord {
     pub token: Option<Stamp>,
     /// The confined caller it is started for (see `Caller::tenant`).
     pub tenant: Option<Arc<str>>,
+    /// The TCP port leased to it (see `processes::leases`).
+    pub port: Option<u16>,
 }
 
 impl NewRecord {
@@ -38,6 +40,7 @@ impl NewRecord {
             session: req.session.clone(),
             token: Stamp::of_spawn(req),
             tenant: None,
+            port: None,
         }
     }
 
@@ -75,6 +78,7 @@ impl NewRecord {
             blocked: Vec::new(),
             failure: None,
             asks: Vec::new(),
+            port: new.port,
         }
     }
 }

@@ -473,6 +473,7 @@ pub mod tests {
             session: None,
             token: None,
             tenant: None,
+            port: None,
         }
     }
 

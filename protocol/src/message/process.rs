@@ -170,6 +170,10 @@ pub struct ProcessInfo {
     /// (which differ between systems).
     #[serde(default)]
     pub failure: Option<StartFailure>,
+    /// The TCP port leased to it (`SpawnRequest::port`): its `PORT`, no other spawn's while it
+    /// runs.
+    #[serde(default)]
+    pub port: Option<u16>,
 }
 
 /// What stopped a process from starting.

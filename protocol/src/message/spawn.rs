@@ -43,6 +43,20 @@ pub struct SpawnRequest {
     /// `None`: no such guarantee (the client repeats the request only if it was never sent).
     #[serde(default)]
     pub token: Option<RequestToken>,
+    /// A TCP port for the command, leased to it until it ends and given to it as `PORT` in its
+    /// environment ([`ProcessInfo::port`](super::ProcessInfo::port) says which).
+    #[serde(default)]
+    pub port: Option<PortWish>,
+}
+
+/// The port a [`SpawnRequest`] asks for.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortWish {
+    /// Any free one: not listened on now, nor leased to another running process.
+    Auto,
+    /// This one, refused (naming the holder) while another process listens on it or holds
+    /// its lease.
+    Exact(u16),
 }
 
 /// YieldShell's side-effect categories, the names a [`SpawnRequest::side_effects`] may use.

@@ -49,6 +49,7 @@ fn spawn_frame() -> RequestFrame {
             tty: Some(TtySize { cols: 80, rows: 24 }),
             session: Some("dev".into()),
             token: Some(RequestToken([0xab; 16])),
+            port: Some(PortWish::Exact(8080)),
         }),
     }
 }
@@ -128,6 +129,7 @@ fn golden_spawn_request() {
             "01 50 18",                            // tty Some(80 cols, 24 rows)
             "01 03 646576",                        // session Some("dev")
             "01 abababababababababababababababab", // token Some: 16 bytes, no length
+            "01 01 fb 1f90",                       // port Some(Exact(8080))
         ],
     );
 }
@@ -389,7 +391,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000015",          // protocol version 21, fixed u32 big-endian
+            "00000016",          // protocol version 22, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -410,7 +412,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000015",      // protocol version 21
+            "00000016",      // protocol version 22
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -421,10 +423,10 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000015 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000016 00000063", "01", "6e6f"]);
     // Another user's peer: status 2, known by it and not by the reason's words.
     let theirs = handshake::encode_refusal_of_another_user(99, "no");
-    assert_bytes(&theirs, &["43554241 00000015 00000063", "02", "6e6f"]);
+    assert_bytes(&theirs, &["43554241 00000016 00000063", "02", "6e6f"]);
     assert!(matches!(
         handshake::decode_welcome(&theirs),
         Err(handshake::HandshakeError::AnotherUser(r)) if r == "no"

@@ -35,7 +35,7 @@ fn fake_daemon(path: &Path, marker: &Path) {
     std::fs::write(
         path,
         format!(
-            "#!/bin/sh\ntouch '{}'\n[ \"$1\" = --handover-version ] && echo 7 8 9 10\nexit 0\n",
+            "#!/bin/sh\ntouch '{}'\n[ \"$1\" = --handover-version ] && echo 7 8 9 10 11\nexit 0\n",
             marker.display()
         ),
     )
@@ -64,7 +64,7 @@ async fn a_command_cannot_upgrade_restart_stop_or_reload_the_daemon() {
     let said = inside(
         &c,
         &format!(
-            "cp /bin/sh {e}; printf '#!/bin/sh\\ntouch {m}\\necho 7 8 9 10\\n' > {e}; \
+            "cp /bin/sh {e}; printf '#!/bin/sh\\ntouch {m}\\necho 7 8 9 10 11\\n' > {e}; \
              {ctl} daemon upgrade --binary {e} 2>&1; {ctl} daemon restart 2>&1; \
              {ctl} daemon stop --force 2>&1; {ctl} daemon reload 2>&1; \
              (setsid env -i {ctl} daemon upgrade --binary {e} > {d}/detached.txt 2>&1 &); \

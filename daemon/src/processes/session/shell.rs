@@ -119,6 +119,7 @@ pub fn start(
         // The shell is made for the session, not by the request: its token names the command.
         token: None,
         tenant: caller.tenant.clone(),
+        port: None,
     };
     let internal = |e: std::io::Error| {
         ProtocolError::new(

@@ -259,6 +259,7 @@ mod tests {
             session: None,
             token: None,
             tenant: None,
+            port: None,
         };
         let Ok(Reserved::New(p)) = table.reserve(new, false) else {
             panic!("no record");

@@ -10,6 +10,7 @@ use cuba_protocol::{AskKind, ProcessInfo, ProtocolError, SpawnRequest};
 use super::validate;
 use crate::base::side_effects::{self, Refusal};
 use crate::processes::launch::LaunchPlan;
+use crate::processes::leases;
 use crate::serving::daemon::Daemon;
 use crate::state::asks::{Answer, Question};
 use crate::state::caller::Caller;
@@ -142,10 +143,19 @@ fn start(
             .map(|info| (info, false));
     }
     let table = d.table();
-    let w = match table.reserve(caller.new_record(&req, &cwd), reuse)? {
+    let mut new = caller.new_record(&req, &cwd);
+    // The port is chosen and its record reserved under one gate: no other spawn gets it.
+    let gate = req.port.map(|_| leases::gate());
+    if let (Some(wish), Some(gate)) = (req.port, &gate) {
+        let port = leases::choose(gate, table, caller, wish)?;
+        leases::into_env(&mut req.env, port);
+        new.port = Some(port);
+    }
+    let w = match table.reserve(new, reuse)? {
         Reserved::New(w) => w,
         Reserved::Existing(p) => return Ok((p.info(), true)),
     };
+    drop(gate);
     {
         let mut rec = w.lock();
         rec.unresolved = unresolved;

@@ -66,6 +66,12 @@ pub fn spawn_request(req: &SpawnRequest) -> Result<(), ProtocolError> {
             "shell must be a non-empty path without NUL bytes".into()
         ));
     }
+    if req.port.is_some() && req.session.is_some() {
+        // A session's shell has one environment for all its commands: no `PORT` of one's own.
+        return Err(bad(
+            "port cannot be combined with session: start the server without `session`".into(),
+        ));
+    }
     if req.name.as_ref().is_some_and(|n| n.len() > MAX_NAME) {
         return Err(bad(format!("name is longer than {MAX_NAME} bytes")));
     }

@@ -55,6 +55,7 @@ pub struct Header {
 /// One running process as the new program takes it over.
 #[derive(Serialize, Deserialize, Debug)]
 pub struct SavedProc {
+    /// Its row, with the port leased to it (version 11): the lease carries over.
     pub info: ProcessInfo,
     pub start_time: crate::platform::StartTime,
     pub marker: String,

@@ -136,12 +136,12 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
         opt(text()),
         proptest::collection::vec(text(), 0..4),
     );
-    (fields, opt(tty_size()), opt(text()), opt(token())).prop_map(
+    let port = prop_oneof![Just(PortWish::Auto), any::<u16>().prop_map(PortWish::Exact)];
+    let tail = (opt(tty_size()), opt(text()), opt(token()), opt(port));
+    (fields, tail).prop_map(
         |(
             (command, cwd, env, shell, stdin, close_stdin, timeout_ms, name, side_effects),
-            tty,
-            session,
-            token,
+            (tty, session, token, port),
         )| SpawnRequest {
             command,
             cwd,
@@ -155,6 +155,7 @@ fn spawn_request() -> impl Strategy<Value = SpawnRequest> {
             tty,
             session,
             token,
+            port,
         },
     )
 }
@@ -351,13 +352,14 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
         opt(any::<u64>()),
         opt(any::<u32>()),
     );
-    (first, second, third, usage, vec(asks::ask(), 0..2)).prop_map(
+    let last = (vec(asks::ask(), 0..2), opt(any::<u16>()));
+    (first, second, third, usage, last).prop_map(
         |(
             (id, pid, owner, name, command, cwd, state, exit_code),
             (signal, error, started_at_ms, ended_at_ms, timeout_ms, stdout, stderr, dropped),
             (kind, tty, session, notice, spool),
             (cpu_ms, memory_bytes, memory_peak_bytes, pids_max, forks_refused, cpu_millicores),
-            asks,
+            (asks, port),
         )| ProcessInfo {
             id,
             pid,
@@ -389,6 +391,7 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             blocked: Vec::new(),
             failure: Some(StartFailure::NotFound),
             asks,
+            port,
         },
     )
 }
