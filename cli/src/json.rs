@@ -63,6 +63,9 @@ pub struct ProcessJson<'a> {
     pub notice: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<&'a str>,
+    /// The TCP port leased to it (`start --port`), its `PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// Execs the daemon refused in its tree (exec checks), the first few.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedJson<'a>>,
@@ -179,6 +182,7 @@ impl<'a> ProcessJson<'a> {
             forks_refused: p.forks_refused,
             notice: p.notice.as_deref(),
             spool: p.spool.as_deref(),
+            port: p.port,
             blocked: p
                 .blocked
                 .iter()

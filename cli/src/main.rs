@@ -51,6 +51,8 @@ Examples:
   cubactl run -- make test          run in the foreground; exits with make's code
   cubactl kill 3                    TERM to its whole tree, KILL after the grace period
   cubactl kill --owner claude-code  stop everything one agent started
+  cubactl start --port auto -- 'python3 -m http.server $PORT'   a free port, leased, in $PORT
+  cubactl ports 3000                which process holds port 3000 (--kill stops it)
   cubactl --host build ps           the processes of host `build`, through its bridge (ssh)
   cubactl hosts                     every configured host: reachable, version, OS, shell
   cubactl ps --all-hosts            one table across this machine and every host
@@ -117,6 +119,9 @@ enum Command {
     /// one host; --all-hosts: of every host).
     #[command(visible_alias = "ls")]
     Ps(cmd::ps::Args),
+    /// TCP ports the daemon's processes listen on or hold a lease on (every owner's): port,
+    /// address, process, owner; `ports 3000` says who holds port 3000, `--kill` stops it.
+    Ports(cmd::ports::Args),
     /// Everything known about one process.
     Info(cmd::info::Args),
     /// Print the last lines of a process's output; -f follows it until it ends.
@@ -236,6 +241,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ps(a) if a.all_hosts => cmd::ps_all::run(&ctx, &a).await,
         Command::Ps(a) => cmd::ps::run(&ctx, a).await,
+        Command::Ports(a) => cmd::ports::run(&ctx, a).await,
         Command::Info(a) => cmd::info::run(&ctx, a).await,
         Command::Tail(a) => cmd::tail::run(&ctx, a).await,
         Command::Logs(a) => cmd::logs::run(&ctx, a).await,

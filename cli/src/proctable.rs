@@ -95,11 +95,7 @@ pub fn render_entries(ctx: &Ctx, entries: &[Entry], hosts: bool) -> String {
             Cell::new(u.map_or("-".to_string(), |u| units::bytes(u.rss_bytes))),
             Cell::new(p.cpu_ms.map_or("-".to_string(), units::age)),
             Cell::new(memory(p).map_or("-".to_string(), units::bytes)),
-            Cell::new(
-                u.map(|u| usage::ports_text(&u.listening))
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "-".to_string()),
-            ),
+            Cell::new(usage::ports_cell(p, u)),
             Cell::painted(&p.command, dim),
         ]);
         t.push(row);

@@ -76,6 +76,7 @@ impl SpawnArgs {
             tty: self.tty_size(),
             session: self.session.clone(),
             token: Some(RequestToken::fresh()),
+            port: None,
         }
     }
 

@@ -140,6 +140,26 @@ pub async fn measure(list: &[ProcessInfo], instance: Option<&str>) -> HashMap<u6
     sample(list, instance).usage(Some(&first))
 }
 
+/// The PORTS cell of `p`: the ports its tree listens on, and the port leased to it while
+/// nothing listens there yet (`41234(lease)`); `-` for none.
+pub fn ports_cell(p: &ProcessInfo, u: Option<&Usage>) -> String {
+    let listening = u.map_or(&[][..], |u| &u.listening[..]);
+    let mut text = ports_text(listening);
+    let lease = p
+        .port
+        .filter(|l| !p.state.is_finished() && !listening.iter().any(|a| a.port() == *l));
+    if let Some(l) = lease {
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(&format!("{l}(lease)"));
+    }
+    if text.is_empty() {
+        text.push('-');
+    }
+    text
+}
+
 /// Ports for a table cell: `8000,8443`.
 pub fn ports_text(addrs: &[SocketAddr]) -> String {
     let mut ports: Vec<u16> = addrs.iter().map(|a| a.port()).collect();

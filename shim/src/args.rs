@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use cuba_protocol::StreamFilter;
+use cuba_protocol::{PortWish, StreamFilter};
 use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
@@ -171,8 +171,30 @@ pub struct StartArgs {
     pub ensure: Option<bool>,
     /// Persistent shell of this name.
     pub session: Option<String>,
+    /// "auto": a free TCP port, leased, in $PORT; or a number.
+    #[serde(default, deserialize_with = "port_arg")]
+    #[schemars(with = "Option<String>")]
+    pub port: Option<PortWish>,
     #[serde(flatten)]
     pub common: CommandArgs,
+}
+
+/// `port`: `"auto"`, or a port number (as a number or a string). The schema says string:
+/// tools/list is paid in every turn, and docs/tools.md names the number form.
+fn port_arg<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PortWish>, D::Error> {
+    let number = |n: Option<u64>| match n.and_then(|n| u16::try_from(n).ok()) {
+        Some(n) if n > 0 => Ok(Some(PortWish::Exact(n))),
+        _ => Err(D::Error::custom(
+            "port must be \"auto\" or a TCP port from 1 to 65535",
+        )),
+    };
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("auto") => Ok(Some(PortWish::Auto)),
+        Some(Value::String(s)) => number(s.trim().parse().ok()),
+        Some(Value::Number(n)) => number(n.as_u64()),
+        Some(_) => number(None),
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -26,6 +26,7 @@ impl CommandArgs {
             name: None,
             side_effects: self.side_effects.unwrap_or_default(),
             token: Some(RequestToken::fresh()),
+            port: None,
         })
     }
 }

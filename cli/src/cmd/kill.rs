@@ -42,6 +42,21 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// `kill IDS` with every default: TERM, the daemon's grace, waiting for the ends.
+    pub fn stop(ids: Vec<Target>, json: bool) -> Args {
+        Args {
+            ids,
+            all: false,
+            owner: None,
+            signal: Signal::Term,
+            grace: None,
+            no_wait: false,
+            json,
+        }
+    }
+}
+
 fn stops(signal: Signal) -> bool {
     matches!(
         signal,

@@ -14,6 +14,7 @@ pub mod kill;
 pub mod logs;
 pub mod man;
 pub mod policy;
+pub mod ports;
 pub mod prune;
 pub mod ps;
 pub mod ps_all;

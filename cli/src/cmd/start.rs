@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cuba_protocol::{ProcState, WaitReason};
+use cuba_protocol::{PortWish, ProcState, WaitReason};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -28,10 +28,27 @@ pub struct Args {
     /// of starting another (a dev server started once, however often this is run).
     #[arg(long, requires = "name")]
     ensure: bool,
+    /// A TCP port for the command, in its environment as PORT and leased to it until it ends:
+    /// `auto` for a free one no other process of the daemon's holds, or a number (refused,
+    /// naming the holder, while another process listens on it or holds its lease). Printed
+    /// on stderr after the id.
+    #[arg(long, value_name = "auto|PORT", value_parser = parse_port, conflicts_with = "session")]
+    port: Option<PortWish>,
+}
+
+fn parse_port(s: &str) -> Result<PortWish, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(PortWish::Auto);
+    }
+    match s.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(PortWish::Exact(n)),
+        _ => Err("a port is `auto` or a number from 1 to 65535".into()),
+    }
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
-    let req = args.spawn.request(args.no_stdin);
+    let mut req = args.spawn.request(args.no_stdin);
+    req.port = args.port;
     let ensure = args.ensure;
     let (client, (mut info, existing)) = ctx
         .once(|c| {
@@ -84,6 +101,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     }
     if !args.json {
         outln!("{}", info.id)?;
+        // The id alone on stdout, for `id=$(cubactl start …)`; the port beside it for a person.
+        if let Some(port) = info.port {
+            eprintln!("port {port} (PORT)");
+        }
     }
     if let Some(note) = describe::notice(&info) {
         eprintln!("{}", ctx.err.paint(Some(Paint::Yellow), &note));

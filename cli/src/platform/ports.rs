@@ -1,6 +1,7 @@
 //! The TCP ports a set of processes listens on.
 //!
-//! The system provides (`os::ports`): `listening(pids) -> Vec<SocketAddr>`, in any order.
+//! The system provides (`os::ports`): `listening(pids) -> Vec<SocketAddr>`, in any order, and
+//! `holders(port) -> Vec<(SocketAddr, Option<pid>)>`, every listener of a port machine-wide.
 
 use std::net::SocketAddr;
 
@@ -13,6 +14,11 @@ pub fn listening(pids: &[i32]) -> Vec<SocketAddr> {
     out.sort_unstable_by_key(|a| (a.port(), a.ip()));
     out.dedup();
     out
+}
+
+/// Who listens on `port` on this machine (ours or not), with the pid where it is readable.
+pub fn holders(port: u16) -> Vec<(SocketAddr, Option<i32>)> {
+    os::ports::holders(port)
 }
 
 #[cfg(test)]

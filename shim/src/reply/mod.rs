@@ -63,6 +63,11 @@ pub struct ProcessFacts {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<String>,
+    /// The TCP port leased to it (`start` with `port`), its `PORT` (in no schema, like the
+    /// figures).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 impl ProcessFacts {
@@ -88,6 +93,7 @@ impl ProcessFacts {
                 .or(info.memory_bytes),
             pids: info.refused_forks(),
             blocked: info.blocked_lines(),
+            port: info.port,
         }
     }
 
@@ -106,6 +112,9 @@ impl ProcessFacts {
         }
         if let Some(TtyReply { cols, rows }) = self.tty {
             t.push_str(&format!(" tty:{cols}x{rows}"));
+        }
+        if let Some(port) = self.port {
+            t.push_str(&format!(" port:{port}"));
         }
         t
     }
@@ -468,6 +477,7 @@ mod tests {
             pids_max: None,
             forks_refused: None,
             cpu_millicores: None,
+            port: None,
             blocked: Vec::new(),
             failure: None,
             asks: Vec::new(),

@@ -44,6 +44,7 @@ impl CubaExec {
             stdin: a.stdin.map(String::into_bytes),
             name: a.name,
             session: a.session,
+            port: a.port,
             ..a.common.spawn_request(a.command)?
         };
         if let Some(group) = host.as_deref().filter(|h| hosts::is_group(h)) {

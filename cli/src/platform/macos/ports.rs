@@ -80,3 +80,9 @@ fn listener(pid: i32, fd: i32) -> Option<SocketAddr> {
     };
     Some(SocketAddr::new(ip, port))
 }
+
+/// Who listens on a port machine-wide: not looked up here (only a tree's own sockets are), so
+/// `cubactl ports N` names no outside holder on macOS.
+pub fn holders(_port: u16) -> Vec<(SocketAddr, Option<i32>)> {
+    Vec::new()
+}
