@@ -19,6 +19,7 @@ mod mcp_idle;
 mod mcp_lost;
 mod mcp_pods;
 mod mcp_policy;
+mod mcp_ports;
 mod mcp_shared;
 mod mcp_tasks;
 mod mcp_terminals;

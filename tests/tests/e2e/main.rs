@@ -31,6 +31,7 @@ mod not_a_way_in;
 mod output;
 mod policy;
 mod policy_clients;
+mod ports;
 mod resource_limits;
 mod restart;
 mod sandbox;
