@@ -124,7 +124,7 @@ pub struct CommandArgs {
     // The names say it: a working directory (relative: from the server's), extra variables.
     pub cwd: Option<String>,
     pub env: Option<BTreeMap<String, String>>,
-    /// Hard limit, ms: then the whole tree is stopped.
+    /// Hard limit, ms: then the tree is stopped.
     pub timeout_ms: Option<u64>,
     /// A terminal (REPLs, prompts, TUIs); cols×rows default 120×40.
     pub tty: Option<bool>,
@@ -163,7 +163,7 @@ pub struct StartArgs {
     /// Shell command (`/bin/sh -c`).
     pub command: String,
     pub shell: Option<String>,
-    /// Text for stdin, which stays open.
+    /// Text for stdin, kept open.
     pub stdin: Option<String>,
     /// Label, e.g. "web".
     pub name: Option<String>,
@@ -171,7 +171,7 @@ pub struct StartArgs {
     pub ensure: Option<bool>,
     /// Persistent shell of this name.
     pub session: Option<String>,
-    /// "auto": a free TCP port, leased, in $PORT; or a number.
+    /// "auto" or a number: a TCP port leased to it, as $PORT.
     #[serde(default, deserialize_with = "port_arg")]
     #[schemars(with = "Option<String>")]
     pub port: Option<PortWish>,
@@ -206,7 +206,7 @@ pub struct StatusArgs {
     #[schemars(with = "Option<String>")]
     pub host: Option<String>,
     pub id: u64,
-    /// Cursor: only output after it (default: the last tail_bytes).
+    /// Cursor: output after it (default: the last tail_bytes).
     pub since: Option<u64>,
     /// Without since: bytes from the end (default 4096).
     pub tail_bytes: Option<u64>,
@@ -280,9 +280,9 @@ pub struct ListArgs {
     pub state: Option<String>,
     /// Owner, e.g. "cubactl".
     pub owner: Option<String>,
-    /// Process name.
+    // The name says it (an exact match).
     pub name: Option<String>,
-    /// Most finished shown, newest first (default 5); running ones: up to 50, or this if more.
+    /// Most finished shown, newest first (default 5); running: up to 50, or this if more.
     pub limit: Option<u32>,
 }
 

@@ -28,7 +28,7 @@ pub const RUNNING: u32 = 50;
 #[tool_router(router = list_processes_router, vis = "pub(crate)")]
 impl CubaExec {
     #[tool(
-        description = "Every agent's and person's processes: the running ones (newest 50), the \
+        description = "Every agent's and person's processes: running ones (newest 50), the \
                        newest finished, a count of the rest.",
         annotations(read_only_hint = true),
         input_schema = input_schema::<ListArgs>(),

@@ -68,8 +68,8 @@ impl CubaExec {
                 if route.attr.name == "run" {
                     if let Some(serde_json::Value::Object(p)) = props.get_mut("side_effects") {
                         let text = format!(
-                            "Every category that may apply: {}. One the user blocked is \
-                             refused (BLOCKED).",
+                            "Every category that may apply: {}. A blocked one is refused \
+                             (BLOCKED).",
                             cuba_protocol::SIDE_EFFECTS.join(", ")
                         );
                         p.insert("description".into(), text.into());
