@@ -142,3 +142,24 @@ async fn a_port_held_by_a_process_not_ours_is_said_to_be() {
     let (ok, _, err) = d.ctl(&["ports", &port.to_string()]).await;
     assert!(!ok && err.contains("no process listens"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_outlives_an_upgrade_in_place_and_ends_with_its_process() {
+    let d = TestDaemon::start().await;
+    let c = d.client().await;
+    let p = spawn_with(&c, with_port("sleep 60", PortWish::Auto)).await;
+    let port = p.port.expect("a port");
+    let (ok, out, err) = d.ctl(&["daemon", "upgrade"]).await;
+    assert!(ok, "upgrade failed: {out}{err}");
+    let c = d.client().await;
+    let again = c
+        .spawn(with_port("true", PortWish::Exact(port)))
+        .await
+        .expect_err("the lease was lost in the hand-over")
+        .to_string();
+    assert!(again.contains(&format!("leased to process {}", p.id)), "{again}");
+    let (ok, _, err) = d.ctl(&["kill", &p.id.to_string()]).await;
+    assert!(ok, "{err}");
+    let q = spawn_with(&c, with_port("true", PortWish::Exact(port))).await;
+    assert_eq!(q.port, Some(port), "the ended process's lease was kept");
+}
