@@ -374,7 +374,7 @@ mod tests {
         let mut run: Vec<&str> = ["command", "max_output", "name", "session", "shell"].to_vec();
         run.extend(["stdin", "yield_ms"]);
         let mut start: Vec<&str> = ["command", "ensure", "name", "session", "shell"].to_vec();
-        start.push("stdin");
+        start.extend(["port", "stdin"]);
         for (schema, own) in [
             (input_schema::<RunArgs>(), run),
             (input_schema::<StartArgs>(), start),
