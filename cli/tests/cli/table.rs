@@ -129,6 +129,7 @@ fn help_completions_and_man_page() {
     let help = env.ok(&["--help"]);
     for cmd in [
         "ps",
+        "ports",
         "info",
         "tail",
         "logs",
@@ -154,7 +155,7 @@ fn help_completions_and_man_page() {
             script.contains("cubactl") && script.contains("attach"),
             "{shell}"
         );
-        for word in ["screen", "resize", "tty", "session", "cols"] {
+        for word in ["screen", "resize", "tty", "session", "cols", "ports"] {
             assert!(script.contains(word), "{shell}: {word} missing");
         }
     }
@@ -165,6 +166,7 @@ fn help_completions_and_man_page() {
     assert!(dir.join("cubactl-ps.1").is_file());
     assert!(dir.join("cubactl-screen.1").is_file());
     assert!(dir.join("cubactl-resize.1").is_file());
+    assert!(dir.join("cubactl-ports.1").is_file());
 }
 
 #[test]
