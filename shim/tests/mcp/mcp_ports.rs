@@ -52,7 +52,11 @@ async fn start_with_port_auto_serves_there_and_the_port_is_not_given_twice() {
         let r = other
             .call("start", json!({ "command": "true", "port": bad }))
             .await;
-        assert!(r.is_error() && r.text().contains("auto"), "{bad}: {}", r.text());
+        assert!(
+            r.is_error() && r.text().contains("auto"),
+            "{bad}: {}",
+            r.text()
+        );
     }
     other.close().await;
     c.close().await;

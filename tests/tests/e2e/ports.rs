@@ -50,7 +50,10 @@ async fn auto_ports_differ_are_listed_with_their_owner_and_freed_by_a_kill() {
             .find(|l| l.trim_start().starts_with(&port.to_string()))
             .unwrap_or_else(|| panic!("no row of port {port}:\n{out}"));
         assert!(row.contains(&format!("127.0.0.1:{port}")), "{row}");
-        assert!(row.contains(owner) && row.contains(&p.id.to_string()), "{row}");
+        assert!(
+            row.contains(owner) && row.contains(&p.id.to_string()),
+            "{row}"
+        );
     }
     let (ok, out, _) = d.ctl(&["ports", "--json"]).await;
     let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
@@ -60,7 +63,10 @@ async fn auto_ports_differ_are_listed_with_their_owner_and_freed_by_a_kill() {
 
     // Who holds p1, then stop it: the port is free again and no one of ours holds it.
     let (ok, out, err) = d.ctl(&["ports", &p1.to_string()]).await;
-    assert!(ok && out.contains("agent-a") && !out.contains("agent-b"), "{out}{err}");
+    assert!(
+        ok && out.contains("agent-a") && !out.contains("agent-b"),
+        "{out}{err}"
+    );
     let (ok, out, err) = d.ctl(&["ports", &p1.to_string(), "--kill"]).await;
     assert!(ok, "{out}{err}");
     assert!(wait_for(|| free(p1), STEP).await, "port {p1} still held");
@@ -85,7 +91,10 @@ async fn a_lease_or_a_listener_of_ours_is_not_handed_out_again() {
         .await
         .expect_err("a leased port given twice");
     let said = refused.to_string();
-    assert!(said.contains(&format!("leased to process {}", quiet.id)), "{said}");
+    assert!(
+        said.contains(&format!("leased to process {}", quiet.id)),
+        "{said}"
+    );
     assert!(said.contains("agent-a"), "{said}");
     let (_, ps, _) = d.ctl(&["ps"]).await;
     assert!(ps.contains(&format!("{held}(lease)")), "{ps}");
@@ -99,9 +108,14 @@ async fn a_lease_or_a_listener_of_ours_is_not_handed_out_again() {
     let plain = format!("exec python3 -u -m http.server {port} --bind 127.0.0.1");
     let web = spawn_with(&a, spawn_req(&plain)).await;
     wait_match(&a, web.id, "Serving HTTP").await;
-    let (ok, _, err) = d.ctl(&["start", "--port", &port.to_string(), "--", "true"]).await;
+    let (ok, _, err) = d
+        .ctl(&["start", "--port", &port.to_string(), "--", "true"])
+        .await;
     assert!(!ok, "started on a port in use");
-    assert!(err.contains(&format!("in use by process {}", web.id)), "{err}");
+    assert!(
+        err.contains(&format!("in use by process {}", web.id)),
+        "{err}"
+    );
 
     // From inside a tree, as an agent's command would try it: the same refusal.
     let ctl = cuba_tests::bin("cubactl");
@@ -111,7 +125,10 @@ async fn a_lease_or_a_listener_of_ours_is_not_handed_out_again() {
         d.socket().display()
     );
     let (_, out) = cuba_tests::run_in(&b, &inside, d.dir()).await;
-    assert!(out.contains("leased to process") && out.contains("rc=1"), "{out}");
+    assert!(
+        out.contains("leased to process") && out.contains("rc=1"),
+        "{out}"
+    );
 
     // A free exact port is leased and given as PORT.
     let spare = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
@@ -131,13 +148,19 @@ async fn a_port_held_by_a_process_not_ours_is_said_to_be() {
     let (ok, _, err) = d.ctl(&["ports", &port.to_string()]).await;
     assert!(!ok, "a port of the test's own listed as the daemon's");
     let me = format!("pid {}", std::process::id());
-    assert!(err.contains("not a process of the daemon's") && err.contains(&me), "{err}");
+    assert!(
+        err.contains("not a process of the daemon's") && err.contains(&me),
+        "{err}"
+    );
     let said = c
         .spawn(with_port("true", PortWish::Exact(port)))
         .await
         .expect_err("a port in use leased")
         .to_string();
-    assert!(said.contains(&me) && said.contains("not one of ours"), "{said}");
+    assert!(
+        said.contains(&me) && said.contains("not one of ours"),
+        "{said}"
+    );
     drop(mine);
     let (ok, _, err) = d.ctl(&["ports", &port.to_string()]).await;
     assert!(!ok && err.contains("no process listens"), "{err}");
@@ -157,7 +180,10 @@ async fn a_lease_outlives_an_upgrade_in_place_and_ends_with_its_process() {
         .await
         .expect_err("the lease was lost in the hand-over")
         .to_string();
-    assert!(again.contains(&format!("leased to process {}", p.id)), "{again}");
+    assert!(
+        again.contains(&format!("leased to process {}", p.id)),
+        "{again}"
+    );
     let (ok, _, err) = d.ctl(&["kill", &p.id.to_string()]).await;
     assert!(ok, "{err}");
     let q = spawn_with(&c, with_port("true", PortWish::Exact(port))).await;
