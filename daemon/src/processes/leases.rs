@@ -21,6 +21,7 @@ const TRIES: usize = 64;
 static GATE: Mutex<()> = Mutex::new(());
 
 /// Held from the choice of a port until the record holding its lease is in the table.
+// The guard is only held: dropping the gate opens it.
 pub struct Gate(#[allow(dead_code)] MutexGuard<'static, ()>);
 
 /// Takes the gate. A panic while it was held left nothing half done (the table is the state).
