@@ -29,7 +29,15 @@ pub fn json_rows<'a>(
 
 pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
     let entries: Vec<Entry> = list.iter().map(|p| (None, p, usage.get(&p.id))).collect();
-    render_entries(ctx, &entries, false)
+    let mut text = render_entries(ctx, &entries, false);
+    // What the daemon says of a running one (its client has gone and it will be stopped, or
+    // a person is asked): under the table, by id.
+    for p in list.iter().filter(|p| !p.state.is_finished()) {
+        if let Some(notice) = &p.notice {
+            text.push_str(&format!("{:>4}  {notice}\n", p.id));
+        }
+    }
+    text
 }
 
 /// The table of `entries`, with a `HOST` column first when `hosts`.

@@ -118,7 +118,7 @@ pub fn channel(ctx: &RequestContext<RoleServer>) -> Channel {
 
 /// The question of `info` a person can answer in the client: an approval (never a password).
 pub fn askable(info: &ProcessInfo) -> Option<&Ask> {
-    info.asks.iter().find(|a| a.kind != AskKind::Password)
+    info.asks.iter().find(|a| a.kind.holds())
 }
 
 /// The key of an ask's question among `inputRequests`.

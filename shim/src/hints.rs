@@ -29,7 +29,7 @@ pub fn awaiting(info: &ProcessInfo, note: Option<&str>) -> String {
     let what = info
         .asks
         .iter()
-        .find(|a| a.kind != AskKind::Password)
+        .find(|a| a.kind.holds())
         .map_or(String::new(), |a| format!(" of `{}` ({})", a.what, a.rule));
     let note = note.map_or(String::new(), |n| format!(" ({n})"));
     format!(

@@ -195,6 +195,7 @@ fn print(ctx: &Ctx, list: &Approvals) -> Result<()> {
                 AskKind::Command => format!("run `{}` ({})", a.what, a.rule),
                 AskKind::Exec => format!("exec `{}` ({}, pid {})", a.what, a.rule, a.pid),
                 AskKind::Network => format!("reach {} ({})", a.what, a.rule),
+                AskKind::ClientGone => format!("stop it? {} ({})", a.what, a.rule),
             };
             let how = match a.kind {
                 AskKind::Password => format!("cubactl answer {}", p.id),

@@ -37,6 +37,10 @@ pub fn question(info: &ProcessInfo, ask: &cuba_protocol::Ask) -> String {
              {id}` or `cubactl deny {id}`",
             ask.what, ask.rule
         ),
+        AskKind::ClientGone => format!(
+            "cubactl: {}: `cubactl approve {id}` stops process {id}, `cubactl deny {id}` keeps it",
+            ask.what
+        ),
     }
 }
 

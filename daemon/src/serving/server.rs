@@ -165,7 +165,7 @@ fn start(config: Config, handed: Option<Handed>) -> Result<Daemon> {
     table.tokens().import(taken.tokens());
     let defaults = (
         config.grace,
-        config.orphan_timeout,
+        (config.orphan_timeout, config.agents.clone()),
         config.shell.clone(),
         config.sandbox.clone(),
     );

@@ -194,6 +194,13 @@ impl Audit {
             signal: Some(info.signal.map(|s| format!("{s:?}"))),
             duration_ms: Some(ms),
             ms: Some(ms),
+            // Why the daemon stopped it (a timeout, its client gone, nobody attending to it).
+            reason: info.error.as_deref().filter(|_| {
+                matches!(
+                    info.state,
+                    cuba_protocol::ProcState::Killed | cuba_protocol::ProcState::TimedOut
+                )
+            }),
             ..fields(
                 "end",
                 who,

@@ -78,6 +78,17 @@ pub struct ProcData {
     pub approved_rules: Vec<String>,
 }
 
+/// See [`Proc::own_follower`].
+pub struct OwnFollower(Arc<Proc>);
+
+impl Drop for OwnFollower {
+    fn drop(&mut self) {
+        self.0
+            .own_followers
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub struct TtyData {
     /// Dropped when the process is done, so an ended record holds no terminal.
     pub master: Option<Arc<Master>>,
@@ -92,6 +103,12 @@ pub struct Proc {
     /// never writes the record (the supervisor is its one writer).
     reading: Mutex<Reading>,
     changed: watch::Sender<()>,
+    /// When a client last read its output, waited on it, wrote to it or looked at its screen
+    /// (`None`: not since it started): the clock of `unwatched_timeout`. A reader's memo
+    /// beside the record, like `reading`.
+    seen: Mutex<Option<Instant>>,
+    /// Of its followers, those in its own tree: they do not count as someone attending.
+    own_followers: std::sync::atomic::AtomicUsize,
     inbox: Mutex<note::Inbox>,
     /// Woken when a note waits for the supervisor.
     noted: tokio::sync::Notify,
@@ -140,6 +157,8 @@ impl Proc {
             data: Mutex::new(data),
             reading: Mutex::default(),
             changed: watch::Sender::new(()),
+            seen: Mutex::default(),
+            own_followers: Default::default(),
             inbox: Mutex::default(),
             noted: tokio::sync::Notify::new(),
         });
@@ -160,9 +179,31 @@ impl Proc {
         self.changed.subscribe()
     }
 
+    /// A client attended to it now (a read, a wait, input, its screen).
+    pub fn seen(&self) {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// When a client last attended to it.
+    pub fn last_seen(&self) -> Option<Instant> {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Clients following it now (a `tail -f`, an `attach`, a `wait`): its change subscribers.
     pub fn followers(&self) -> usize {
-        self.changed.receiver_count()
+        let own = self
+            .own_followers
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.changed.receiver_count().saturating_sub(own)
+    }
+
+    /// A follower from inside its own tree, for as long as the guard lives: not counted by
+    /// [`Proc::followers`] (a command cannot keep itself from being stopped by following
+    /// itself).
+    pub fn own_follower(self: &Arc<Proc>) -> OwnFollower {
+        self.own_followers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OwnFollower(self.clone())
     }
 
     pub fn notify(&self) {
@@ -281,7 +322,6 @@ impl ProcData {
         self.info.pid = pid;
     }
 
-    #[cfg(unix)]
     pub fn set_notice(&mut self, notice: Option<String>) {
         self.info.notice = notice;
     }

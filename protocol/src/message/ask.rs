@@ -16,6 +16,9 @@ pub enum AskKind {
     /// A host a sandboxed command wants to reach through the daemon's proxy, which no rule
     /// names (`network = "proxy"`, `unknown = "ask"`); `what` is `HOST:PORT`.
     Network,
+    /// The MCP client that started a running command has gone (`client_gone = "ask"`):
+    /// approving stops the command, denying (or no answer) keeps it. It runs on meanwhile.
+    ClientGone,
 }
 
 impl AskKind {
@@ -25,7 +28,14 @@ impl AskKind {
             AskKind::Exec => "exec",
             AskKind::Password => "password",
             AskKind::Network => "network",
+            AskKind::ClientGone => "client_gone",
         }
+    }
+
+    /// Whether a process is held for it (`awaiting_approval`): not for a password, which a
+    /// running program waits for, nor for a gone client, which leaves its command running.
+    pub fn holds(self) -> bool {
+        !matches!(self, AskKind::Password | AskKind::ClientGone)
     }
 }
 

@@ -16,6 +16,7 @@ mod mcp_fanout;
 mod mcp_hosts;
 mod mcp_hosts_errors;
 mod mcp_idle;
+mod mcp_leftover;
 mod mcp_lost;
 mod mcp_pods;
 mod mcp_policy;

@@ -34,6 +34,24 @@ struct ProxyTable {
     unknown: Option<String>,
 }
 
+/// `[agents.NAME]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AgentTable {
+    client_gone: Option<String>,
+    client_gone_grace: Option<Scalar>,
+    unwatched_timeout: Option<Scalar>,
+}
+
+impl Scalar {
+    fn text(&self) -> String {
+        match self {
+            Scalar::Int(n) => n.to_string(),
+            Scalar::Text(t) => t.clone(),
+        }
+    }
+}
+
 /// The file's keys; unknown keys are an error naming the line.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +65,11 @@ struct File {
     max_connections: Option<Scalar>,
     idle_timeout: Option<Scalar>,
     orphan_timeout: Option<Scalar>,
+    client_gone: Option<String>,
+    client_gone_grace: Option<Scalar>,
+    unwatched_timeout: Option<Scalar>,
+    /// `[agents.NAME]`: one client's `client_gone`, `client_gone_grace`, `unwatched_timeout`.
+    agents: Option<BTreeMap<String, AgentTable>>,
     shutdown_timeout: Option<Scalar>,
     blocked_commands: Option<Vec<String>>,
     allowed_commands: Option<Vec<String>>,
@@ -123,6 +146,8 @@ impl File {
             ("CUBA_EXEC_MAX_CONNECTIONS", self.max_connections),
             ("CUBA_EXEC_IDLE_TIMEOUT", self.idle_timeout),
             ("CUBA_EXEC_ORPHAN_TIMEOUT", self.orphan_timeout),
+            ("CUBA_EXEC_CLIENT_GONE_GRACE", self.client_gone_grace),
+            ("CUBA_EXEC_UNWATCHED_TIMEOUT", self.unwatched_timeout),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
             ("CUBA_EXEC_APPROVAL_TIMEOUT", self.approval_timeout),
         ];
@@ -151,6 +176,27 @@ impl File {
         }
         if let Some(audit) = self.audit {
             vars.insert("CUBA_EXEC_AUDIT", if audit { "1" } else { "0" }.to_string());
+        }
+        if let Some(v) = self.client_gone {
+            vars.insert("CUBA_EXEC_CLIENT_GONE", v);
+        }
+        if let Some(agents) = self.agents {
+            let tables: Vec<String> = agents
+                .into_iter()
+                .map(|(name, t)| {
+                    let keys = [
+                        ("client_gone", t.client_gone),
+                        ("client_gone_grace", t.client_gone_grace.map(|s| s.text())),
+                        ("unwatched_timeout", t.unwatched_timeout.map(|s| s.text())),
+                    ];
+                    let keys: Vec<String> = keys
+                        .into_iter()
+                        .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+                        .collect();
+                    format!("{name}:{}", keys.join(","))
+                })
+                .collect();
+            vars.insert("CUBA_EXEC_AGENTS", tables.join(";"));
         }
         if let Some(v) = self.unresolved {
             vars.insert("CUBA_EXEC_UNRESOLVED", v);

@@ -9,12 +9,14 @@ use anyhow::{Context, Result};
 
 use crate::base::policy::Policy;
 
+mod agents;
 mod env;
 mod file;
 mod limits;
 mod sandbox;
 mod units;
 
+pub use agents::{Agents, OnGone, Rules as AgentRules};
 pub use limits::{CgroupMode, Limits, Rlimit};
 pub use sandbox::{ProxyRules, Sandbox};
 pub use units::{parse_duration, parse_size, shown as shown_duration};
@@ -47,6 +49,8 @@ pub struct Config {
     /// A command an MCP client started that waits for input this long after the client has
     /// gone, with nobody following it, is stopped; `None` keeps it (`orphan_timeout = 0`).
     pub orphan_timeout: Option<Duration>,
+    /// What becomes of an agent's commands when its client goes, or nobody attends to them.
+    pub agents: Agents,
     /// Shell that runs commands as `shell -c TEXT`.
     pub shell: String,
     /// What may run, and where.
@@ -145,6 +149,7 @@ impl Config {
             idle_timeout: Duration::from_secs(600),
             grace: Duration::from_secs(5),
             orphan_timeout: Some(Duration::from_secs(30 * 60)),
+            agents: Agents::default(),
             // On Windows the daemon sets its own default before loading (`windows::default_shell`).
             shell: "/bin/sh".to_string(),
             policy: Policy::default(),

@@ -178,6 +178,8 @@ impl Launcher {
             kill_in: a.kill_in,
             // The client's pid is not checked against a connection any more: not watched.
             orphan: None,
+            // Its clocks are not carried over an upgrade: none runs again.
+            leftover: None,
         };
         Ok((job, io, control_rx))
     }

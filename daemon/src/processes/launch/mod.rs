@@ -51,7 +51,7 @@ use crate::platform::cgroup::{Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
 #[cfg(unix)]
 use crate::platform::spawn::Spawn;
-use crate::processes::supervise::{supervise, ChildIo, Cleanup, Job, Orphan, Route};
+use crate::processes::supervise::{supervise, ChildIo, Cleanup, Job, Leftover, Orphan, Route};
 use crate::state::asks::Asks;
 use crate::state::caller::Caller;
 use crate::state::record::{Outcome, StdinMsg, TtyData, Writer};
@@ -92,6 +92,8 @@ pub struct Launcher {
     grace: Duration,
     /// `orphan_timeout`: `None` keeps orphaned commands.
     orphan: Option<Duration>,
+    /// `client_gone`, `unwatched_timeout`, per agent.
+    agents: Arc<crate::base::config::Agents>,
     /// The shell that runs commands unless a request names another.
     shell: String,
     /// The daemon's own sandbox, under every command's.
@@ -139,7 +141,12 @@ impl Launcher {
         table: Arc<Table>,
         reaper: Arc<Reaper>,
         (limiter, cgroups): (Arc<Limiter>, Arc<Cgroups>),
-        (grace, orphan, shell, sandbox): (Duration, Option<Duration>, String, Sandbox),
+        (grace, (orphan, agents), shell, sandbox): (
+            Duration,
+            (Option<Duration>, crate::base::config::Agents),
+            String,
+            Sandbox,
+        ),
         (exec, asks, askpass): (ExecChecking, Arc<Asks>, Vec<(OsString, OsString)>),
     ) -> Launcher {
         #[cfg(windows)]
@@ -160,6 +167,7 @@ impl Launcher {
             cgroups,
             grace,
             orphan,
+            agents: Arc::new(agents),
             shell,
             sandbox,
             #[cfg(unix)]
@@ -345,6 +353,12 @@ impl Launcher {
             _ => None,
         };
         tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx, first_read));
+        let leftover = Leftover::new(
+            self.agents.rules(&caller.client),
+            &caller.client.name,
+            self.asks.clone(),
+            route.is_some(),
+        );
         let job = Job {
             table: self.table.clone(),
             grace: self.grace,
@@ -352,7 +366,13 @@ impl Launcher {
             route,
             cleanup,
             kill_in: None,
-            orphan: Orphan::of(&caller.client, caller.peer.pid, self.orphan),
+            orphan: Orphan::of(
+                &caller.client,
+                caller.peer.pid,
+                self.orphan,
+                leftover.watches_client(),
+            ),
+            leftover: Some(leftover),
         };
         tokio::spawn(supervise(job, p, connected.io, control_rx));
         self.table.changed();

@@ -11,6 +11,7 @@
 mod command;
 mod exit;
 mod input;
+mod leftover;
 mod orphan;
 mod read;
 mod report;
@@ -37,6 +38,7 @@ use crate::state::table::Table;
 #[cfg(unix)]
 pub use input::reads_terminal;
 pub use input::InputTarget;
+pub use leftover::Leftover;
 pub use orphan::Orphan;
 use read::{grow, read_now, read_some};
 pub use route::Route;
@@ -86,6 +88,8 @@ pub struct Job {
     pub kill_in: Option<Duration>,
     /// Its MCP client's exit, watched to stop it should it wait for input unanswerable.
     pub orphan: Option<Orphan>,
+    /// What becomes of it when its client goes or nobody attends to it.
+    pub leftover: Option<Leftover>,
 }
 
 /// Where output comes from: a pipe (stdout, stderr), or a terminal's master end (both).
@@ -129,6 +133,7 @@ struct Supervisor<'w> {
     input_check_at: Option<Instant>,
     checks: u32,
     orphan: Option<Orphan>,
+    leftover: Option<Leftover>,
     route: Option<Box<dyn Route>>,
     /// An interrupted session command that has not ended: SIGKILL below the shell at
     /// `cmd_kill_at`, and the session stopped at `cmd_abandon_at` if even that did not end it.
@@ -179,6 +184,7 @@ async fn run(job: Job, p: &Writer, io: ChildIo, mut control: mpsc::Receiver<Cont
         input: io.input,
         checks: 0,
         orphan: job.orphan,
+        leftover: job.leftover,
         route: job.route,
         cmd_kill_at: None,
         cmd_reinterrupt: None,

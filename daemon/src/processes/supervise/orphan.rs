@@ -15,7 +15,8 @@ use crate::platform::signal::ExitWatch;
 use crate::state::record::StopCause;
 
 pub struct Orphan {
-    after: Duration,
+    /// `None`: watched for `client_gone` only; a command waiting for input is kept.
+    after: Option<Duration>,
     /// The client's exit; `None` once it has exited.
     owner: Option<ExitWatch>,
     /// When the stop is due: set while the command waits for input with its client gone.
@@ -25,13 +26,17 @@ pub struct Orphan {
 impl Orphan {
     /// The watch for what `client` starts, whose connection's peer is `peer_pid`: an MCP
     /// client on this machine, talking for itself (a bridged client's pid is another
-    /// machine's). `None` for any other client, or where its exit cannot be watched.
+    /// machine's). `None` for any other client, or where its exit cannot be watched, or when
+    /// neither `after` nor `client_gone` (`also`) needs it.
     pub fn of(
         client: &ClientInfo,
         peer_pid: Option<i32>,
         after: Option<Duration>,
+        also: bool,
     ) -> Option<Orphan> {
-        let after = after?;
+        if after.is_none() && !also {
+            return None;
+        }
         let pid = i32::try_from(client.pid).ok()?;
         if client.kind != ClientKind::Mcp || peer_pid != Some(pid) {
             return None;
@@ -73,12 +78,13 @@ impl Supervisor<'_> {
         if self.waiting_target().is_some() {
             self.arm_orphan();
         }
+        self.leftover_client_gone();
     }
 
     /// It waits for input now: with its client gone, the clock starts.
     pub(super) fn arm_orphan(&mut self) {
         if let Some(o) = self.orphan.as_mut().filter(|o| o.owner.is_none()) {
-            o.at = Some(Instant::now() + o.after);
+            o.at = o.after.map(|after| Instant::now() + after);
         }
     }
 
@@ -92,7 +98,7 @@ impl Supervisor<'_> {
     /// The time is up: stopped if it still waits and nobody follows it; checked again after
     /// as long if someone does.
     pub(super) fn orphan_due(&mut self) {
-        let Some(after) = self.orphan.as_mut().map(|o| {
+        let Some(after) = self.orphan.as_mut().and_then(|o| {
             o.at = None;
             o.after
         }) else {

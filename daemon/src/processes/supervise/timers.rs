@@ -55,6 +55,14 @@ impl Supervisor<'_> {
             self.abandon_at,
             self.input_check_at.filter(|_| live),
             self.orphan.as_ref().and_then(|o| o.at).filter(|_| live),
+            self.leftover
+                .as_ref()
+                .and_then(|l| l.gone_at)
+                .filter(|_| live),
+            self.leftover
+                .as_ref()
+                .and_then(|l| l.unwatched_at)
+                .filter(|_| live),
             self.spill_at,
             self.cmd_kill_at,
             self.cmd_abandon_at,
@@ -93,6 +101,12 @@ impl Supervisor<'_> {
         }
         if !self.exited && past(self.orphan.as_ref().and_then(|o| o.at)) {
             self.orphan_due();
+        }
+        if !self.exited && past(self.leftover.as_ref().and_then(|l| l.gone_at)) {
+            self.leftover_gone_due();
+        }
+        if !self.exited && past(self.leftover.as_ref().and_then(|l| l.unwatched_at)) {
+            self.leftover_unwatched_due();
         }
         if past(self.spill_at) {
             self.spill_at = None;

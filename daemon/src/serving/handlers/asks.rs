@@ -46,7 +46,7 @@ async fn moved_on(p: &Proc) -> ProcessInfo {
             changes.borrow_and_update();
             {
                 let data = p.lock();
-                let asked = data.info().asks.iter().any(|a| a.kind != AskKind::Password);
+                let asked = data.info().asks.iter().any(|a| a.kind.holds());
                 if data.info().state != ProcState::AwaitingApproval || asked {
                     return;
                 }

@@ -8,12 +8,15 @@ use crate::serving::daemon::Daemon;
 /// Largest output frame sent while following.
 const STEP: u64 = 256 * 1024;
 
+/// `inside`: the caller runs in this process's own tree.
 pub async fn follow(
     d: &Daemon,
     r: FollowRequest,
     out: &Responder,
+    inside: bool,
 ) -> Result<Response, ProtocolError> {
     let p = d.table().get(r.id)?;
+    let _own = inside.then(|| p.own_follower());
     let mut changes = p.subscribe();
     let mut cursor = r.since;
     if cursor.is_none() {

@@ -82,6 +82,7 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         out.send(Response::Error(e)).await;
         return;
     }
+    attended(&d, &caller, &request);
     let result = match request {
         Request::Spawn(r) => spawn::spawn(&d, &caller, r).await.map(Response::Process),
         Request::Ensure(r) => {
@@ -95,11 +96,17 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Info(r) => info::info(&d, r.id),
         Request::Read(r) => read::read(&d, r),
         Request::Stdin(r) => stdin::stdin(&d, r).await,
-        Request::Wait(r) => wait::wait(&d, r).await,
+        Request::Wait(r) => {
+            let inside = caller.tree() == Some(r.id);
+            wait::wait(&d, r, inside).await
+        }
         Request::Signal(r) => signal::signal(&d, &caller, r).await,
         Request::List(r) => Ok(Response::List(list::list(&d, &caller, &r))),
         Request::WatchTable(r) => watch::watch(&d, &caller, r, &out).await,
-        Request::Follow(r) => follow::follow(&d, r, &out).await,
+        Request::Follow(r) => {
+            let inside = caller.tree() == Some(r.id);
+            follow::follow(&d, r, &out, inside).await
+        }
         Request::Prune => Ok(prune::prune(&d, &caller).await),
         Request::PolicyCheck(text) => Ok(policy_check::policy_check(&d, &caller, &text)),
         Request::DaemonStatus => Ok(Response::DaemonStatus(status::status(&d))),
@@ -126,6 +133,28 @@ async fn handle(d: Arc<Daemon>, caller: Arc<Caller>, request: Request, out: Resp
         Request::Cancel(_) => Ok(Response::Ok),
     };
     out.send(result.unwrap_or_else(Response::Error)).await;
+}
+
+/// A client looks at (`status`, `info`), reads, waits on, follows, writes to or looks at the
+/// screen of a process: the clock of `unwatched_timeout` starts again. Not when the caller
+/// runs inside that process's own tree: a command cannot keep itself alive by reading its own
+/// output.
+fn attended(d: &Daemon, caller: &Caller, request: &Request) {
+    let id = match request {
+        Request::Info(r) => r.id,
+        Request::Read(r) => r.id,
+        Request::Wait(r) => r.id,
+        Request::Follow(r) => r.id,
+        Request::Stdin(r) => r.id,
+        Request::Screen(r) => r.id,
+        _ => return,
+    };
+    if caller.tree() == Some(id) {
+        return;
+    }
+    if let Ok(p) = d.table().get(id) {
+        p.seen();
+    }
 }
 
 /// Refuses a request about a process `caller` does not reach, as if there were no such

@@ -27,7 +27,7 @@ pub async fn run(
         since: Some(0),
         spec: r.wait,
     };
-    let wait = wait::wait(d, req);
+    let wait = wait::wait(d, req, false);
     tokio::pin!(wait);
     let ended = tokio::select! {
         biased;

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use cuba_protocol::{
-    AskKind, ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult,
-};
+use cuba_protocol::{ProcState, ProtocolError, Response, WaitReason, WaitRequest, WaitResult};
 use tokio::time::{sleep_until, Instant};
 
 use super::matcher::Matcher;
@@ -16,8 +14,10 @@ use crate::serving::daemon::Daemon;
 /// Longest wait one request may ask for.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
-pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError> {
+/// `inside`: the caller runs in this process's own tree (not someone attending to it).
+pub async fn wait(d: &Daemon, r: WaitRequest, inside: bool) -> Result<Response, ProtocolError> {
     let p = d.table().get(r.id)?;
+    let _own = inside.then(|| p.own_follower());
     let since = r.since.unwrap_or(0);
     let mut matcher = match &r.spec.until {
         Some(pattern) => Some(Matcher::new(pattern, since)?),
@@ -42,7 +42,7 @@ pub async fn wait(d: &Daemon, r: WaitRequest) -> Result<Response, ProtocolError>
                 // Held with a question open: once answered, a command not yet started is
                 // waited for (its launch is a change).
                 data.info().state == ProcState::AwaitingApproval
-                    && data.info().asks.iter().any(|a| a.kind != AskKind::Password),
+                    && data.info().asks.iter().any(|a| a.kind.holds()),
                 data.last_output,
             )
         };

@@ -19,6 +19,15 @@ pub enum StopCause {
     Orphaned {
         after_ms: u64,
     },
+    /// The MCP client that started it had gone this long (`client_gone = "stop"`), or a
+    /// person approved its stop (`"ask"`, `after_ms` 0).
+    ClientGone {
+        after_ms: u64,
+    },
+    /// Nobody read, waited on or followed it for this long (`unwatched_timeout`).
+    Unwatched {
+        after_ms: u64,
+    },
 }
 
 impl StopCause {
@@ -28,6 +37,20 @@ impl StopCause {
             StopCause::Orphaned { after_ms } => Some(format!(
                 "stopped: it waited for input for {} after the MCP client that started it had \
                  gone, with nobody following it (orphan_timeout)",
+                crate::base::config::shown_duration(std::time::Duration::from_millis(after_ms))
+            )),
+            StopCause::ClientGone { after_ms: 0 } => Some(
+                "stopped: the MCP client that started it had gone, and a person approved the \
+                 stop (client_gone = \"ask\")"
+                    .into(),
+            ),
+            StopCause::ClientGone { after_ms } => Some(format!(
+                "stopped: the MCP client that started it had gone {} before, with nobody \
+                 following it (client_gone = \"stop\")",
+                crate::base::config::shown_duration(std::time::Duration::from_millis(after_ms))
+            )),
+            StopCause::Unwatched { after_ms } => Some(format!(
+                "stopped: nobody had read, waited on or followed it for {} (unwatched_timeout)",
                 crate::base::config::shown_duration(std::time::Duration::from_millis(after_ms))
             )),
             _ => None,

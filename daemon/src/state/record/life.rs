@@ -84,7 +84,7 @@ impl ProcData {
     /// Writes the row's state, exit status and end from the life and the questions waiting.
     pub(super) fn render(&mut self) {
         let asks = &self.info.asks;
-        let approval = asks.iter().any(|a| a.kind != AskKind::Password);
+        let approval = asks.iter().any(|a| a.kind.holds());
         let password = asks.iter().any(|a| a.kind == AskKind::Password);
         let info = &mut self.info;
         match &self.life {

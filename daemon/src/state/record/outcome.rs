@@ -28,9 +28,7 @@ impl Outcome {
         };
         let state = match (stop, exit) {
             (Some(StopCause::Timeout), _) => ProcState::TimedOut,
-            (Some(StopCause::Request | StopCause::Shutdown | StopCause::Orphaned { .. }), _) => {
-                ProcState::Killed
-            }
+            (Some(_), _) => ProcState::Killed,
             (None, Exit::Code(_)) => ProcState::Exited,
             (None, Exit::Signal(_)) => ProcState::Signaled,
         };
@@ -54,9 +52,7 @@ impl Outcome {
     ) -> Outcome {
         let state = match (stop, exit_code, signal) {
             (Some(StopCause::Timeout), ..) => ProcState::TimedOut,
-            (Some(StopCause::Request | StopCause::Shutdown | StopCause::Orphaned { .. }), ..) => {
-                ProcState::Killed
-            }
+            (Some(_), ..) => ProcState::Killed,
             (None, _, Some(_)) => ProcState::Signaled,
             (None, Some(_), None) => ProcState::Exited,
             (None, None, None) => ProcState::Lost,

@@ -1,0 +1,253 @@
+//! What becomes of commands no one attends to, per agent (the client that started them):
+//! when their MCP client goes away (`client_gone`: keep them, ask the person, stop them after
+//! `client_gone_grace`), and when nobody has read, waited on or followed one for
+//! `unwatched_timeout`. Defaults for every client, then `[agents.NAME]` for one, by its name
+//! (an MCP client's `clientInfo.name`, a token's name, `cubactl`).
+//!
+//! The file's `[agents.NAME]` tables reach the daemon as `CUBA_EXEC_AGENTS`, like every other
+//! key: `NAME:key=value,key=value;NAME:…`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use cuba_protocol::{ClientInfo, ClientKind};
+
+use super::parse_duration;
+
+/// What happens to a client's running commands when it goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnGone {
+    /// They run on (a command waiting for input is still stopped after `orphan_timeout`).
+    Keep,
+    /// The person is asked, once per command: approving stops it, anything else keeps it.
+    Ask,
+    /// They are stopped after the grace, unless someone follows them then.
+    Stop,
+}
+
+impl OnGone {
+    fn parse(v: &str) -> Option<OnGone> {
+        match v.trim() {
+            "keep" => Some(OnGone::Keep),
+            "ask" => Some(OnGone::Ask),
+            "stop" => Some(OnGone::Stop),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnGone::Keep => "keep",
+            OnGone::Ask => "ask",
+            OnGone::Stop => "stop",
+        }
+    }
+}
+
+/// One agent's rules, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub client_gone: OnGone,
+    pub client_gone_grace: Duration,
+    /// `None`: never stopped for want of attention.
+    pub unwatched: Option<Duration>,
+}
+
+/// The keys an `[agents.NAME]` table sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Partial {
+    client_gone: Option<OnGone>,
+    client_gone_grace: Option<Duration>,
+    unwatched: Option<Option<Duration>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agents {
+    client_gone: OnGone,
+    client_gone_grace: Duration,
+    /// For commands of MCP clients (agents); a person's are never stopped for it unless
+    /// their own table says so.
+    unwatched: Option<Duration>,
+    named: BTreeMap<String, Partial>,
+}
+
+impl Default for Agents {
+    fn default() -> Agents {
+        Agents {
+            client_gone: OnGone::Keep,
+            client_gone_grace: Duration::from_secs(10 * 60),
+            unwatched: Some(Duration::from_secs(24 * 3600)),
+            named: BTreeMap::new(),
+        }
+    }
+}
+
+/// `0` (or `off`) turns a timeout off.
+fn timeout(name: &str, v: &str) -> Result<Option<Duration>> {
+    if v.trim() == "off" {
+        return Ok(None);
+    }
+    let d = parse_duration(v)
+        .with_context(|| format!("{name}={v:?}: expected a duration (0 or off: never)"))?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+fn on_gone(name: &str, v: &str) -> Result<OnGone> {
+    OnGone::parse(v).with_context(|| format!("{name}={v:?}: expected keep, ask or stop"))
+}
+
+impl Agents {
+    /// `CUBA_EXEC_CLIENT_GONE`, `CUBA_EXEC_CLIENT_GONE_GRACE`, `CUBA_EXEC_UNWATCHED_TIMEOUT`
+    /// and `CUBA_EXEC_AGENTS` from `get` (set and not empty).
+    pub fn apply(&mut self, get: &impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(v) = get("CUBA_EXEC_CLIENT_GONE") {
+            self.client_gone = on_gone("CUBA_EXEC_CLIENT_GONE", &v)?;
+        }
+        if let Some(v) = get("CUBA_EXEC_CLIENT_GONE_GRACE") {
+            self.client_gone_grace =
+                parse_duration(&v).with_context(|| format!("CUBA_EXEC_CLIENT_GONE_GRACE={v:?}"))?;
+        }
+        if let Some(v) = get("CUBA_EXEC_UNWATCHED_TIMEOUT") {
+            self.unwatched = timeout("CUBA_EXEC_UNWATCHED_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("CUBA_EXEC_AGENTS") {
+            self.named = named(&v).with_context(|| format!("CUBA_EXEC_AGENTS={v:?}"))?;
+        }
+        Ok(())
+    }
+
+    /// The rules for what `client` starts: its own table's keys over the defaults. A bridged
+    /// client (`claude-code@laptop`) is matched by its name before the `@` too.
+    pub fn rules(&self, client: &ClientInfo) -> Rules {
+        let name = client.name.as_str();
+        let own = self
+            .named
+            .get(name)
+            .or_else(|| self.named.get(name.split('@').next().unwrap_or(name)));
+        let agent = matches!(client.kind, ClientKind::Mcp);
+        let mut rules = Rules {
+            client_gone: self.client_gone,
+            client_gone_grace: self.client_gone_grace,
+            unwatched: self.unwatched.filter(|_| agent),
+        };
+        if let Some(own) = own {
+            rules.client_gone = own.client_gone.unwrap_or(rules.client_gone);
+            rules.client_gone_grace = own.client_gone_grace.unwrap_or(rules.client_gone_grace);
+            if let Some(u) = own.unwatched {
+                rules.unwatched = u;
+            }
+        }
+        rules
+    }
+
+    /// The settings in a few words, for `daemon status`.
+    pub fn describe(&self) -> String {
+        let unwatched = match self.unwatched {
+            Some(d) => super::shown_duration(d),
+            None => "never".into(),
+        };
+        let mut text = format!(
+            "client gone: {} (grace {}); unwatched agents' commands stopped after {unwatched}",
+            self.client_gone.as_str(),
+            super::shown_duration(self.client_gone_grace)
+        );
+        for name in self.named.keys() {
+            text.push_str(&format!("; [agents.{name}]"));
+        }
+        text
+    }
+}
+
+/// `NAME:key=value,key=value;NAME:…`.
+fn named(text: &str) -> Result<BTreeMap<String, Partial>> {
+    let mut out = BTreeMap::new();
+    for item in text.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, keys)) = item.split_once(':') else {
+            bail!("{item:?} is not NAME:key=value,…");
+        };
+        let mut p = Partial::default();
+        for kv in keys.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+            let Some((k, v)) = kv.split_once('=') else {
+                bail!("[agents.{name}] {kv:?} is not key=value");
+            };
+            match k.trim() {
+                "client_gone" => p.client_gone = Some(on_gone("client_gone", v)?),
+                "client_gone_grace" => {
+                    p.client_gone_grace = Some(
+                        parse_duration(v)
+                            .with_context(|| format!("[agents.{name}] client_gone_grace"))?,
+                    )
+                }
+                "unwatched_timeout" => p.unwatched = Some(timeout("unwatched_timeout", v)?),
+                other => bail!(
+                    "[agents.{name}] has no key {other:?} (client_gone, client_gone_grace, \
+                     unwatched_timeout)"
+                ),
+            }
+        }
+        out.insert(name.trim().to_string(), p);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(name: &str, kind: ClientKind) -> ClientInfo {
+        ClientInfo {
+            name: name.into(),
+            kind,
+            pid: 0,
+            cwd: Default::default(),
+            env: Default::default(),
+        }
+    }
+
+    #[test]
+    fn defaults_keep_and_stop_unwatched_agents_only() {
+        let a = Agents::default();
+        let agent = a.rules(&client("claude-code", ClientKind::Mcp));
+        assert_eq!(agent.client_gone, OnGone::Keep);
+        assert_eq!(agent.unwatched, Some(Duration::from_secs(24 * 3600)));
+        let person = a.rules(&client("cubactl", ClientKind::Cli));
+        assert_eq!(person.unwatched, None);
+    }
+
+    #[test]
+    fn an_agent_table_overrides_the_defaults() {
+        let mut a = Agents::default();
+        let env = |k: &str| match k {
+            "CUBA_EXEC_CLIENT_GONE" => Some("ask".to_string()),
+            "CUBA_EXEC_AGENTS" => Some(
+                "codex:client_gone=stop,client_gone_grace=30s,unwatched_timeout=2h;\
+                 cubactl:unwatched_timeout=1h"
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        a.apply(&env).expect("valid");
+        let codex = a.rules(&client("codex@laptop", ClientKind::Mcp));
+        assert_eq!(codex.client_gone, OnGone::Stop);
+        assert_eq!(codex.client_gone_grace, Duration::from_secs(30));
+        assert_eq!(codex.unwatched, Some(Duration::from_secs(7200)));
+        assert_eq!(
+            a.rules(&client("other", ClientKind::Mcp)).client_gone,
+            OnGone::Ask
+        );
+        let person = a.rules(&client("cubactl", ClientKind::Cli));
+        assert_eq!(person.unwatched, Some(Duration::from_secs(3600)));
+        let bad = |v: &str| {
+            let mut a = Agents::default();
+            let v = v.to_string();
+            a.apply(&|k: &str| (k == "CUBA_EXEC_AGENTS").then(|| v.clone()))
+                .map_err(|e| format!("{e:#}"))
+        };
+        assert!(bad("x:client_gone=later")
+            .unwrap_err()
+            .contains("keep, ask or stop"));
+        assert!(bad("x:nope=1").unwrap_err().contains("no key"));
+        assert!(bad("x").unwrap_err().contains("NAME:key=value"));
+    }
+}
