@@ -245,9 +245,9 @@ mod tests {
                 .map_err(|e| format!("{e:#}"))
         };
         assert!(bad("x:client_gone=later")
-            .unwrap_err()
+            .expect_err("refused")
             .contains("keep, ask or stop"));
-        assert!(bad("x:nope=1").unwrap_err().contains("no key"));
-        assert!(bad("x").unwrap_err().contains("NAME:key=value"));
+        assert!(bad("x:nope=1").expect_err("refused").contains("no key"));
+        assert!(bad("x").expect_err("refused").contains("NAME:key=value"));
     }
 }
