@@ -383,13 +383,40 @@ fn golden_events_request_and_batch() {
 }
 
 #[test]
+fn golden_error_marks() {
+    let marks = ErrorMarks {
+        first: ErrorMark {
+            cursor: 300,
+            line: "e".into(),
+            location: Some("a:3".into()),
+        },
+        last: ErrorMark {
+            cursor: 9,
+            line: String::new(),
+            location: None,
+        },
+        count: 2,
+    };
+    let body = wire::encode(&marks).unwrap();
+    assert_bytes(
+        &body,
+        &[
+            "fb 012c 01 65 01 03 613a33", // first: cursor 300, line "e", location Some("a:3")
+            "09 00 00",                   // last: cursor 9, line "", location None
+            "02",                         // count 2
+        ],
+    );
+    assert_eq!(wire::decode::<ErrorMarks>(&body).unwrap(), marks);
+}
+
+#[test]
 fn golden_handshake_hello() {
     let frame = handshake::encode_hello(&hello()).unwrap();
     assert_bytes(
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000015",          // protocol version 21, fixed u32 big-endian
+            "00000016",          // protocol version 22, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -410,7 +437,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000015",      // protocol version 21
+            "00000016",      // protocol version 22
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -421,10 +448,10 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000015 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000016 00000063", "01", "6e6f"]);
     // Another user's peer: status 2, known by it and not by the reason's words.
     let theirs = handshake::encode_refusal_of_another_user(99, "no");
-    assert_bytes(&theirs, &["43554241 00000015 00000063", "02", "6e6f"]);
+    assert_bytes(&theirs, &["43554241 00000016 00000063", "02", "6e6f"]);
     assert!(matches!(
         handshake::decode_welcome(&theirs),
         Err(handshake::HandshakeError::AnotherUser(r)) if r == "no"
