@@ -75,6 +75,7 @@ impl NewRecord {
             blocked: Vec::new(),
             failure: None,
             asks: Vec::new(),
+            errors: None,
         }
     }
 }
