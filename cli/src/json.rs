@@ -69,6 +69,9 @@ pub struct ProcessJson<'a> {
     /// Execs the daemon refused in its tree (exec checks), the first few.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedJson<'a>>,
+    /// The first and last error lines found in its output, and how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<&'a cuba_protocol::ErrorMarks>,
     /// Questions put to a person about it, unanswered.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub asks: Vec<AskJson<'a>>,
@@ -196,6 +199,7 @@ impl<'a> ProcessJson<'a> {
                 })
                 .collect(),
             asks: p.asks.iter().map(AskJson::of).collect(),
+            errors: p.errors.as_ref(),
             usage: None,
         }
     }

@@ -132,6 +132,36 @@ async fn drain(c: &Client) {
     );
 }
 
+/// 100 MB of build-log lines with one error in the middle: what the scan for error lines
+/// (`parts/output/errors.rs`) costs where it looks at every line.
+async fn drain_text(c: &Client) {
+    const TEXT: u64 = 100_000_000;
+    let half = "yes '   Compiling some-crate v1.2.3 (/home/u/src/some-crate)' | head -c 50000000";
+    let cmd = format!("{half}; echo 'src/a.ts(3,5): error TS2322: no'; {half}");
+    let (mut daemon, mut pipe) = (Vec::new(), Vec::new());
+    for _ in 0..DRAIN_RUNS {
+        let (t, _, p) = via_daemon(c, &cmd).await;
+        assert_eq!(p.state, ProcState::Exited, "{p:?}");
+        daemon.push(t);
+        pipe.push(direct(&format!("({cmd}) | cat > /dev/null")));
+    }
+    println!();
+    println!("2b) drain 100 MB of log lines, {DRAIN_RUNS} runs each (median run; best)");
+    println!("   {:<36}{:>12}{:>10}{:>10}", "", "wall", "GB/s", "best");
+    for (name, v) in [
+        ("via cubad (spawn -> Wait reply)", daemon),
+        ("direct: | cat > /dev/null", pipe),
+    ] {
+        let best = gbps(TEXT, *v.iter().min().unwrap());
+        let med = stats(v)[0];
+        println!(
+            "   {name:<36}{:>12}{:>10.2}{best:>10.2}",
+            ms(med),
+            gbps(TEXT, med)
+        );
+    }
+}
+
 async fn list(c: &Client, state: Option<ProcState>) -> Vec<ProcessInfo> {
     let req = ListRequest {
         state,
@@ -396,7 +426,7 @@ fn stats_max(mut v: Vec<Duration>) -> [Duration; 2] {
 
 fn main() {
     // `cargo bench -p cuba-daemon --bench daemon -- sessions input`: only those sections
-    // (latency, drain, sleepers, sessions, input, flood); none named: all.
+    // (latency, drain, drain-text, sleepers, sessions, input, flood); none named: all.
     let picked: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -420,6 +450,9 @@ fn main() {
             }
             if run("drain") {
                 drain(&c).await;
+            }
+            if run("drain-text") {
+                drain_text(&c).await;
             }
             if run("sessions") {
                 sessions(&c).await;

@@ -4,6 +4,7 @@
 use cuba_protocol::client::{Client, ClientError};
 use cuba_protocol::{OutputRead, ProcessInfo, ReadRequest, StreamFilter};
 
+use crate::excerpt::{self, Excerpt};
 use crate::view::View;
 
 /// The default output bound of a reply: small enough that every tested client hands the model
@@ -32,6 +33,9 @@ pub struct Fetched {
     pub truncated: u64,
     pub dropped: u64,
     pub next: u64,
+    /// Bytes were left out between head and tail (though the error lines among them are
+    /// shown).
+    pub cut: bool,
 }
 
 /// Read window when collecting one stream's bytes out of the combined stream.
@@ -219,6 +223,7 @@ fn tail_cut(b: &[u8], n: usize) -> usize {
 
 /// Output of `info`'s process from `since`, as the model sees it. `ready` is output the caller
 /// already has (from a wait reply, read at the same moment as `info`): used when it covers all.
+/// Where the output is cut, the lines around its first and last error stay (`excerpt.rs`).
 pub async fn output(
     client: &Client,
     view: &View,
@@ -230,7 +235,21 @@ pub async fn output(
 ) -> Result<Fetched, ClientError> {
     let since = since.min(info.total_bytes());
     let id = info.id;
-    let c = collect(client, info, since, max, stream, ready).await?;
+    // Error lines are marked by their cursor in the combined stream.
+    let marks = match (stream, &info.errors) {
+        (StreamFilter::Both, Some(m)) => excerpt::cursors(m, since),
+        _ => Vec::new(),
+    };
+    let budget = max / 8;
+    let mut excerpts = Vec::new();
+    let mut room = max;
+    if !marks.is_empty() && info.total_bytes() - since > max {
+        // Cut for certain: the excerpts' bytes come out of the head's and tail's.
+        excerpts = excerpt::read(client, id, &marks, budget).await?;
+        let taken: u64 = excerpts.iter().map(|e| e.bytes.len() as u64).sum();
+        room = max - taken.min(max / 2);
+    }
+    let c = collect(client, info, since, room, stream, ready).await?;
     // Holding back a possible secret's start moves the cursor back, which only the combined
     // stream's cursors can express.
     let more = !info.state.is_finished() && stream == StreamFilter::Both;
@@ -238,11 +257,40 @@ pub async fn output(
     let before = context(client, view, id, since, stream).await?;
     let (mut text, held) = view.render_part(&before, &c.head, more && !truncated);
     let mut next = c.next - held as u64;
+    let mut skipped = c.skipped;
     if truncated {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+        // The error lines that fall in the gap, in order.
+        let gap = (since + c.head.len() as u64, c.tail_at);
+        if excerpts.is_empty() && !marks.is_empty() {
+            excerpts = excerpt::read(client, id, &marks, budget).await?;
         }
-        text.push_str(&format!("[... {} bytes truncated ...]\n", c.skipped));
+        let shown: Vec<Excerpt> = excerpts
+            .into_iter()
+            .filter(|e| {
+                marks
+                    .iter()
+                    .any(|&m| m >= gap.0 && m < gap.1 && m >= e.at && m < e.end())
+            })
+            .filter_map(|e| e.clip(gap.0, gap.1))
+            .collect();
+        let mut at = gap.0;
+        for e in &shown {
+            cut_marker(&mut text, e.at - at);
+            let before = context(client, view, id, e.at, stream).await?;
+            text.push_str(&view.render_part(&before, &e.bytes, false).0);
+            at = e.end();
+            skipped -= (e.bytes.len() as u64).min(skipped);
+        }
+        match shown.is_empty() {
+            // As ever: one marker for the whole gap.
+            true => {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&format!("[... {} bytes truncated ...]\n", c.skipped));
+            }
+            false => cut_marker(&mut text, gap.1.saturating_sub(at)),
+        }
         let before = context(client, view, id, c.tail_at, stream).await?;
         let (tail, held) = view.render_part(&before, &c.tail, more);
         text.push_str(&tail);
@@ -250,10 +298,22 @@ pub async fn output(
     }
     Ok(Fetched {
         text,
-        truncated: c.skipped,
+        truncated: skipped,
         dropped: c.dropped,
         next,
+        cut: truncated,
     })
+}
+
+/// The line that stands for `n` bytes left out (none for none).
+fn cut_marker(text: &mut String, n: u64) {
+    if n == 0 {
+        return;
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!("[... {n} bytes truncated ...]\n"));
 }
 
 /// The bytes just before `at` that a secret crossing `at` could start in (none without secrets).

@@ -23,6 +23,7 @@ mod args;
 mod clients;
 mod env;
 mod error;
+mod excerpt;
 mod fetch;
 mod hints;
 pub mod http;

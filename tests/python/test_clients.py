@@ -213,6 +213,30 @@ def test_a_long_command_reads_as_before_where_no_task_is_kept(key: str, place: A
     assert "task" not in text, text
 
 
+# A long output with its first error in the middle (a tsc line), which no head or tail reaches:
+# whatever the client cuts, the model reads where it is (the header) and the line itself (kept
+# between head and tail, docs/tools.md "Error lines").
+ERRORS = [
+    Call(
+        "run",
+        {"command": "seq 1 40000; echo 'src/a.ts(3,5): error TS2322: Type string is not assignable'; seq 1 40000"},
+    )
+]
+
+
+@pytest.mark.parametrize("key", DRIVERS)
+def test_the_first_error_of_a_long_output_reaches_the_model(key: str, place: Any) -> None:
+    d = driver(key)
+    require(d)
+    world, home, work = place
+    run = d.run(world, home, work, script_for(d, ERRORS))
+    assert not run.record.errors, run.record.errors
+    assert run.seen, "no result reached the model"
+    text = run.seen[0].text
+    assert "errors:1 first:src/a.ts:3:5@" in text, text[:300]
+    assert "src/a.ts(3,5): error TS2322" in text, text[:300] + " … " + text[-300:]
+
+
 # The searches a model makes through Claude Code's ToolSearch (our tools are deferred behind it:
 # names only until a search loads them), and the tool each must find among the first three: the
 # plain words of a request, beside Claude Code's own tools (Bash, Monitor, TaskStop, …). Our

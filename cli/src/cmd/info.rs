@@ -110,6 +110,21 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
         ),
         None,
     ));
+    // Where a long output's errors are (the cursor is the output's byte offset).
+    if let Some(e) = &p.errors {
+        let mark = |m: &cuba_protocol::ErrorMark| {
+            let at = m
+                .location
+                .as_deref()
+                .map_or(String::new(), |l| format!("{l} "));
+            format!("{at}@{}: {}", m.cursor, m.line)
+        };
+        lines.push(("errors", format!("{} lines", e.count), Some(Paint::Red)));
+        lines.push(("first error", mark(&e.first), None));
+        if e.last.cursor != e.first.cursor {
+            lines.push(("last error", mark(&e.last), None));
+        }
+    }
     // The daemon's own figures, from the process's cgroup (kept once it ended).
     if p.cpu_ms.is_some() || p.memory_bytes.is_some() {
         let mut text = format!("cpu time {}", p.cpu_ms.map_or_else(dash, units::age));

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use cuba_protocol::safe_dir::Dir;
-use cuba_protocol::{safe_fs, Event, ProcState, ProcessInfo, Signal};
+use cuba_protocol::{safe_fs, ErrorMarks, Event, ProcState, ProcessInfo, Signal};
 use serde::{Deserialize, Serialize};
 
 use crate::parts::output::Inline;
@@ -48,6 +48,10 @@ pub struct End {
     pub ended_at_ms: u64,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
+    /// The error lines found in its output, for a restarted daemon's row (whose output is
+    /// only its spool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<ErrorMarks>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -163,6 +167,7 @@ impl End {
             ended_at_ms: info.ended_at_ms.unwrap_or(0),
             stdout_bytes: info.stdout_bytes,
             stderr_bytes: info.stderr_bytes,
+            errors: info.errors.clone(),
         }
     }
 }
@@ -176,6 +181,7 @@ fn apply_end(info: &mut ProcessInfo, end: &End) {
     info.ended_at_ms = Some(end.ended_at_ms);
     info.stdout_bytes = end.stdout_bytes;
     info.stderr_bytes = end.stderr_bytes;
+    info.errors.clone_from(&end.errors);
 }
 
 fn load(path: &Path) -> io::Result<Loaded> {

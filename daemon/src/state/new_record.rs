@@ -79,6 +79,7 @@ impl NewRecord {
             failure: None,
             asks: Vec::new(),
             port: new.port,
+            errors: None,
         }
     }
 }

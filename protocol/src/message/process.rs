@@ -174,6 +174,36 @@ pub struct ProcessInfo {
     /// runs.
     #[serde(default)]
     pub port: Option<u16>,
+    /// The first and last error lines of known toolchains found in its output, and how many
+    /// (`None` when none were): where a long build's first error sits, however it is cut.
+    #[serde(default)]
+    pub errors: Option<ErrorMarks>,
+}
+
+/// Error lines found in a process's output (rustc, tsc, eslint, pytest, go, gcc/clang, make,
+/// jest, npm).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMarks {
+    pub first: ErrorMark,
+    pub last: ErrorMark,
+    /// Error lines found in all.
+    pub count: u64,
+}
+
+/// One error line.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMark {
+    /// Where the line starts in the combined output stream (the cursor `since` takes).
+    pub cursor: u64,
+    /// The line, escapes removed, cut to [`ErrorMark::MAX_LINE`] bytes.
+    pub line: String,
+    /// `src/main.rs:3:5`, when the line or the lines just after it name one.
+    pub location: Option<String>,
+}
+
+impl ErrorMark {
+    /// Most bytes of a line a mark keeps.
+    pub const MAX_LINE: usize = 200;
 }
 
 /// What stopped a process from starting.

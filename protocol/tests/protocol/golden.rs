@@ -385,6 +385,33 @@ fn golden_events_request_and_batch() {
 }
 
 #[test]
+fn golden_error_marks() {
+    let marks = ErrorMarks {
+        first: ErrorMark {
+            cursor: 300,
+            line: "e".into(),
+            location: Some("a:3".into()),
+        },
+        last: ErrorMark {
+            cursor: 9,
+            line: String::new(),
+            location: None,
+        },
+        count: 2,
+    };
+    let body = wire::encode(&marks).unwrap();
+    assert_bytes(
+        &body,
+        &[
+            "fb 012c 01 65 01 03 613a33", // first: cursor 300, line "e", location Some("a:3")
+            "09 00 00",                   // last: cursor 9, line "", location None
+            "02",                         // count 2
+        ],
+    );
+    assert_eq!(wire::decode::<ErrorMarks>(&body).unwrap(), marks);
+}
+
+#[test]
 fn golden_handshake_hello() {
     let frame = handshake::encode_hello(&hello()).unwrap();
     assert_bytes(

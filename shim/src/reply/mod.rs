@@ -8,9 +8,11 @@ use serde::Serialize;
 
 use crate::error::{failure, Failure};
 
+mod errors;
 mod group;
 mod list;
 
+pub use errors::ErrorsReply;
 pub use group::{group_result, GroupFacts, HostOutcome};
 pub use list::{HostError, ListReply, ProcessRow};
 
@@ -161,6 +163,10 @@ pub struct ProcessReply {
     pub hint: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// The first and last error lines, when the output was cut (in no schema, like `pid`).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<ErrorsReply>,
     /// Declared only in the schemas of status and wait (`ViewReply`), the tools that fill it.
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -340,6 +346,9 @@ impl ProcessReply {
                 h.push_str(&format!(" dropped:{}", self.dropped));
             }
             h.push_str(&format!(" next:{}", self.next));
+            if let Some(e) = &self.errors {
+                h.push_str(&e.tokens());
+            }
         }
         if let Some(w) = &self.wait {
             h.push_str(&format!(" wait:{w}"));
@@ -481,6 +490,7 @@ mod tests {
             blocked: Vec::new(),
             failure: None,
             asks: Vec::new(),
+            errors: None,
         }
     }
 

@@ -27,7 +27,7 @@ use crate::error::{self, remote, Failure, Sent};
 use crate::fetch;
 use crate::hints;
 use crate::link::{LinkError, Repeat};
-use crate::reply::{ProcessReply, ScreenReply};
+use crate::reply::{ErrorsReply, ProcessReply, ScreenReply};
 use crate::server::CubaExec;
 
 /// What a tool returns. `Err` is a reply too: a failure the model should see (rmcp marks it
@@ -173,6 +173,16 @@ impl CubaExec {
         reply.hint = hints::for_state(info, reply.next, || hints::prompt(&reply.output));
         if info.state.is_finished() && reply.hint.is_none() {
             reply.hint = hints::sudo(&reply.output);
+        }
+        // Where the output was cut, its first and last errors are named (and shown).
+        if let Some(marks) = info.errors.as_ref().filter(|_| out.cut) {
+            let errors = ErrorsReply::from(marks);
+            let hint = errors.hint(info.id);
+            reply.hint = Some(match reply.hint.take() {
+                Some(h) => format!("{h}; {hint}"),
+                None => hint,
+            });
+            reply.errors = Some(errors);
         }
         Ok(reply)
     }

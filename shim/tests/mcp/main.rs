@@ -10,6 +10,7 @@ mod mcp_budgets;
 mod mcp_cancel;
 mod mcp_clients;
 mod mcp_containers;
+mod mcp_errors;
 mod mcp_exactly_once;
 mod mcp_exec_corpus;
 mod mcp_fanout;

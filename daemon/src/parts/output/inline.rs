@@ -100,6 +100,7 @@ impl Output {
             spooling: false,
             stdout_bytes: 0,
             stderr_bytes: 0,
+            errors: Default::default(),
         };
         for (stream, bytes) in runs {
             out.append(stream, &bytes);

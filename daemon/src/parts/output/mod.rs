@@ -9,8 +9,10 @@
 use cuba_protocol::{Chunk, OutputRead, Stream, StreamFilter};
 
 mod at;
+mod errors;
 mod inline;
 mod memory;
+mod patterns;
 mod runs;
 mod segment;
 mod spool;
@@ -40,6 +42,8 @@ pub struct Output {
     spooling: bool,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
+    /// The error lines found in it so far.
+    errors: errors::ErrorScan,
 }
 
 impl Output {
@@ -50,6 +54,7 @@ impl Output {
             spooling: false,
             stdout_bytes: 0,
             stderr_bytes: 0,
+            errors: errors::ErrorScan::default(),
         }
     }
 
@@ -61,6 +66,7 @@ impl Output {
             spooling: true,
             stdout_bytes,
             stderr_bytes,
+            errors: errors::ErrorScan::default(),
         }
     }
 
@@ -87,12 +93,16 @@ impl Output {
     }
 
     /// `row` with this output's live figures: bytes per stream, bytes dropped, the spool's
-    /// notice.
+    /// notice, the error lines found (a restored output has none of its own: the row keeps
+    /// those the journal had).
     pub fn counted(&self, mut row: cuba_protocol::ProcessInfo) -> cuba_protocol::ProcessInfo {
         row.stdout_bytes = self.stdout_bytes;
         row.stderr_bytes = self.stderr_bytes;
         row.dropped_bytes = self.dropped();
         row.spool = self.notice();
+        if let Some(marks) = self.errors.marks() {
+            row.errors = Some(marks.clone());
+        }
         row
     }
 
@@ -114,6 +124,7 @@ impl Output {
 
     /// All output is in: the spool closes its files.
     pub fn seal(&mut self) {
+        self.errors.end();
         if let Some(spool) = &mut self.spool {
             spool.seal();
         }
@@ -124,6 +135,7 @@ impl Output {
             return;
         }
         let at = self.total();
+        self.errors.feed(data, at);
         // Memory holds every byte up to its size: past that, the spool must have them first.
         if !self.spooling && at + data.len() as u64 > self.mem.capacity() {
             self.spill();

@@ -60,7 +60,8 @@ pub struct SavedProc {
     pub start_time: crate::platform::StartTime,
     pub marker: String,
     pub token: Option<Stamp>,
-    /// The record's `Output`, encoded on its own (it is the large part).
+    /// The record's `Output`, encoded on its own (it is the large part); with the error lines
+    /// found in it so far, and the line its scan carries (version 11).
     pub output: Vec<u8>,
     pub stop: Option<StopCause>,
     pub stdout: Option<RawFd>,

@@ -392,6 +392,19 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
             failure: Some(StartFailure::NotFound),
             asks,
             port,
+            errors: Some(ErrorMarks {
+                first: ErrorMark {
+                    cursor: id,
+                    line: format!("error[E{pid}]"),
+                    location: Some("src/main.rs:3:5".into()),
+                },
+                last: ErrorMark {
+                    cursor: pid.into(),
+                    line: String::new(),
+                    location: None,
+                },
+                count: dropped,
+            }),
         },
     )
 }
