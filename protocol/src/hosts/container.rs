@@ -110,17 +110,7 @@ pub async fn prepare(
 /// [`prepare`] for when).
 async fn ready(c: &Container, first: bool) -> Result<(), String> {
     let program = c.engine();
-    let inspect = engine(
-        c,
-        &[
-            "container",
-            "inspect",
-            "--format",
-            "{{.State.Status}} {{.State.ExitCode}}",
-            &c.name,
-        ],
-    )
-    .await?;
+    let inspect = inspect(c).await?;
     if !inspect.ok {
         let missing = inspect.stderr.to_lowercase().contains("no such");
         return match (&c.image, missing) {
@@ -165,18 +155,7 @@ async fn ready(c: &Container, first: bool) -> Result<(), String> {
 /// Why a container host's link dropped, when it is because the container is no longer
 /// running: `container dev stopped (exited, exit code 137)…`.
 pub async fn stopped(c: &Container) -> Option<String> {
-    let inspect = engine(
-        c,
-        &[
-            "container",
-            "inspect",
-            "--format",
-            "{{.State.Status}} {{.State.ExitCode}}",
-            &c.name,
-        ],
-    )
-    .await
-    .ok()?;
+    let inspect = inspect(c).await.ok()?;
     let mut words = inspect.stdout.split_whitespace();
     let (status, code) = match inspect.ok {
         true => (words.next()?.to_string(), words.next().unwrap_or("?")),
@@ -189,6 +168,21 @@ pub async fn stopped(c: &Container) -> Option<String> {
             c.name
         )
     })
+}
+
+/// `ENGINE container inspect`: the container's status and exit code, as words.
+async fn inspect(c: &Container) -> Result<Ran, String> {
+    engine(
+        c,
+        &[
+            "container",
+            "inspect",
+            "--format",
+            "{{.State.Status}} {{.State.ExitCode}}",
+            &c.name,
+        ],
+    )
+    .await
 }
 
 async fn create(c: &Container, image: &str) -> Result<(), String> {

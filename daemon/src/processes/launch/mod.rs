@@ -7,6 +7,7 @@
 #[cfg(unix)]
 mod adopt;
 mod askpass;
+mod attend;
 #[cfg(unix)]
 mod cgroup;
 mod checking;
@@ -51,7 +52,7 @@ use crate::platform::cgroup::{Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
 #[cfg(unix)]
 use crate::platform::spawn::Spawn;
-use crate::processes::supervise::{supervise, ChildIo, Cleanup, Job, Leftover, Orphan, Route};
+use crate::processes::supervise::{supervise, ChildIo, Cleanup, Job, Route};
 use crate::state::asks::Asks;
 use crate::state::caller::Caller;
 use crate::state::record::{Outcome, StdinMsg, TtyData, Writer};
@@ -333,32 +334,9 @@ impl Launcher {
         if close_stdin {
             let _ = stdin_tx.try_send(StdinMsg::Eof);
         }
-        // A terminal's first write waits for its program to read it, where the OS says when
-        // (not Windows).
-        let first_read = match &connected.sink {
-            #[cfg(unix)]
-            stdin::StdinSink::Pty(master) => {
-                let (table, root, master) = (self.table.clone(), root.clone(), master.clone());
-                let cgroup = p.lock().cgroup.clone();
-                let reads: stdin::Reads = Box::new(move || {
-                    crate::processes::supervise::reads_terminal(
-                        &table,
-                        &root,
-                        cgroup.as_deref(),
-                        &master,
-                    ) || crate::platform::proc::live(root.pid).is_none()
-                });
-                Some(reads)
-            }
-            _ => None,
-        };
+        let first_read = self.first_read(&connected.sink, &p, &root);
         tokio::spawn(stdin::write_stdin(connected.sink, stdin_rx, first_read));
-        let leftover = Leftover::new(
-            self.agents.rules(&caller.client),
-            &caller.client.name,
-            self.asks.clone(),
-            route.is_some(),
-        );
+        let (orphan, leftover) = self.attendance(caller, route.is_some());
         let job = Job {
             table: self.table.clone(),
             grace: self.grace,
@@ -366,12 +344,7 @@ impl Launcher {
             route,
             cleanup,
             kill_in: None,
-            orphan: Orphan::of(
-                &caller.client,
-                caller.peer.pid,
-                self.orphan,
-                leftover.watches_client(),
-            ),
+            orphan,
             leftover: Some(leftover),
         };
         tokio::spawn(supervise(job, p, connected.io, control_rx));
