@@ -29,6 +29,7 @@ impl Launcher {
 
     /// A terminal's first write waits for its program to read it, where the OS says when
     /// (not Windows).
+    #[cfg_attr(windows, allow(unused_variables))]
     pub(super) fn first_read(
         &self,
         sink: &stdin::StdinSink,
