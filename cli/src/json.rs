@@ -66,6 +66,12 @@ pub struct ProcessJson<'a> {
     /// The TCP port leased to it (`start --port`), its `PORT`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// The agent whose budget holds its tree, and the last time that budget was reached while
+    /// it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_hit: Option<&'a str>,
     /// Execs the daemon refused in its tree (exec checks), the first few.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedJson<'a>>,
@@ -186,6 +192,8 @@ impl<'a> ProcessJson<'a> {
             notice: p.notice.as_deref(),
             spool: p.spool.as_deref(),
             port: p.port,
+            budget: p.budget.as_deref(),
+            budget_hit: p.budget_hit.as_deref(),
             blocked: p
                 .blocked
                 .iter()

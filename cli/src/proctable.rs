@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use cuba_protocol::hosts::LOCAL;
-use cuba_protocol::ProcessInfo;
+use cuba_protocol::{BudgetUse, ProcessInfo};
 
 use crate::ctx::Ctx;
 use crate::describe;
@@ -27,14 +27,25 @@ pub fn json_rows<'a>(
         .collect()
 }
 
-pub fn render(ctx: &Ctx, list: &[ProcessInfo], usage: &HashMap<u64, Usage>) -> String {
+pub fn render(
+    ctx: &Ctx,
+    list: &[ProcessInfo],
+    usage: &HashMap<u64, Usage>,
+    budgets: &[BudgetUse],
+) -> String {
     let entries: Vec<Entry> = list.iter().map(|p| (None, p, usage.get(&p.id))).collect();
     let mut text = render_entries(ctx, &entries, false);
     // What the daemon says of a running one (its client has gone and it will be stopped, or
-    // a person is asked): under the table, by id.
+    // a person is asked; its agent's budget was reached): under the table, by id.
     for p in list.iter().filter(|p| !p.state.is_finished()) {
-        if let Some(notice) = &p.notice {
+        for notice in [&p.notice, &p.budget_hit].into_iter().flatten() {
             text.push_str(&format!("{:>4}  {notice}\n", p.id));
+        }
+    }
+    if !budgets.is_empty() {
+        text.push_str("budgets (use now/budget):\n");
+        for b in budgets {
+            text.push_str(&format!("  {}\n", b.line()));
         }
     }
     text

@@ -45,7 +45,7 @@ pub use message::*;
 pub use time::{format_utc, format_utc_ms, now_ms, start_grace_ms};
 
 /// Bumped on any change to the wire format or the message types.
-pub const PROTOCOL_VERSION: u32 = 22;
+pub const PROTOCOL_VERSION: u32 = 23;
 
 /// The version of this build of the cuba-exec binaries.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -36,6 +36,9 @@ pub struct Entry {
     /// directory. None: the daemon user's home and what policy allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roots: Option<Vec<String>>,
+    /// CPU, memory and process limits over everything it starts together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::Budget>,
 }
 
 /// The file: tokens by name.
@@ -193,6 +196,11 @@ mod tests {
                 hosts: Some(vec!["build".into()]),
                 allow: None,
                 roots: Some(vec!["/srv".into()]),
+                budget: Some(crate::Budget {
+                    cpu_millis: Some(1500),
+                    memory: None,
+                    pids: Some(64),
+                }),
             },
         );
         tokens.save(&path).unwrap();

@@ -1,5 +1,6 @@
 //! Removing the cgroups a test daemon made (`cuba-exec-<instance>` in the cgroup v2 tree and in
-//! the v1 `pids` / `memory` hierarchies), so killed daemons leave nothing in the machine's tree.
+//! the v1 `pids`, `memory` and `cpu` hierarchies, with the agents' cgroups in them), so killed
+//! daemons leave nothing in the machine's tree.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,17 +21,18 @@ pub fn remove_instance_of(state: &Path) {
     }
 }
 
-/// Kills (`cgroup.kill`, v2) what is in `base`'s per-process cgroups and removes them and it.
+/// Kills (`cgroup.kill`, v2) what is in `base`'s cgroups, however deep (an agent's hold its
+/// processes'), and removes them and it.
 pub fn remove_tree(base: &Path) {
     if !base.is_dir() {
         return;
     }
-    for e in fs::read_dir(base).into_iter().flatten().flatten() {
-        let _ = fs::write(e.path().join("cgroup.kill"), "1");
-    }
+    let _ = fs::write(base.join("cgroup.kill"), "1");
     for _ in 0..50 {
         for e in fs::read_dir(base).into_iter().flatten().flatten() {
-            let _ = fs::remove_dir(e.path());
+            if e.path().is_dir() {
+                remove_tree(&e.path());
+            }
         }
         if fs::remove_dir(base).is_ok() || !base.exists() {
             return;
@@ -78,18 +80,26 @@ fn bases(name: &str) -> Vec<PathBuf> {
         let options = r.nth(1).unwrap_or_default();
         let tag = match fstype {
             "cgroup2" => "0::".to_string(),
-            "cgroup" => match ["pids", "memory"]
+            "cgroup" => match ["pids", "memory", "cpu"]
                 .into_iter()
                 .find(|c| options.split(',').any(|o| o == *c))
             {
-                Some(c) => format!(":{c}:"),
+                Some(c) => c.to_string(),
                 None => continue,
             },
             _ => continue,
         };
+        // `N:CONTROLLERS:PATH`; a v1 hierarchy may hold several (`cpu,cpuacct`).
         let rel = own.lines().find_map(|l| match tag.as_str() {
             "0::" => l.strip_prefix("0::"),
-            t => l.find(t).map(|at| &l[at + t.len()..]),
+            c => {
+                let mut parts = l.splitn(3, ':');
+                let controllers = parts.nth(1)?;
+                controllers
+                    .split(',')
+                    .any(|x| x == c)
+                    .then(|| parts.next())?
+            }
         });
         if let Some(rel) = rel {
             let dir = Path::new(point).join(rel.trim().trim_start_matches('/'));

@@ -162,6 +162,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if let Some(n) = &p.spool {
         lines.push(("spool", n.clone(), Some(Paint::Yellow)));
     }
+    if let Some(agent) = &p.budget {
+        lines.push((
+            "budget",
+            format!("agent {agent}'s (`cubactl ps` shows its use)"),
+            None,
+        ));
+    }
+    if let Some(hit) = &p.budget_hit {
+        lines.push(("budget", hit.clone(), Some(Paint::Yellow)));
+    }
     match (p.refused_forks(), p.pids_max) {
         (Some(refused), _) => lines.push(("pids", refused, Some(Paint::Yellow))),
         (None, Some(max)) => lines.push(("pids", format!("pids_max {max}"), None)),

@@ -49,7 +49,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     if args.watch {
         return watch(ctx, &client, &args, req, instance.as_deref()).await;
     }
-    let list = filter(client.list(req).await?, &args);
+    let listing = client.listing(req).await?;
+    let budgets = listing.budgets;
+    let list = filter(listing.processes, &args);
     let usage = match ctx.is_remote() {
         true => HashMap::new(),
         false => usage::measure(&list, instance.as_deref()).await,
@@ -63,7 +65,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
             ctx.cubactl()
         )
     } else {
-        proctable::render(ctx, &list, &usage)
+        proctable::render(ctx, &list, &usage, &budgets)
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -104,11 +106,15 @@ async fn watch(
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut tick = tokio::time::interval(REFRESH);
     let mut list: Vec<ProcessInfo> = Vec::new();
+    let mut budgets = Vec::new();
     let mut before: Option<Sample> = None;
     loop {
         tokio::select! {
             frame = frames.next() => match frame {
-                Some(Ok(Response::List(l))) => list = filter(l.processes, args),
+                Some(Ok(Response::List(l))) => {
+                    budgets = l.budgets;
+                    list = filter(l.processes, args);
+                }
                 Some(Ok(other)) => anyhow::bail!("unexpected frame from cubad: {other:?}"),
                 Some(Err(e)) => return Err(e.into()),
                 None => return Ok(ExitCode::SUCCESS),
@@ -137,7 +143,7 @@ async fn watch(
         let mut text = if args.json {
             serde_json::to_string(&proctable::json_rows(host, &list, &usage))? + "\n"
         } else {
-            proctable::render(ctx, &list, &usage)
+            proctable::render(ctx, &list, &usage, &budgets)
         };
         if tty && !args.json {
             // Home, then clear: the table is redrawn in place.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 use cuba_protocol::tokens;
-use cuba_protocol::{TokenCreate, TokenInfo};
+use cuba_protocol::{Budget, TokenCreate, TokenInfo};
 
 use crate::ctx::Ctx;
 use crate::units;
@@ -71,6 +71,15 @@ struct CreateArgs {
     /// Replace an existing token of this name (the old one stops working).
     #[arg(long)]
     replace: bool,
+    /// Its budget: CPU cores over everything it starts together (0.5, 2).
+    #[arg(long, value_name = "CORES")]
+    cpu: Option<String>,
+    /// Its budget: memory over everything it starts together (512M, 4G).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Its budget: processes and threads at once over everything it starts.
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
@@ -90,6 +99,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                 Some(dirs) => Some(absolute(dirs)?),
                 None => None,
             };
+            let budget = Budget {
+                cpu_millis: match &a.cpu {
+                    Some(c) => Some(Budget::parse_cpu(c).map_err(anyhow::Error::msg)?),
+                    None => None,
+                },
+                memory: match &a.memory {
+                    Some(m) => Some(units::parse_size(m).map_err(anyhow::Error::msg)?),
+                    None => None,
+                },
+                pids: a.pids.filter(|n| *n > 0),
+            };
             let made = client
                 .token_create(TokenCreate {
                     name: a.name.clone(),
@@ -98,6 +118,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                     roots,
                     expires_in,
                     replace: a.replace,
+                    budget: (!budget.is_empty()).then_some(budget),
                 })
                 .await?;
             println!("{}", made.token);
@@ -128,6 +149,11 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
                             "hosts": t.hosts,
                             "allow": t.allow,
                             "roots": t.roots,
+                            "budget": t.budget.map(|b| serde_json::json!({
+                                "cpu_millis": b.cpu_millis,
+                                "memory": b.memory,
+                                "pids": b.pids,
+                            })),
                         })
                     })
                     .collect();
@@ -170,6 +196,9 @@ fn scope(t: &TokenInfo) -> String {
     }
     if let Some(r) = &t.roots {
         parts.push(format!("roots={}", r.join(",")));
+    }
+    if let Some(b) = &t.budget {
+        parts.push(format!("budget=({b})"));
     }
     match parts.is_empty() {
         true => "all policy allows".into(),

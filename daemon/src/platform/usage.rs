@@ -14,6 +14,48 @@ pub struct CgroupUsage {
     pub forks_refused: Option<u64>,
 }
 
+/// The counters of an agent's cgroups now (Linux's `AgentGroup::sample`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BudgetSample {
+    /// CPU time of all its trees, microseconds.
+    pub cpu_us: Option<u64>,
+    /// Times the CPU budget held it back, and for how long in all (microseconds).
+    pub throttled: Option<(u64, u64)>,
+    pub memory: Option<u64>,
+    /// Times its memory reached the budget (reclaim), and OOM kills.
+    pub memory_hits: Option<(u64, u64)>,
+    pub pids: Option<u64>,
+    /// Forks refused at the budget.
+    pub pids_hits: Option<u64>,
+}
+
+/// An agent's cgroups where there are none (macOS, Windows): never made.
+#[derive(Debug)]
+pub enum NoAgentGroup {}
+
+#[cfg(not(target_os = "linux"))]
+impl NoAgentGroup {
+    pub fn name(&self) -> &str {
+        match *self {}
+    }
+
+    pub fn budget(&self) -> cuba_protocol::Budget {
+        match *self {}
+    }
+
+    pub fn sample(&self) -> BudgetSample {
+        match *self {}
+    }
+
+    pub fn last_hit(&self) -> Option<cuba_protocol::BudgetHit> {
+        match *self {}
+    }
+
+    pub fn set_hit(&self, _: cuba_protocol::BudgetHit) {
+        match *self {}
+    }
+}
+
 /// Which pooled cgroup a process is in, and the CPU time that cgroup had counted before it: what
 /// an in-place upgrade hands the new program so it finds the cgroup and reads the same figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -31,6 +31,7 @@ fn info(name: &str, e: &Entry) -> TokenInfo {
         hosts: e.hosts.clone(),
         allow: e.allow.clone(),
         roots: e.roots.clone(),
+        budget: e.budget,
     }
 }
 
@@ -71,6 +72,11 @@ impl Bearer {
         }
     }
 
+    /// The budget of the token named `name`, if it has one: what its agent may use.
+    pub fn budget_of(&self, name: &str) -> Option<cuba_protocol::Budget> {
+        self.lock().tokens.tokens.get(name).and_then(|e| e.budget)
+    }
+
     /// Makes a token: shown this once, only its hash kept.
     pub fn create(&self, r: TokenCreate) -> Result<TokenMade, ProtocolError> {
         tokens::check_name(&r.name).map_err(ProtocolError::bad_request)?;
@@ -108,6 +114,7 @@ impl Bearer {
             hosts: r.hosts,
             allow: r.allow,
             roots: r.roots,
+            budget: r.budget.filter(|b| !b.is_empty()),
         };
         let made = TokenMade {
             token,
@@ -234,6 +241,7 @@ mod tests {
             roots: None,
             expires_in: None,
             replace: false,
+            budget: None,
         }
     }
 

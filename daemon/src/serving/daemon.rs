@@ -25,7 +25,7 @@ pub struct Daemon {
     clients: AtomicU32,
     shutdown: CancellationToken,
     upgrade: Upgrades,
-    bearer: crate::serving::bearer::Bearer,
+    bearer: Arc<crate::serving::bearer::Bearer>,
     genuine: crate::state::genuine::Genuine,
 }
 
@@ -46,9 +46,14 @@ impl Daemon {
         let genuine =
             crate::state::genuine::Genuine::find(&config.exe, std::env::var_os("PATH").as_deref());
         tracing::info!("askpass: {}", genuine.describe());
+        let bearer = Arc::new(crate::serving::bearer::Bearer::new(
+            config.tokens_file.clone(),
+        ));
+        // A token's budget holds what its callers start.
+        launcher.budgets().set_tokens(bearer.clone());
         Daemon {
             genuine,
-            bearer: crate::serving::bearer::Bearer::new(config.tokens_file.clone()),
+            bearer,
             config,
             pid: std::process::id(),
             started_at_ms: now_ms(),

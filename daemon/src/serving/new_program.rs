@@ -48,7 +48,7 @@ impl Accepted {
 /// The hand-over format this program writes and reads (`handover/`). A program that reads
 /// another version is refused before the old one stops anything (`cubad --handover-version`).
 #[cfg(unix)]
-pub const HANDOVER_VERSION: u32 = 11;
+pub const HANDOVER_VERSION: u32 = 12;
 
 #[cfg(unix)]
 impl Accepted {

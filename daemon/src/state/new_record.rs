@@ -80,6 +80,8 @@ impl NewRecord {
             asks: Vec::new(),
             port: new.port,
             errors: None,
+            budget: None,
+            budget_hit: None,
         }
     }
 }

@@ -344,7 +344,15 @@ impl ProcData {
     }
 
     pub fn snapshot(&self) -> ProcessInfo {
-        self.output.counted(self.info.clone())
+        let mut info = self.output.counted(self.info.clone());
+        if let Some(g) = self.cgroup.as_ref().and_then(|c| c.agent()) {
+            info.budget = Some(g.name().to_string());
+            // Reached while it ran (the watch looks once a second: a second's slack).
+            let (start, end) = (info.started_at_ms, info.ended_at_ms);
+            let during = |at: u64| at + 2000 >= start && end.is_none_or(|e| at <= e + 2000);
+            info.budget_hit = g.last_hit().filter(|h| during(h.at_ms)).map(|h| h.detail);
+        }
+        info
     }
 
     pub fn finished(&self) -> bool {

@@ -16,6 +16,8 @@ pub struct TokenCreate {
     pub roots: Option<Vec<String>>,
     /// Seconds it works for; none: until revoked.
     pub expires_in: Option<u64>,
+    /// Limits over everything it starts together (its agent's budget).
+    pub budget: Option<super::Budget>,
     /// Replace a token of the same name.
     pub replace: bool,
 }
@@ -30,6 +32,7 @@ pub struct TokenInfo {
     pub hosts: Option<Vec<String>>,
     pub allow: Option<Vec<String>>,
     pub roots: Option<Vec<String>>,
+    pub budget: Option<super::Budget>,
 }
 
 /// A token just made ([`crate::Response::TokenMade`]): shown this once.

@@ -7,6 +7,7 @@
 
 mod access;
 mod ask;
+mod budget;
 mod control;
 mod daemon;
 mod error;
@@ -21,6 +22,7 @@ mod wait;
 
 pub use access::*;
 pub use ask::*;
+pub use budget::*;
 pub use control::*;
 pub use daemon::*;
 pub use error::*;

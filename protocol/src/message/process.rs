@@ -35,6 +35,8 @@ pub struct Listing {
     pub processes: Vec<ProcessInfo>,
     pub hidden: u64,
     pub hidden_running: u64,
+    /// The budgets of the agents this caller may see, with their use now.
+    pub budgets: Vec<super::BudgetUse>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -178,6 +180,13 @@ pub struct ProcessInfo {
     /// (`None` when none were): where a long build's first error sits, however it is cut.
     #[serde(default)]
     pub errors: Option<ErrorMarks>,
+    /// The agent whose budget holds its tree (`agent-1`), where one does.
+    #[serde(default)]
+    pub budget: Option<String>,
+    /// The budget of its agent was reached while it ran: the last time, in a sentence
+    /// (`cpu budget of agent-1 reached (0.5 cores): its processes were held back 2.1 s`).
+    #[serde(default)]
+    pub budget_hit: Option<String>,
 }
 
 /// Error lines found in a process's output (rustc, tsc, eslint, pytest, go, gcc/clang, make,

@@ -206,16 +206,32 @@ fn golden_list_request_and_listing() {
             processes: Vec::new(),
             hidden: 300,
             hidden_running: 7,
+            budgets: vec![BudgetUse {
+                agent: "a".into(),
+                budget: Budget {
+                    cpu_millis: Some(500),
+                    memory: None,
+                    pids: Some(9),
+                },
+                cpu_millis: None,
+                memory: None,
+                pids: Some(2),
+                throttled_ms: None,
+                last_hit: None,
+            }],
         }),
     };
     golden_response(
         &frame,
         &[
-            "03",      // id
-            "04",      // Response::List
-            "00",      // no rows
-            "fb 012c", // hidden 300
-            "07",      // hidden_running 7
+            "03",                  // id
+            "04",                  // Response::List
+            "00",                  // no rows
+            "fb 012c",             // hidden 300
+            "07",                  // hidden_running 7
+            "01 01 61",            // one budget, agent "a"
+            "01 fb 01f4 00 01 09", // cpu 500, memory None, pids 9
+            "00 00 01 02 00 00",   // cpu, memory None, pids 2, throttled and last hit None
         ],
     );
 }
@@ -283,6 +299,7 @@ fn golden_token_check_and_its_verdict() {
             hosts: Some(vec!["h".into()]),
             allow: None,
             roots: None,
+            budget: None,
         })),
     };
     golden_response(
@@ -296,6 +313,7 @@ fn golden_token_check_and_its_verdict() {
             "00",          // expires None
             "01 01 01 68", // hosts Some(["h"])
             "00 00",       // allow, roots None
+            "00",          // budget None
         ],
     );
 }
@@ -418,7 +436,7 @@ fn golden_handshake_hello() {
         &frame,
         &[
             "43554241",          // "CUBA"
-            "00000016",          // protocol version 22, fixed u32 big-endian
+            "00000017",          // protocol version 23, fixed u32 big-endian
             "01",                // ClientKind::Cli
             "07 6375626163746c", // name "cubactl"
             "fb 1092",           // pid 4242
@@ -439,7 +457,7 @@ fn golden_handshake_welcome_and_refusal() {
         &frame,
         &[
             "43554241",      // "CUBA"
-            "00000016",      // protocol version 22
+            "00000017",      // protocol version 23
             "00000063",      // daemon pid 99, fixed u32 big-endian
             "00",            // status: accepted
             "05 302e312e30", // daemon_version "0.1.0"
@@ -450,10 +468,10 @@ fn golden_handshake_welcome_and_refusal() {
     assert_eq!(handshake::decode_welcome(&frame).unwrap(), welcome());
 
     let refusal = handshake::encode_refusal(99, "no");
-    assert_bytes(&refusal, &["43554241 00000016 00000063", "01", "6e6f"]);
+    assert_bytes(&refusal, &["43554241 00000017 00000063", "01", "6e6f"]);
     // Another user's peer: status 2, known by it and not by the reason's words.
     let theirs = handshake::encode_refusal_of_another_user(99, "no");
-    assert_bytes(&theirs, &["43554241 00000016 00000063", "02", "6e6f"]);
+    assert_bytes(&theirs, &["43554241 00000017 00000063", "02", "6e6f"]);
     assert!(matches!(
         handshake::decode_welcome(&theirs),
         Err(handshake::HandshakeError::AnotherUser(r)) if r == "no"

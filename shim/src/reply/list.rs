@@ -29,6 +29,11 @@ pub struct ListReply {
     /// With a group (`*`, `web*`, `a,b`): the hosts that could not be listed, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreachable: Vec<HostError>,
+    /// Each agent's use against its budget: `agent-1: cpu 0.4/0.5, memory 80 MiB/512 MiB`
+    /// (in no schema, like the figures).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<String>,
 }
 
 /// A host that did not answer.

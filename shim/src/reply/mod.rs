@@ -1,7 +1,7 @@
 //! Tool replies: a compact text block (one header line, an optional error line, the output) and
 //! the same facts as `structuredContent` under a declared output schema.
 
-use cuba_protocol::{ProcKind, ProcessInfo, ScreenView, TtySize};
+use cuba_protocol::{ProcKind, ProcessInfo};
 use rmcp::model::{CallToolResult, ContentBlock};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -11,10 +11,12 @@ use crate::error::{failure, Failure};
 mod errors;
 mod group;
 mod list;
+mod screen;
 
 pub use errors::ErrorsReply;
 pub use group::{group_result, GroupFacts, HostOutcome};
 pub use list::{HostError, ListReply, ProcessRow};
+pub use screen::{ScreenReply, TtyReply};
 
 // What a reply and a row of `list_processes` both say about a process. Flattened into both:
 // the JSON has these fields at the top level. (`id` and `pid` lead each struct, documented
@@ -70,6 +72,10 @@ pub struct ProcessFacts {
     #[schemars(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// Its agent's budget was reached while it ran: a sentence (in no schema, like the figures).
+    #[schemars(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
 }
 
 impl ProcessFacts {
@@ -96,6 +102,7 @@ impl ProcessFacts {
             pids: info.refused_forks(),
             blocked: info.blocked_lines(),
             port: info.port,
+            budget: info.budget_hit.clone(),
         }
     }
 
@@ -200,76 +207,6 @@ pub struct ViewReply {
     reply: ProcessReply,
     #[serde(skip_serializing_if = "Option::is_none")]
     screen: Option<ScreenReply>,
-}
-
-// A terminal size in character cells. Inlined without a description: every tool's output
-// schema carries it.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
-#[schemars(inline)]
-pub struct TtyReply {
-    pub cols: u16,
-    pub rows: u16,
-}
-
-impl From<TtySize> for TtyReply {
-    fn from(t: TtySize) -> TtyReply {
-        TtyReply {
-            cols: t.cols,
-            rows: t.rows,
-        }
-    }
-}
-
-// A terminal as a person would see it now (view="screen").
-#[derive(Debug, Serialize, JsonSchema)]
-#[schemars(inline)]
-pub struct ScreenReply {
-    pub cols: u16,
-    pub rows: u16,
-    /// One string per row, trailing blanks removed.
-    pub lines: Vec<String>,
-    /// [row, col], 0-based.
-    pub cursor: [u16; 2],
-    /// A full-screen program (vim, top, an installer) is on the alternate screen.
-    pub alternate: bool,
-    pub title: String,
-}
-
-impl ScreenReply {
-    /// `screen` with `redact` applied to every line and the title (secrets never leave as text).
-    pub fn new(screen: ScreenView, redact: impl Fn(&str) -> String) -> ScreenReply {
-        ScreenReply {
-            cols: screen.size.cols,
-            rows: screen.size.rows,
-            lines: screen.lines.iter().map(|l| redact(l)).collect(),
-            cursor: [screen.cursor_row, screen.cursor_col],
-            alternate: screen.alternate,
-            title: redact(&screen.title),
-        }
-    }
-
-    /// Rows joined by newlines, blank rows at the bottom left out.
-    pub fn text(&self) -> String {
-        let used = self
-            .lines
-            .iter()
-            .rposition(|l| !l.trim_end().is_empty())
-            .map_or(0, |i| i + 1);
-        self.lines[..used].join("\n")
-    }
-
-    /// The text on the cursor's row before the cursor: the prompt of a program waiting there.
-    pub fn before_cursor(&self) -> Option<String> {
-        let [row, col] = self.cursor;
-        let line = self.lines.get(usize::from(row))?;
-        // Rows come without trailing blanks: pad up to the cursor (">>> " is the prompt).
-        let before: String = line
-            .chars()
-            .chain(std::iter::repeat(' '))
-            .take(usize::from(col))
-            .collect();
-        Some(before).filter(|b| !b.trim().is_empty())
-    }
 }
 
 /// `host` as replies name it: `None` for this machine.
@@ -387,6 +324,10 @@ impl ProcessReply {
             text.push('\n');
             text.push_str(p);
         }
+        if let Some(b) = &self.facts.budget {
+            text.push_str("\nbudget: ");
+            text.push_str(b);
+        }
         for b in &self.facts.blocked {
             text.push('\n');
             text.push_str(b);
@@ -491,6 +432,8 @@ mod tests {
             failure: None,
             asks: Vec::new(),
             errors: None,
+            budget: None,
+            budget_hit: None,
         }
     }
 

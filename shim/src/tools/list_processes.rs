@@ -76,10 +76,15 @@ impl CubaExec {
         let mut rows = Vec::new();
         let mut unreachable = Vec::new();
         let (mut hidden, mut hidden_running) = (0, 0);
+        let mut budgets = Vec::new();
         for (host, answer) in names.iter().zip(answers) {
             if let Ok(list) = &answer {
                 hidden += list.hidden;
                 hidden_running += list.hidden_running;
+                budgets.extend(list.budgets.iter().map(|b| match host {
+                    Some(h) => format!("{h}: {}", b.line()),
+                    None => b.line(),
+                }));
             }
             match (answer, every) {
                 (Ok(list), _) => rows.extend(list.processes.iter().map(|p| {
@@ -112,6 +117,9 @@ impl CubaExec {
         for u in &unreachable {
             text.push_str(&format!("\n[host:{} unreachable: {}]", u.host, u.error));
         }
+        for b in &budgets {
+            text.push_str(&format!("\nbudget {b}"));
+        }
         if hidden > 0 {
             text.push_str(&format!(
                 "\n{hidden} older finished not shown: raise limit, or filter by state, owner \
@@ -129,6 +137,7 @@ impl CubaExec {
             hidden,
             hidden_running,
             unreachable,
+            budgets,
         };
         Ok(structured(text, &reply, false))
     }

@@ -5,6 +5,7 @@ mod ask_identity;
 mod asks;
 mod audit;
 mod autostart;
+mod budgets;
 mod cgroups;
 mod connections;
 mod descriptors;

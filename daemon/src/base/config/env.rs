@@ -63,6 +63,7 @@ impl Config {
             self.orphan_timeout = (!d.is_zero()).then_some(d);
         }
         self.agents.apply(&get)?;
+        self.limits.budgets = self.agents.any_budget();
         if let Some(v) = get("CUBA_EXEC_BUFFER_SIZE") {
             let n = parse_size(&v).with_context(|| format!("CUBA_EXEC_BUFFER_SIZE={v:?}"))?;
             if n < 1024 {

@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-/// A number or a string with a unit (`max_procs = 20`, `ttl = "1h"`).
+/// A number or a string with a unit (`max_procs = 20`, `ttl = "1h"`, `cpu = 1.5`).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Scalar {
     Int(i64),
+    Float(f64),
     Text(String),
 }
 
@@ -41,12 +42,16 @@ struct AgentTable {
     client_gone: Option<String>,
     client_gone_grace: Option<Scalar>,
     unwatched_timeout: Option<Scalar>,
+    cpu: Option<Scalar>,
+    memory: Option<Scalar>,
+    pids: Option<Scalar>,
 }
 
 impl Scalar {
     fn text(&self) -> String {
         match self {
             Scalar::Int(n) => n.to_string(),
+            Scalar::Float(n) => n.to_string(),
             Scalar::Text(t) => t.clone(),
         }
     }
@@ -68,6 +73,9 @@ struct File {
     client_gone: Option<String>,
     client_gone_grace: Option<Scalar>,
     unwatched_timeout: Option<Scalar>,
+    agent_cpu: Option<Scalar>,
+    agent_memory: Option<Scalar>,
+    agent_pids: Option<Scalar>,
     /// `[agents.NAME]`: one client's `client_gone`, `client_gone_grace`, `unwatched_timeout`.
     agents: Option<BTreeMap<String, AgentTable>>,
     shutdown_timeout: Option<Scalar>,
@@ -148,13 +156,15 @@ impl File {
             ("CUBA_EXEC_ORPHAN_TIMEOUT", self.orphan_timeout),
             ("CUBA_EXEC_CLIENT_GONE_GRACE", self.client_gone_grace),
             ("CUBA_EXEC_UNWATCHED_TIMEOUT", self.unwatched_timeout),
+            ("CUBA_EXEC_AGENT_CPU", self.agent_cpu),
+            ("CUBA_EXEC_AGENT_MEMORY", self.agent_memory),
+            ("CUBA_EXEC_AGENT_PIDS", self.agent_pids),
             ("CUBA_EXEC_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
             ("CUBA_EXEC_APPROVAL_TIMEOUT", self.approval_timeout),
         ];
         for (name, value) in scalars {
             match value {
-                Some(Scalar::Int(n)) => vars.insert(name, n.to_string()),
-                Some(Scalar::Text(t)) => vars.insert(name, t),
+                Some(s) => vars.insert(name, s.text()),
                 None => None,
             };
         }
@@ -188,6 +198,9 @@ impl File {
                         ("client_gone", t.client_gone),
                         ("client_gone_grace", t.client_gone_grace.map(|s| s.text())),
                         ("unwatched_timeout", t.unwatched_timeout.map(|s| s.text())),
+                        ("cpu", t.cpu.map(|s| s.text())),
+                        ("memory", t.memory.map(|s| s.text())),
+                        ("pids", t.pids.map(|s| s.text())),
                     ];
                     let keys: Vec<String> = keys
                         .into_iter()

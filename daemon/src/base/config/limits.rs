@@ -47,6 +47,8 @@ pub struct Limits {
     pub pids_max: Option<u64>,
     /// cgroup `memory.max`, bytes (`CUBA_EXEC_MEMORY_MAX`, `[limits] memory_max`).
     pub memory_max: Option<u64>,
+    /// Some agent has a budget (`[agents]`, `agent_*`): a cgroup per agent is needed.
+    pub budgets: bool,
     /// Where the per-process cgroups go.
     pub cgroups: CgroupMode,
 }
@@ -74,7 +76,7 @@ impl Limits {
     }
 
     pub fn wants_cgroup(&self) -> bool {
-        self.pids_max.is_some() || self.memory_max.is_some()
+        self.pids_max.is_some() || self.memory_max.is_some() || self.budgets
     }
 
     pub fn is_empty(&self) -> bool {

@@ -14,6 +14,9 @@
 //! tree lacks a controller, a writable cgroup v1 hierarchy of it is used instead, entered the
 //! same way. Without a writable v2 tree supervision falls back to process groups and the
 //! `/proc` tree walk (`tree.rs`); limits that cannot be applied at all stop the daemon at start.
+//!
+//! An agent with a budget has a cgroup of its own between the base and its processes' cgroups
+//! (`cgroup_budget.rs`).
 
 use std::collections::HashSet;
 use std::fs;
@@ -23,10 +26,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::cgroup_files::{mounts, own_path, read, v2_mount, Files};
-use super::cgroup_leftovers::{highest_leaf, kept, remove_leftovers};
+use super::cgroup_bases::{enable, remove_below, v1_base, v2_base};
+pub use super::cgroup_budget::{AgentGroup, Sample as BudgetSample};
+use super::cgroup_budget::{Groups, Kind, Tree};
+use super::cgroup_files::{mounts, read, Files};
+use super::cgroup_leftovers::highest_leaf;
 use super::cgroup_pool::{Pool, Slot};
-use super::cgroup_proc::{empty_now, V1};
+use super::cgroup_proc::V1;
 pub use super::cgroup_proc::{Placement, ProcCgroup, Usage};
 use crate::base::config::{CgroupMode, Limits};
 pub use crate::platform::posix::CgroupSlot;
@@ -46,6 +52,11 @@ pub struct Cgroups {
     mode: String,
     /// The per-process v2 cgroups, empty ones kept for the next process.
     pool: Option<Arc<Pool>>,
+    /// The agents with a budget, each a cgroup above its processes'.
+    groups: Groups,
+    instance: String,
+    /// Handed-over processes, whose v1 cgroups a budget's new v1 base keeps.
+    keep: HashSet<u64>,
 }
 
 impl Cgroups {
@@ -73,6 +84,9 @@ impl Cgroups {
             limits: limits.clone(),
             mode: String::new(),
             pool: None,
+            groups: Groups::default(),
+            instance: instance.to_string(),
+            keep: keep.clone(),
         };
         let hint = "unset CUBA_EXEC_PIDS_MAX / CUBA_EXEC_MEMORY_MAX, or run cubad in a \
                     delegated cgroup (e.g. `systemd-run --user -p Delegate=yes cubad`)";
@@ -116,6 +130,14 @@ impl Cgroups {
             c.pool = None;
         }
         c.mode = c.describe(no_v2);
+        if limits.budgets && !c.is_active() {
+            bail!(
+                "budgets per agent need cgroups, and this daemon runs without: {}; unset the \
+                 budgets (agent_cpu, agent_memory, agent_pids, [agents.NAME] cpu / memory / \
+                 pids) or turn cgroups on",
+                c.mode
+            );
+        }
         Ok(c)
     }
 
@@ -129,21 +151,76 @@ impl Cgroups {
         self.v2.is_some() || self.v1_pids.is_some() || self.v1_memory.is_some()
     }
 
+    /// The cgroups of agent `name` with `budget` (made on its first spawn; its limits written
+    /// again when they differ), or why the budget cannot be applied.
+    pub fn group(&self, name: &str, budget: cuba_protocol::Budget) -> io::Result<Arc<AgentGroup>> {
+        if !self.is_active() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "budgets need cgroups, and this daemon runs without: {}",
+                    self.mode
+                ),
+            ));
+        }
+        self.groups.group(&self.tree(), name, budget)
+    }
+
+    /// Every agent with a budget.
+    pub fn groups(&self) -> Vec<Arc<AgentGroup>> {
+        self.groups.all()
+    }
+
+    /// Where a budget's limits can go: v2 controllers enabled on demand, v1 bases made on
+    /// first use (the per-process limits' own where they exist).
+    fn tree(&self) -> Tree<'_> {
+        Tree {
+            v2: self.v2.as_deref(),
+            enable_v2: Box::new(|kind: Kind| {
+                let Some(base) = &self.v2 else { return false };
+                let Some(parent) = base.parent() else {
+                    return false;
+                };
+                let offered = read(&parent.join("cgroup.controllers")).unwrap_or_default();
+                offered.split_whitespace().any(|c| c == kind.name())
+                    && enable(parent, base, kind.name(), &self.instance).is_ok()
+            }),
+            v1_base: Box::new(|kind: Kind| {
+                let own = match kind {
+                    Kind::Pids => &self.v1_pids,
+                    Kind::Memory => &self.v1_memory,
+                    Kind::Cpu => &None,
+                };
+                match own {
+                    Some(b) => Ok(b.clone()),
+                    None => v1_base(
+                        kind.name(),
+                        &format!("cuba-exec-{}", self.instance),
+                        &self.keep,
+                    ),
+                }
+            }),
+        }
+    }
+
     /// The cgroups process `id` is in already (its v2 one `slot`): made by a previous program
     /// of this daemon (an in-place upgrade), for its stop, figures and removal.
-    pub fn existing(&self, id: u64, slot: Option<Slot>) -> Option<Arc<ProcCgroup>> {
+    pub fn existing(
+        &self,
+        id: u64,
+        slot: Option<Slot>,
+        group: Option<Arc<AgentGroup>>,
+    ) -> Option<Arc<ProcCgroup>> {
         if !self.is_active() {
             return None;
         }
-        let leaf = id.to_string();
-        let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
+        let (v1_pids, v1_memory) = self.v1_dirs(id, group.as_deref());
         let slot = slot.filter(|_| self.v2.is_some());
-        let v2 = self
-            .v2
+        let v2_base = group
             .as_ref()
-            .zip(slot)
-            .map(|(b, s)| b.join(s.leaf.to_string()));
-        let v1_pids = v1(&self.v1_pids);
+            .and_then(|g| g.v2.as_ref())
+            .or(self.v2.as_ref());
+        let v2 = v2_base.zip(slot).map(|(b, s)| b.join(s.leaf.to_string()));
         let pids_max = self.pids_cap(&v2, &v1_pids);
         // Held open as for a process this program started (read by name if they cannot be).
         let files = v2
@@ -155,14 +232,31 @@ impl Cgroups {
             slot,
             v2_memory: self.v2_memory,
             v1_pids,
-            v1_memory: v1(&self.v1_memory),
+            v1_memory,
+            v1_shared: Vec::new(),
             memory_max: self.limits.memory_max,
             pids_max,
             pool: None,
             killed: Default::default(),
             files,
             given_back: Default::default(),
+            group,
         }))
+    }
+
+    /// Process `id`'s v1 pids and memory cgroups: under its agent's where the agent's budget
+    /// is held in v1 (the process's own figures and OOM kills stay its own), else under the base
+    /// where a per-process limit needs v1.
+    fn v1_dirs(&self, id: u64, group: Option<&AgentGroup>) -> (Option<PathBuf>, Option<PathBuf>) {
+        let leaf = id.to_string();
+        let dir = |kind: Kind, base: &Option<PathBuf>| {
+            let at = group.and_then(|g| g.v1(kind)).map(Path::to_path_buf);
+            at.or_else(|| base.clone()).map(|b| b.join(&leaf))
+        };
+        (
+            dir(Kind::Pids, &self.v1_pids),
+            dir(Kind::Memory, &self.v1_memory),
+        )
     }
 
     /// The pids cap, and which of a process's cgroups (`v2`, `v1_pids`) holds it.
@@ -174,29 +268,46 @@ impl Cgroups {
     /// The per-process cgroups of process `id`, made (or taken from the pool) and with their
     /// limits set, the v2 directory and the v1 `cgroup.procs` open for the child to be born
     /// in or to enter before its exec.
-    pub fn prepare(&self, id: u64) -> io::Result<Placement> {
-        let leaf = id.to_string();
-        let v1 = |base: &Option<PathBuf>| base.as_ref().map(|b| b.join(&leaf));
-        let taken = self.pool.as_ref().map(|p| p.take());
-        let v2 = self
-            .pool
-            .as_ref()
-            .zip(taken.as_ref())
-            .map(|(p, t)| p.dir(t.slot.leaf));
-        let v1_pids = v1(&self.v1_pids);
+    pub fn prepare(&self, id: u64, group: Option<&Arc<AgentGroup>>) -> io::Result<Placement> {
+        let in_group = group.and_then(|g| g.v2.as_ref());
+        let taken = self.pool.as_ref().map(|p| match in_group {
+            // Made in the agent's cgroup, never pooled: a cgroup cannot change its parent.
+            Some(_) => super::cgroup_pool::Taken {
+                slot: Slot {
+                    leaf: p.next_leaf(),
+                    cpu_base_us: 0,
+                },
+                exists: false,
+                configured: false,
+                files: None,
+            },
+            None => p.take(),
+        });
+        let v2 = match in_group {
+            Some(dir) => taken.as_ref().map(|t| dir.join(t.slot.leaf.to_string())),
+            None => (self.pool.as_ref().zip(taken.as_ref())).map(|(p, t)| p.dir(t.slot.leaf)),
+        };
+        let (v1_pids, v1_memory) = self.v1_dirs(id, group.map(|g| &**g));
         let pids_max = self.pids_cap(&v2, &v1_pids);
+        let v1_shared = group
+            .and_then(|g| g.v1(Kind::Cpu))
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect();
         let cg = ProcCgroup {
             v2,
             slot: taken.as_ref().map(|t| t.slot),
             v2_memory: self.v2_memory,
             v1_pids,
-            v1_memory: v1(&self.v1_memory),
+            v1_memory,
+            v1_shared,
             memory_max: self.limits.memory_max,
             pids_max,
-            pool: self.pool.clone(),
+            pool: self.pool.clone().filter(|_| in_group.is_none()),
             killed: Default::default(),
             files: None,
             given_back: Default::default(),
+            group: group.cloned(),
         };
         let mut limits: Vec<(Option<PathBuf>, &str, u64)> = Vec::new();
         if let Some(n) = self.limits.pids_max {
@@ -233,16 +344,12 @@ impl Cgroups {
         if let Some(pool) = &self.pool {
             pool.close();
         }
-        for base in [&self.v2, &self.v1_pids, &self.v1_memory]
+        let budget_bases = self.groups.v1_bases();
+        let bases = [&self.v2, &self.v1_pids, &self.v1_memory]
             .into_iter()
-            .flatten()
-        {
-            for e in fs::read_dir(base).into_iter().flatten().flatten() {
-                // A process stopped just now can hold its cgroup a moment after it was reaped
-                // (the kernel unlinks it after its last switch): waited for, bounded.
-                empty_now(&e.path());
-                let _ = fs::remove_dir(e.path());
-            }
+            .flatten();
+        for base in bases.chain(&budget_bases) {
+            remove_below(base);
             if let Err(e) = fs::remove_dir(base) {
                 tracing::debug!("cannot remove {}: {e}", base.display());
             }
@@ -286,7 +393,7 @@ impl Cgroups {
             return Ok(());
         }
         let placement = self
-            .prepare(0)
+            .prepare(0, None)
             .context("cannot make a trial per-process cgroup")?;
         let costly = costly(mode, &self.limits, &placement);
         let cgroup = placement.handle();
@@ -327,100 +434,10 @@ fn costly(mode: &CgroupMode, limits: &Limits, trial: &Placement) -> Option<Strin
     })
 }
 
-/// The v2 base for `mode`, made and emptied of leftovers; an error says why there is none.
-fn v2_base(mode: &CgroupMode, name: &str, instance: &str, keep: &HashSet<u64>) -> Result<PathBuf> {
-    let parent = match mode {
-        CgroupMode::Off => bail!("cgroups are off (CUBA_EXEC_CGROUPS=off)"),
-        CgroupMode::Parent(p) => {
-            if !p.join("cgroup.procs").is_file() {
-                bail!(
-                    "cgroup_parent {} is not a cgroup v2 directory (CUBA_EXEC_CGROUP_PARENT)",
-                    p.display()
-                );
-            }
-            p.clone()
-        }
-        CgroupMode::Auto | CgroupMode::On => {
-            let mount = v2_mount()?;
-            let own = own_path(&mount, "0::")?;
-            // A daemon that moved itself to its leaf (see `enable`) keeps the same base.
-            match own.file_name() {
-                Some(n) if n.to_string_lossy() == leaf_name(instance) => {
-                    own.parent().map(Path::to_path_buf).unwrap_or(own)
-                }
-                _ => own,
-            }
-        }
-    };
-    let base = parent.join(name);
-    match fs::create_dir(&base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => remove_leftovers(&base, keep),
-        Err(e) => bail!("cannot create {}: {e}", base.display()),
-    }
-    Ok(base)
-}
-
-fn leaf_name(instance: &str) -> String {
-    format!("cubad-{instance}")
-}
-
-/// Enables `controller` in `parent` and `base` for the per-process cgroups. When `parent` has
-/// processes (EBUSY: v2's "no internal processes" rule) the daemon moves itself to its leaf
-/// `<parent>/cubad-<instance>` and tries again; other processes of that cgroup are not ours to
-/// move, and then the controller is not used from v2.
-fn enable(parent: &Path, base: &Path, controller: &str, instance: &str) -> io::Result<()> {
-    let add = |dir: &Path| {
-        let control = dir.join("cgroup.subtree_control");
-        let have = read(&control)?;
-        if have.split_whitespace().any(|c| c == controller) {
-            return Ok(());
-        }
-        fs::write(&control, format!("+{controller}"))
-    };
-    match add(parent) {
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            let leaf = parent.join(leaf_name(instance));
-            match fs::create_dir(&leaf) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                _ => {}
-            }
-            fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
-            add(parent)?;
-        }
-        r => r?,
-    }
-    add(base)
-}
-
-/// The v1 base for `controller`: its hierarchy's mount, the daemon's cgroup in it, and
-/// `cuba-exec-<instance>` made (leftovers removed).
-fn v1_base(controller: &str, name: &str, keep: &HashSet<u64>) -> Result<PathBuf> {
-    let mount = mounts()?
-        .into_iter()
-        .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == controller))
-        .map(|m| m.point)
-        .with_context(|| format!("no cgroup v1 {controller} hierarchy is mounted"))?;
-    let own = own_path(&mount, &format!(":{controller}:"))?;
-    let base = own.join(name);
-    match fs::create_dir(&base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            for e in fs::read_dir(&base).into_iter().flatten().flatten() {
-                if kept(&e.path(), keep) {
-                    continue;
-                }
-                let _ = fs::remove_dir(e.path());
-            }
-        }
-        Err(e) => bail!("cannot create {}: {e}", base.display()),
-    }
-    Ok(base)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::super::cgroup_proc::empty_now;
     use super::*;
 
     fn none() -> (&'static HashSet<u64>, &'static HashSet<u64>) {
@@ -490,7 +507,7 @@ mod tests {
         // Born in it (clone3), and moved there first of all by the fallback start.
         let starts: [fn(Spawn) -> io::Result<i32>; 2] = [Spawn::start, Spawn::start_std];
         for start in starts {
-            let placement = c.prepare(7).unwrap();
+            let placement = c.prepare(7, None).unwrap();
             let cg = placement.handle();
             let leaf = cg.slot().unwrap().leaf;
             let mut cmd = Spawn::new("/bin/sh");
@@ -520,7 +537,7 @@ mod tests {
         };
         use crate::platform::spawn::{tests::capture_by, Spawn};
         let run = |script: &str| {
-            let placement = c.prepare(1).unwrap();
+            let placement = c.prepare(1, None).unwrap();
             let cg = placement.handle();
             let mut cmd = Spawn::new("/bin/sh");
             cmd.arg("-c").arg(script);
@@ -537,7 +554,7 @@ mod tests {
         // release that follows, off the runtime, has nothing left to do).
         assert_eq!(busy.give_back(), !c.v2_memory);
         busy.release();
-        let next = c.prepare(2).unwrap().handle();
+        let next = c.prepare(2, None).unwrap().handle();
         assert!(
             next.files.is_some(),
             "its cgroup.events and cpu.stat come open"
@@ -572,7 +589,7 @@ mod tests {
         }
         assert!(!held.give_back(), "a populated cgroup went back");
         held.release();
-        let after = c.prepare(3).unwrap().handle();
+        let after = c.prepare(3, None).unwrap().handle();
         assert_ne!(
             after.slot().unwrap().leaf,
             leaf,
@@ -588,7 +605,7 @@ mod tests {
         assert!(killed.kill().is_some());
         empty_now(killed.v2.as_deref().unwrap());
         killed.release();
-        let placement = c.prepare(4).unwrap();
+        let placement = c.prepare(4, None).unwrap();
         let next = placement.handle();
         assert_ne!(next.slot().unwrap().leaf, killed.slot().unwrap().leaf);
         let mut cmd = Spawn::new("/bin/sh");

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
+use super::cgroup_budget::is_agent_dir;
 use super::cgroup_proc::empty_now;
 
 /// Whether `dir` is the cgroup of a process in `keep` (by name: a v1 id or a v2 leaf).
@@ -19,13 +20,21 @@ pub(super) fn kept(dir: &Path, keep: &HashSet<u64>) -> bool {
 /// The highest numbered directory in `base` after start-up's clean-up (a handed-over process's,
 /// or a leftover that would not go): new names start above it.
 pub(super) fn highest_leaf(base: &Path) -> u64 {
-    fs::read_dir(base)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0)
+    let mut highest = 0;
+    for e in fs::read_dir(base).into_iter().flatten().flatten() {
+        let dir = e.path();
+        // An agent's processes' cgroups are named from the same counter.
+        let n = match is_agent_dir(&dir) {
+            true => highest_leaf(&dir),
+            false => e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        };
+        highest = highest.max(n);
+    }
+    highest
 }
 
 /// Per-process cgroups left under `base` by an earlier daemon of this state directory: their
@@ -37,6 +46,12 @@ pub(super) fn remove_leftovers(base: &Path, keep: &HashSet<u64>) {
     for e in entries.flatten() {
         let dir = e.path();
         if !dir.is_dir() || kept(&dir, keep) {
+            continue;
+        }
+        if is_agent_dir(&dir) {
+            // An agent's cgroup goes once its processes' have (it stays for a kept one's).
+            remove_leftovers(&dir, keep);
+            let _ = fs::remove_dir(&dir);
             continue;
         }
         if !empty_now(&dir) {

@@ -100,6 +100,14 @@ impl Pool {
         self.base.join(leaf.to_string())
     }
 
+    /// A name for a cgroup made elsewhere (an agent's process's, under its agent's cgroup):
+    /// from the same counter, so an upgrade finds every process's by its leaf alone.
+    pub fn next_leaf(&self) -> u64 {
+        let mut s = self.lock();
+        s.next += 1;
+        s.next - 1
+    }
+
     /// A cgroup for the next spawn: a free one, or the name of one to make.
     pub fn take(&self) -> Taken {
         let mut s = self.lock();

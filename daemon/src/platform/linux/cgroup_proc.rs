@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cgroup_budget::Kind;
 use super::cgroup_files::{
     cpu_usage_us, field, open_dir, pids, populated, pread_small, read_small, remove_dir, Files,
 };
@@ -47,6 +48,9 @@ pub struct ProcCgroup {
     pub(super) v2_memory: bool,
     pub(super) v1_pids: Option<PathBuf>,
     pub(super) v1_memory: Option<PathBuf>,
+    /// v1 cgroups it enters that are not its own (its agent's, for the CPU budget): neither
+    /// made nor removed with it.
+    pub(super) v1_shared: Vec<PathBuf>,
     pub(super) memory_max: Option<u64>,
     /// The pids cap and the cgroup that holds it (v2, or the v1 `pids` one).
     pub(super) pids_max: Option<(u64, PathBuf)>,
@@ -60,6 +64,8 @@ pub struct ProcCgroup {
     pub(super) files: Option<Arc<Files>>,
     /// It went back to the pool at the process's end ([`ProcCgroup::give_back`]).
     pub(super) given_back: AtomicBool,
+    /// The agent whose budget holds it.
+    pub(super) group: Option<Arc<super::cgroup_budget::AgentGroup>>,
 }
 
 /// The cgroups made for a spawn, open (v2: the directory, kept with its files by the process's
@@ -110,13 +116,11 @@ impl Placement {
                         v2 = Some(open_dir(dir).map_err(|e| (dir, e))?);
                     }
                 } else {
-                    let f = OpenOptions::new()
-                        .write(true)
-                        .custom_flags(libc::O_CLOEXEC)
-                        .open(dir.join("cgroup.procs"))
-                        .map_err(|e| (dir, e))?;
-                    procs.push(OwnedFd::from(f));
+                    procs.push(open_procs(dir).map_err(|e| (dir, e))?);
                 }
+            }
+            for dir in &cgroup.v1_shared {
+                procs.push(open_procs(dir).map_err(|e| (dir.as_path(), e))?);
             }
             Ok((v2, procs))
         })();
@@ -182,7 +186,21 @@ impl Placement {
     }
 }
 
+/// A v1 cgroup's `cgroup.procs`, for the child to enter it by a write.
+fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dir.join("cgroup.procs"))?;
+    Ok(OwnedFd::from(f))
+}
+
 impl ProcCgroup {
+    /// The agent whose budget holds its tree.
+    pub fn agent(&self) -> Option<&Arc<super::cgroup_budget::AgentGroup>> {
+        self.group.as_ref()
+    }
+
     fn dirs(&self) -> impl Iterator<Item = &Path> {
         [&self.v2, &self.v1_pids, &self.v1_memory]
             .into_iter()
@@ -338,13 +356,43 @@ impl ProcCgroup {
                 "oom_kill",
             )
         }?;
-        (kills > 0).then(|| match self.memory_max {
-            Some(max) => format!(
-                "killed by the kernel: out of memory (memory_max {})",
-                human(max)
+        let budget = self.group.as_ref().and_then(|g| g.memory_reason());
+        (kills > 0).then(|| match (self.memory_max, budget) {
+            (Some(max), Some(b)) => format!(
+                "killed by the kernel: out of memory (memory_max {}, or {b})",
+                cuba_protocol::bytes_text(max)
             ),
-            None => "killed by the kernel: out of memory".to_string(),
+            (Some(max), None) => format!(
+                "killed by the kernel: out of memory (memory_max {})",
+                cuba_protocol::bytes_text(max)
+            ),
+            (None, Some(b)) => format!("killed by the kernel: out of memory ({b})"),
+            (None, None) => "killed by the kernel: out of memory".to_string(),
         })
+    }
+
+    /// At its end: forks its tree was refused at its agent's pids budget, said in a sentence
+    /// and recorded as the agent's last hit. Where the budget is held in v1 the kernel counts
+    /// a refusal in the forking process's own cgroup, which goes with it: read here, or never.
+    pub fn budget_reached(&self) -> Option<String> {
+        let group = self.group.as_ref()?;
+        let max = group.budget().pids?;
+        let dir = self
+            .v1_pids
+            .as_ref()
+            .filter(|_| group.v1(Kind::Pids).is_some())?;
+        let n = field(&read_small(&dir.join("pids.events"))?, "max").filter(|n| *n > 0)?;
+        let detail = format!(
+            "the pids budget of agent {} ({max} processes) was reached: the kernel refused {n} \
+             forks of this tree (\"Resource temporarily unavailable\")",
+            group.name()
+        );
+        group.set_hit(cuba_protocol::BudgetHit {
+            what: "pids".into(),
+            detail: detail.clone(),
+            at_ms: cuba_protocol::now_ms(),
+        });
+        Some(detail)
     }
 
     /// Which pooled v2 cgroup it is in (for an in-place upgrade).
@@ -419,13 +467,4 @@ fn rss_sum(pids: &[i32]) -> Option<u64> {
         .filter_map(|p| crate::platform::proc::rss_bytes(*p))
         .sum::<u64>();
     (sum > 0).then_some(sum)
-}
-
-fn human(bytes: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    match bytes {
-        b if b % (1024 * MIB) == 0 => format!("{} GiB", b / (1024 * MIB)),
-        b if b % MIB == 0 => format!("{} MiB", b / MIB),
-        b => format!("{b} bytes"),
-    }
 }

@@ -2,6 +2,8 @@
 //! `malloc_trim`.
 
 pub mod cgroup;
+mod cgroup_bases;
+mod cgroup_budget;
 mod cgroup_files;
 mod cgroup_leftovers;
 mod cgroup_pool;

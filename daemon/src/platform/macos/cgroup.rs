@@ -17,6 +17,7 @@ pub struct Cgroups {
 /// Never known here.
 pub use crate::platform::posix::CgroupSlot;
 pub use crate::platform::posix::CgroupUsage as Usage;
+pub use crate::platform::usage::{BudgetSample, NoAgentGroup as AgentGroup};
 
 /// Never made here.
 #[derive(Debug)]
@@ -37,8 +38,9 @@ impl Cgroups {
     ) -> Result<Cgroups> {
         if limits.wants_cgroup() {
             bail!(
-                "pids_max / memory_max (CUBA_EXEC_PIDS_MAX, CUBA_EXEC_MEMORY_MAX) need Linux \
-                 cgroups, which macOS does not have; unset them"
+                "pids_max / memory_max (CUBA_EXEC_PIDS_MAX, CUBA_EXEC_MEMORY_MAX) and budgets \
+                 per agent (agent_cpu, agent_memory, agent_pids, [agents.NAME] cpu / memory / \
+                 pids) need Linux cgroups, which macOS does not have; unset them"
             );
         }
         Ok(Cgroups {
@@ -56,11 +58,36 @@ impl Cgroups {
 
     pub fn remove(&self) {}
 
-    pub fn existing(&self, _id: u64, _slot: Option<CgroupSlot>) -> Option<Arc<ProcCgroup>> {
+    pub fn existing(
+        &self,
+        _id: u64,
+        _slot: Option<CgroupSlot>,
+        _group: Option<Arc<AgentGroup>>,
+    ) -> Option<Arc<ProcCgroup>> {
         None
     }
 
-    pub fn prepare(&self, _id: u64) -> std::io::Result<Placement> {
+    /// Budgets per agent need Linux cgroups.
+    pub fn group(
+        &self,
+        _name: &str,
+        _budget: cuba_protocol::Budget,
+    ) -> std::io::Result<Arc<AgentGroup>> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "budgets per agent need Linux cgroups, which macOS does not have",
+        ))
+    }
+
+    pub fn groups(&self) -> Vec<Arc<AgentGroup>> {
+        Vec::new()
+    }
+
+    pub fn prepare(
+        &self,
+        _id: u64,
+        _group: Option<&Arc<AgentGroup>>,
+    ) -> std::io::Result<Placement> {
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
             "cgroups are unavailable on macOS",
@@ -77,6 +104,15 @@ impl Placement {
 }
 
 impl ProcCgroup {
+    /// Never held by a budget here.
+    pub fn agent(&self) -> Option<&Arc<AgentGroup>> {
+        None
+    }
+
+    pub fn budget_reached(&self) -> Option<String> {
+        None
+    }
+
     pub fn exact(&self) -> bool {
         false
     }

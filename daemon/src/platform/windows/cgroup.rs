@@ -7,6 +7,8 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+
+pub use crate::platform::usage::{BudgetSample, NoAgentGroup as AgentGroup};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -34,6 +36,12 @@ impl Cgroups {
         _instance: &str,
         _keep: (&HashSet<u64>, &HashSet<u64>),
     ) -> Result<Cgroups> {
+        if limits.budgets {
+            anyhow::bail!(
+                "budgets per agent (agent_cpu, agent_memory, agent_pids, [agents.NAME] cpu / \
+                 memory / pids) need Linux cgroups; unset them"
+            );
+        }
         Ok(Cgroups {
             limits: job::Limits {
                 processes: limits
@@ -61,8 +69,29 @@ impl Cgroups {
     pub fn remove(&self) {}
 
     /// Never: no process is handed over from a previous program on Windows.
-    pub fn existing(&self, _id: u64, _slot: Option<CgroupSlot>) -> Option<Arc<ProcCgroup>> {
+    pub fn existing(
+        &self,
+        _id: u64,
+        _slot: Option<CgroupSlot>,
+        _group: Option<Arc<AgentGroup>>,
+    ) -> Option<Arc<ProcCgroup>> {
         None
+    }
+
+    /// Budgets per agent need Linux cgroups.
+    pub fn group(
+        &self,
+        _name: &str,
+        _budget: cuba_protocol::Budget,
+    ) -> std::io::Result<Arc<AgentGroup>> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "budgets per agent need Linux cgroups, which Windows does not have",
+        ))
+    }
+
+    pub fn groups(&self) -> Vec<Arc<AgentGroup>> {
+        Vec::new()
     }
 
     /// A fresh job with the daemon's limits, for one command's tree.
@@ -82,6 +111,15 @@ pub struct ProcCgroup {
 }
 
 impl ProcCgroup {
+    /// Never held by a budget here.
+    pub fn agent(&self) -> Option<&Arc<AgentGroup>> {
+        None
+    }
+
+    pub fn budget_reached(&self) -> Option<String> {
+        None
+    }
+
     /// The job, to start the command in.
     pub fn job(&self) -> &Job {
         &self.job

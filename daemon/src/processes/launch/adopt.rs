@@ -43,6 +43,8 @@ pub struct Adopted {
     pub exec_listener: Option<OwnedFd>,
     /// Its tree's Unix socket rule, with the sockets the tree made.
     pub sockets: Option<Arc<crate::parts::unix_sockets::Sockets>>,
+    /// The agent whose budget holds its tree, and that budget.
+    pub budget: Option<(String, cuba_protocol::Budget)>,
 }
 
 impl Launcher {
@@ -142,7 +144,13 @@ impl Launcher {
             }
             writer = Some((sink, rx, tx));
         }
-        let cgroup = self.cgroups.existing(p.id, a.cgroup);
+        // The agent's cgroups are made again (the same directories) with the budget it had.
+        let group = (a.budget.as_ref()).and_then(|(name, b)| {
+            let made = self.cgroups.group(name, *b);
+            made.map_err(|e| tracing::warn!(id, "agent {name}: {e}"))
+                .ok()
+        });
+        let cgroup = self.cgroups.existing(p.id, a.cgroup, group);
         {
             let mut rec = p.lock();
             rec.root = Some(a.root);

@@ -13,7 +13,7 @@ impl Launcher {
     /// session's shell).
     pub(super) fn attendance(&self, caller: &Caller, session: bool) -> (Option<Orphan>, Leftover) {
         let leftover = Leftover::new(
-            self.agents.rules(&caller.client),
+            self.budgets.agents().rules(&caller.client),
             &caller.client.name,
             self.asks.clone(),
             session,

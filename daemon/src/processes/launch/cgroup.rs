@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::error::{LaunchError, Stage};
 use super::layer::Layer;
 use crate::base::blocking::off_runtime;
-use crate::platform::cgroup::{Cgroups, Placement, ProcCgroup};
+use crate::platform::cgroup::{AgentGroup, Cgroups, Placement, ProcCgroup};
 use crate::platform::spawn::Spawn;
 use crate::processes::supervise::Cleanup;
 
@@ -19,9 +19,14 @@ pub struct Cgroup {
 }
 
 impl Cgroup {
-    pub fn of(cgroups: &Cgroups, id: u64) -> Result<Cgroup, LaunchError> {
+    /// `group`: the agent whose budget holds it.
+    pub fn of(
+        cgroups: &Cgroups,
+        id: u64,
+        group: Option<&Arc<AgentGroup>>,
+    ) -> Result<Cgroup, LaunchError> {
         let placement = cgroups
-            .prepare(id)
+            .prepare(id, group)
             .map_err(|e| LaunchError::os(Stage::Cgroup, e.to_string(), e))?;
         Ok(Cgroup {
             handle: placement.handle(),

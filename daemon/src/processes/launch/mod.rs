@@ -48,7 +48,7 @@ use tokio::sync::mpsc;
 use crate::base::config::Sandbox;
 use crate::parts::reaper::Reaper;
 use crate::parts::tree::TreeRoot;
-use crate::platform::cgroup::{Cgroups, ProcCgroup};
+use crate::platform::cgroup::{AgentGroup, Cgroups, ProcCgroup};
 use crate::platform::limits::Limiter;
 #[cfg(unix)]
 use crate::platform::spawn::Spawn;
@@ -63,7 +63,7 @@ pub use askpass::askpass_env;
 pub use checking::ExecChecking;
 #[cfg(unix)]
 use layer::Layer;
-pub use plan::{Confinement, LaunchPlan};
+pub use plan::{proxy_rules, Confinement, LaunchPlan};
 #[cfg(unix)]
 pub use program::write_script;
 pub use stdin::StdinSink;
@@ -93,8 +93,8 @@ pub struct Launcher {
     grace: Duration,
     /// `orphan_timeout`: `None` keeps orphaned commands.
     orphan: Option<Duration>,
-    /// `client_gone`, `unwatched_timeout`, per agent.
-    agents: Arc<crate::base::config::Agents>,
+    /// `client_gone`, `unwatched_timeout` and the budgets, per agent.
+    budgets: Arc<crate::processes::budgets::Budgets>,
     /// The shell that runs commands unless a request names another.
     shell: String,
     /// The daemon's own sandbox, under every command's.
@@ -126,17 +126,6 @@ struct Started {
     cleanup: Vec<Cleanup>,
 }
 
-/// Checks the proxy's rules of `sandbox`, at the start: a bad pattern stops the daemon.
-pub fn proxy_rules(sandbox: &Sandbox) -> Result<(), String> {
-    match &sandbox.proxy {
-        #[cfg(target_os = "linux")]
-        Some(r) => proxy::rules_of(r).map(drop),
-        #[cfg(not(target_os = "linux"))]
-        Some(_) => Err("network = \"proxy\" needs Linux (a network namespace per command)".into()),
-        None => Ok(()),
-    }
-}
-
 impl Launcher {
     pub fn new(
         table: Arc<Table>,
@@ -159,6 +148,9 @@ impl Launcher {
             .map(Arc::new);
         #[cfg(all(unix, not(target_os = "linux")))]
         let proxy = None;
+        let budgets = crate::processes::budgets::Budgets::new(Arc::new(agents), cgroups.clone());
+        let budgets = Arc::new(budgets);
+        tokio::spawn(budgets.clone().watch(table.clone()));
         Launcher {
             table,
             #[cfg(unix)]
@@ -168,7 +160,7 @@ impl Launcher {
             cgroups,
             grace,
             orphan,
-            agents: Arc::new(agents),
+            budgets,
             shell,
             sandbox,
             #[cfg(unix)]
@@ -177,6 +169,11 @@ impl Launcher {
             asks,
             askpass: Arc::new(askpass),
         }
+    }
+
+    /// The budgets per agent.
+    pub fn budgets(&self) -> &Arc<crate::processes::budgets::Budgets> {
+        &self.budgets
     }
 
     /// Questions put to the person.
@@ -291,10 +288,15 @@ impl Launcher {
                 format!("exec checks are required (exec_checks = \"on\") and unavailable: {why}");
             return Err(self.failed(caller, &p, LaunchError::new(Stage::ExecCheck, why)));
         }
+        // The agent whose budget holds the tree: a budget that cannot be applied fails it.
+        let group = match self.budgets.group(caller, &self.table) {
+            Ok(g) => g,
+            Err(why) => return Err(self.failed(caller, &p, LaunchError::new(Stage::Cgroup, why))),
+        };
         #[cfg(unix)]
-        let started = self.start(plan, exec);
+        let started = self.start(plan, exec, group);
         #[cfg(windows)]
-        let started = self.start(plan);
+        let started = self.start(plan, group);
         let started = match started {
             Ok(started) => started,
             Err(e) => return Err(self.failed(caller, &p, e)),
@@ -370,6 +372,7 @@ impl Launcher {
         &self,
         plan: LaunchPlan,
         exec: Option<Box<dyn Layer>>,
+        group: Option<Arc<AgentGroup>>,
     ) -> Result<Started, LaunchError> {
         plan::check_cwd(&plan.cwd)?;
         let LaunchPlan {
@@ -395,7 +398,7 @@ impl Launcher {
         // it does anything else.
         let cgroup = match self.cgroups.is_active() {
             true => {
-                let layer = cgroup::Cgroup::of(&self.cgroups, id)?;
+                let layer = cgroup::Cgroup::of(&self.cgroups, id, group.as_ref())?;
                 let handle = layer.handle();
                 layers.push(Box::new(layer));
                 Some(handle)

@@ -165,6 +165,17 @@ fn has_term(client: &ClientInfo, req: &SpawnRequest) -> bool {
 }
 
 /// The working directory must be a directory: said before anything else is done.
+/// Checks the proxy's rules of `sandbox`, at the start: a bad pattern stops the daemon.
+pub fn proxy_rules(sandbox: &Sandbox) -> Result<(), String> {
+    match &sandbox.proxy {
+        #[cfg(target_os = "linux")]
+        Some(r) => super::proxy::rules_of(r).map(drop),
+        #[cfg(not(target_os = "linux"))]
+        Some(_) => Err("network = \"proxy\" needs Linux (a network namespace per command)".into()),
+        None => Ok(()),
+    }
+}
+
 pub fn check_cwd(cwd: &Path) -> Result<(), super::LaunchError> {
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => Ok(()),

@@ -32,7 +32,12 @@ const CREATE_NO_WINDOW: u32 = 0x0800_0000;
 
 impl Launcher {
     /// Starts `plan`'s command in a job of its own, on pipes or a pseudo console.
-    pub(super) fn start(&self, plan: LaunchPlan) -> Result<Started, LaunchError> {
+    /// `_group`: never made here (budgets need Linux cgroups).
+    pub(super) fn start(
+        &self,
+        plan: LaunchPlan,
+        _group: Option<std::sync::Arc<crate::platform::cgroup::AgentGroup>>,
+    ) -> Result<Started, LaunchError> {
         super::plan::check_cwd(&plan.cwd)?;
         // The spawn handler refuses it first; nothing asked to run confined may run without.
         if plan.confinement.sandbox.active() {

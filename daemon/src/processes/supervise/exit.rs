@@ -43,6 +43,9 @@ impl Supervisor<'_> {
                 self.report_limit(self.p, "memory", why.clone());
                 outcome.error = Some(why);
             }
+            if let Some(why) = cg.budget_reached() {
+                self.report_limit(self.p, "budget", why);
+            }
             self.p.lock().set_usage(cg.final_usage());
         }
         self.cgroup_empty = populated == Some(false);

@@ -9,6 +9,12 @@ use crate::state::caller::Caller;
 
 pub fn create(d: &Daemon, caller: &Caller, r: TokenCreate) -> Result<Response, ProtocolError> {
     super::person(d, caller, "token create", "make a token")?;
+    if r.budget.is_some_and(|b| !b.is_empty()) {
+        d.launcher()
+            .budgets()
+            .can_apply()
+            .map_err(|why| ProtocolError::bad_request(format!("a token's budget: {why}")))?;
+    }
     let made = d.bearer().create(r)?;
     tracing::info!(name = %made.info.name, "token made");
     Ok(Response::TokenMade(made))

@@ -18,5 +18,6 @@ pub fn list(d: &Daemon, caller: &Caller, r: &ListRequest) -> Listing {
         processes,
         hidden: got.hidden,
         hidden_running: got.hidden_running,
+        budgets: d.launcher().budgets().uses(caller, d.table()),
     }
 }

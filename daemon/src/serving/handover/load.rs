@@ -86,6 +86,7 @@ impl SavedProc {
             cgroup: self.cgroup,
             exec_listener: self.exec_listener.map(own).transpose()?,
             sockets: self.sockets.map(|s| Arc::new(Sockets::restore(s))),
+            budget: self.budget,
         };
         Ok((output, adopted))
     }

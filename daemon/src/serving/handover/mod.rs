@@ -83,6 +83,8 @@ pub struct SavedProc {
     pub tenant: Option<String>,
     /// Its tree's Unix socket rule and the sockets the tree made (version 10).
     pub sockets: Option<crate::parts::unix_sockets::SavedSockets>,
+    /// The agent whose budget holds its tree, and that budget (version 12).
+    pub budget: Option<(String, cuba_protocol::Budget)>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]

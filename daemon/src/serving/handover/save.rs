@@ -241,6 +241,11 @@ fn saved(h: &Held, sessions: &[IdleSession]) -> Result<SavedProc, String> {
         exec_listener: rec.exec_listener.as_ref().map(|l| l.as_raw_fd()),
         tenant: rec.tenant.as_deref().map(String::from),
         sockets: rec.sockets.as_ref().map(|s| s.saved()),
+        budget: rec
+            .cgroup
+            .as_ref()
+            .and_then(|c| c.agent())
+            .map(|g| (g.name().to_string(), g.budget())),
     })
 }
 

@@ -116,6 +116,7 @@ pub fn request() -> BoxedStrategy<Request> {
                     roots,
                     expires_in,
                     replace,
+                    budget: None,
                 })
             }),
         text().prop_map(Request::TokenRevoke),
@@ -143,6 +144,11 @@ fn token_info() -> impl Strategy<Value = TokenInfo> {
             hosts,
             allow,
             roots,
+            budget: Some(Budget {
+                cpu_millis: Some(250),
+                memory: Some(1 << 20),
+                pids: None,
+            }),
         })
 }
 

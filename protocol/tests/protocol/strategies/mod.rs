@@ -405,6 +405,8 @@ fn process_info() -> impl Strategy<Value = ProcessInfo> {
                 },
                 count: dropped,
             }),
+            budget: Some(format!("agent-{pid}")),
+            budget_hit: None,
         },
     )
 }
@@ -526,6 +528,7 @@ pub fn response() -> BoxedStrategy<Response> {
                 processes,
                 hidden,
                 hidden_running,
+                budgets: Vec::new(),
             })
         ),
         any::<u64>().prop_map(Response::Pruned),

@@ -1,0 +1,286 @@
+//! Budgets per agent (Linux cgroups): an agent's trees share one cgroup above their own, with
+//! its CPU, memory and pids limits; a hit is an event and a sentence in its processes' rows; a
+//! command cannot leave its agent's budget by starting another through `cubactl` from inside
+//! (nor by `setsid`); another agent is not held by it; the listing shows use against budget,
+//! a confined caller only its own; tokens carry a budget; and everything goes at shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+use cuba_protocol::client::Client;
+use cuba_protocol::{ClientKind, EventKind, EventsRequest, ListRequest, TokenCreate};
+use cuba_tests::{client_with, read_all, spawn, text, wait_exit, Step, TestDaemon};
+
+/// A daemon with cgroups and `agents` as its `CUBA_EXEC_AGENTS`; `None` (and a skip said)
+/// where the machine has no writable cgroup tree.
+async fn daemon(agents: &str) -> Option<TestDaemon> {
+    if cuba_tests::machine::writable_cgroup_v2().is_none() {
+        cuba_tests::machine::skip("budgets", "no writable cgroup v2 tree here");
+        return None;
+    }
+    let d = TestDaemon::builder()
+        .env("CUBA_EXEC_CGROUPS", "on")
+        .env("CUBA_EXEC_AGENTS", agents)
+        .start()
+        .await;
+    Some(d)
+}
+
+async fn agent(d: &TestDaemon, name: &str) -> Client {
+    client_with(d, ClientKind::Mcp, name, &[]).await
+}
+
+/// What `command` prints, run to its end by `c`.
+async fn output(c: &Client, command: &str) -> String {
+    let p = spawn(c, command).await;
+    wait_exit(c, p.id).await;
+    text(&read_all(c, p.id).await)
+}
+
+/// The cgroup lines of `/proc/self/cgroup` that name an agent's cgroup.
+fn agent_lines(cgroups: &str) -> Vec<&str> {
+    cgroups.lines().filter(|l| l.contains("/agent.")).collect()
+}
+
+/// Follows the event log until a `budget` limit event whose detail holds `words`.
+async fn budget_event(c: &Client, words: &str) -> String {
+    let mut feed = c
+        .follow_events(EventsRequest::default())
+        .step()
+        .await
+        .unwrap();
+    loop {
+        let batch = feed.next().step().await.unwrap().unwrap();
+        for e in batch.events {
+            if let EventKind::LimitHit { limit, detail } = e.kind {
+                if limit == "budget" && detail.contains(words) {
+                    return detail;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_trees_share_its_cpu_budget_and_reaching_it_is_an_event() {
+    let Some(d) = daemon("hog:cpu=0.2").await else {
+        return;
+    };
+    let hog = agent(&d, "hog").await;
+    let other = agent(&d, "other").await;
+    // Two busy trees of one agent: 0.2 of a core between them.
+    let a = spawn(&hog, "while :; do :; done").await;
+    let b = spawn(&hog, "while :; do :; done").await;
+    let detail = budget_event(&other, "cpu budget of agent hog (0.2 cores)").await;
+    assert!(detail.contains("held back"), "{detail}");
+    // Each tree is in the agent's cgroup, in every hierarchy that holds a limit or its figures.
+    for p in [&a, &b] {
+        let own = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid)).unwrap();
+        let lines = agent_lines(&own);
+        assert!(lines.iter().any(|l| l.starts_with("0::")), "{own}");
+        assert!(lines.iter().all(|l| l.contains("/agent.hog")), "{own}");
+    }
+    // Another agent is not held by it.
+    let free = output(&other, "cat /proc/self/cgroup").await;
+    assert!(agent_lines(&free).is_empty(), "{free}");
+    // The listing shows the use against the budget; the row says the budget was reached.
+    let list = other.listing(ListRequest::default()).step().await.unwrap();
+    let use_ = list
+        .budgets
+        .iter()
+        .find(|u| u.agent == "hog")
+        .expect("hog's budget");
+    assert_eq!(use_.budget.cpu_millis, Some(200), "{use_:?}");
+    assert!(use_.throttled_ms.is_some_and(|t| t > 0), "{use_:?}");
+    // The kernel's quota, over one second: two busy loops get 0.2 of a core, not 2.
+    assert!(use_.cpu_millis.is_some_and(|m| m <= 300), "{use_:?}");
+    assert!(use_.line().starts_with("hog: cpu "), "{}", use_.line());
+    let row = hog.info(a.id).step().await.unwrap();
+    assert_eq!(row.budget.as_deref(), Some("hog"));
+    assert!(row.budget_hit.unwrap_or_default().contains("cpu budget"));
+    // A person's `cubactl ps` says it too.
+    let ps = d.cubactl(&["ps"]).output().step().await.unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        ps.contains("budgets (use now/budget):") && ps.contains("hog: cpu"),
+        "{ps}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_leave_its_agents_budget() {
+    let Some(d) = daemon("jailed:cpu=0.5,pids=64").await else {
+        return;
+    };
+    let c = agent(&d, "jailed").await;
+    let ctl = format!(
+        "'{}' --socket '{}'",
+        cuba_tests::bin("cubactl").display(),
+        d.socket().display()
+    );
+    // From inside its tree: through cubactl (a person's client, no budget of its own), with
+    // its environment cleared, and from a new session.
+    let said = output(
+        &c,
+        &format!(
+            "{ctl} run -- cat /proc/self/cgroup; echo ---; \
+             env -i {ctl} run -- cat /proc/self/cgroup; echo ---; \
+             setsid sh -c 'cat /proc/self/cgroup'"
+        ),
+    )
+    .await;
+    let parts: Vec<&str> = said.split("---").collect();
+    assert_eq!(parts.len(), 3, "{said}");
+    for part in parts {
+        let lines = agent_lines(part);
+        assert!(!lines.is_empty(), "left its agent's cgroup: {said}");
+        assert!(lines.iter().all(|l| l.contains("/agent.jailed")), "{said}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_and_a_memory_hog_meet_their_agents_budget() {
+    let Some(d) = daemon("bomb:pids=16,memory=48M").await else {
+        return;
+    };
+    let c = agent(&d, "bomb").await;
+    // Forks refused at the budget: said when the tree ends, as an event and in its row.
+    let p = spawn(&c, "for i in $(seq 40); do sleep 20 & done; wait").await;
+    let done = wait_exit(&c, p.id).await;
+    let hit = done.process.budget_hit.clone().unwrap_or_default();
+    assert!(
+        hit.contains("pids budget of agent bomb (16 processes)"),
+        "{:?}",
+        done.process
+    );
+    let detail = budget_event(&c, "pids budget of agent bomb").await;
+    assert!(detail.contains("refused"), "{detail}");
+    // Memory over the agent's budget: the kernel's OOM kill, and the budget named as its cause.
+    let p = spawn(&c, "head -c 200M /dev/zero | tail").await;
+    let w = wait_exit(&c, p.id).await;
+    let error = w.process.error.unwrap_or_default();
+    assert!(error.contains("out of memory"), "{error}");
+    assert!(
+        error.contains("memory budget of agent bomb (48 MiB)"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_caller_sees_only_its_own_budget() {
+    let Some(d) = daemon("a:pids=100;b:pids=200").await else {
+        return;
+    };
+    let a = agent(&d, "a").await;
+    let b = client_with(
+        &d,
+        ClientKind::Mcp,
+        "b",
+        &[("CUBA_EXEC_ALLOWED_COMMANDS", "true")],
+    )
+    .await;
+    output(&a, "true").await;
+    output(&b, "true").await;
+    let all = a.listing(ListRequest::default()).step().await.unwrap();
+    let names: Vec<&str> = all.budgets.iter().map(|u| u.agent.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let own = b.listing(ListRequest::default()).step().await.unwrap();
+    let names: Vec<&str> = own.budgets.iter().map(|u| u.agent.as_str()).collect();
+    assert_eq!(names, ["b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_carries_a_budget() {
+    let Some(d) = daemon("").await else {
+        return;
+    };
+    let c = d.client().await;
+    let made = c
+        .token_create(TokenCreate {
+            name: "ci".into(),
+            hosts: None,
+            allow: None,
+            roots: None,
+            expires_in: None,
+            replace: false,
+            budget: Some(cuba_protocol::Budget {
+                cpu_millis: Some(300),
+                memory: None,
+                pids: Some(32),
+            }),
+        })
+        .step()
+        .await
+        .unwrap();
+    assert_eq!(made.info.budget.and_then(|b| b.pids), Some(32));
+    let listed = d.cubactl(&["token", "list"]).output().step().await.unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("budget=(cpu 0.3, pids 32)"), "{listed}");
+    // What the token's caller starts (its name is the token's) is held by it.
+    let ci = agent(&d, "ci").await;
+    let own = output(&ci, "cat /proc/self/cgroup").await;
+    assert!(
+        agent_lines(&own).iter().any(|l| l.contains("/agent.ci")),
+        "{own}"
+    );
+    let list = c.listing(ListRequest::default()).step().await.unwrap();
+    let u = list
+        .budgets
+        .iter()
+        .find(|u| u.agent == "ci")
+        .expect("ci's budget");
+    assert_eq!((u.budget.cpu_millis, u.budget.pids), (Some(300), Some(32)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_without_cgroups_stop_the_daemon_with_the_reason() {
+    let dir = tempfile::Builder::new()
+        .prefix("cx")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in("/tmp")
+        .unwrap();
+    let out = tokio::process::Command::new(cuba_tests::bin("cubad"))
+        .env("CUBA_EXEC_SOCKET", dir.path().join("s"))
+        .env("CUBA_EXEC_STATE_DIR", dir.path().join("state"))
+        .env("CUBA_EXEC_CGROUPS", "off")
+        .env("CUBA_EXEC_AGENT_CPU", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .step()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {said}");
+    assert!(said.contains("budgets per agent need cgroups"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_cgroups_go_at_shutdown() {
+    let Some(d) = daemon("gone:cpu=1").await else {
+        return;
+    };
+    let c = agent(&d, "gone").await;
+    let own = output(&c, "cat /proc/self/cgroup").await;
+    assert!(!agent_lines(&own).is_empty(), "{own}");
+    let v2 = cuba_tests::machine::writable_cgroup_v2().unwrap();
+    let rel = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .trim();
+    let agent_dir = v2.join(rel.trim_start_matches('/'));
+    let agent_dir = agent_dir.parent().unwrap().to_path_buf();
+    assert!(agent_dir.ends_with("agent.gone"), "{}", agent_dir.display());
+    let out = d
+        .cubactl(&["daemon", "stop"])
+        .output()
+        .step()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!agent_dir.exists(), "{} is left", agent_dir.display());
+}
