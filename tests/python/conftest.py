@@ -188,23 +188,40 @@ def world(request: pytest.FixtureRequest) -> World:
 
 
 def remove_cgroups(instance: str) -> None:
-    """Removes the cgroups a killed daemon of `instance` left: `cuba-exec-<instance>` (and its
-    per-process cgroups, killed first) under this process's cgroup in the v2 tree and in the v1
-    pids and memory hierarchies."""
+    """Removes the cgroups a killed daemon of `instance` left: `cuba-exec-<instance>` and every
+    cgroup under it (per-agent `agent.NAME` ones and the per-process ones, in them or directly
+    under it), killed first and removed deepest first, under this process's cgroup in the v2
+    tree and in the v1 pids, memory and cpu hierarchies."""
     own = {}
     with open("/proc/self/cgroup") as f:
         for line in f:
             _, controllers, path = line.rstrip("\n").split(":", 2)
-            own[controllers] = path
+            # A v1 hierarchy may hold several controllers (`cpu,cpuacct`); the v2 tree is "".
+            for c in controllers.split(","):
+                own[c] = path
     with open("/proc/self/mountinfo") as f:
-        mounts = [line.split(" - ") for line in f if " - " in line]
+        # Without the newline: the options end the line (`rw,pids`).
+        mounts = [line.rstrip("\n").split(" - ") for line in f if " - " in line]
+
+    def below(cgroup: Path) -> list[Path]:
+        """The cgroups under `cgroup`, each after the ones under it (deepest first)."""
+        found: list[Path] = []
+        try:
+            children = [c for c in cgroup.iterdir() if c.is_dir()]
+        except OSError:
+            return found
+        for child in children:
+            found += below(child)
+            found.append(child)
+        return found
+
     for left, right in mounts:
         point = left.split(" ")[4]
         fstype, _, options = (right.split(" ") + ["", "", ""])[:3]
         if fstype == "cgroup2":
             path = own.get("")
         elif fstype == "cgroup":
-            path = next((own[c] for c in ("pids", "memory") if c in options.split(",") and c in own), None)
+            path = next((own[c] for c in ("pids", "memory", "cpu") if c in options.split(",") and c in own), None)
         else:
             continue
         if path is None:
@@ -212,19 +229,18 @@ def remove_cgroups(instance: str) -> None:
         base = Path(point + path.rstrip("/")) / f"cuba-exec-{instance}"
         if not base.is_dir():
             continue
-        for child in base.iterdir():
-            if child.is_dir():
+        # v2 only: in v1 there is no cgroup.kill (the caller killed the marked processes).
+        for child in below(base):
+            try:
+                (child / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        for _ in range(50):
+            for child in below(base):
                 try:
-                    (child / "cgroup.kill").write_text("1")
+                    child.rmdir()
                 except OSError:
                     pass
-        for _ in range(50):
-            for child in base.iterdir():
-                if child.is_dir():
-                    try:
-                        child.rmdir()
-                    except OSError:
-                        pass
             try:
                 base.rmdir()
                 break

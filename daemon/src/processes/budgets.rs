@@ -18,7 +18,6 @@ use tokio::sync::Notify;
 
 use crate::base::config::Agents;
 use crate::platform::cgroup::{AgentGroup, BudgetSample, Cgroups};
-use crate::serving::bearer::Bearer;
 use crate::state::caller::Caller;
 use crate::state::table::Table;
 
@@ -30,13 +29,17 @@ const EPISODE: Duration = Duration::from_secs(30);
 pub struct Budgets {
     agents: Arc<Agents>,
     cgroups: Arc<Cgroups>,
-    /// The HTTP tokens, whose budgets hold their callers (set once the daemon has them).
-    tokens: OnceLock<Arc<Bearer>>,
+    /// A token's budget by its name: the HTTP tokens' budgets hold their callers (set once
+    /// the daemon has them).
+    tokens: OnceLock<TokenBudgets>,
     /// What the watch saw last, by agent.
     seen: Mutex<HashMap<String, Seen>>,
     /// Wakes the watch when the first agent gets its cgroups.
     first: Notify,
 }
+
+/// A token's budget by the token's name.
+pub type TokenBudgets = Box<dyn Fn(&str) -> Option<Budget> + Send + Sync>;
 
 /// The watch's last look at one agent.
 #[derive(Default)]
@@ -64,7 +67,7 @@ impl Budgets {
         &self.agents
     }
 
-    pub fn set_tokens(&self, tokens: Arc<Bearer>) {
+    pub fn set_tokens(&self, tokens: TokenBudgets) {
         let _ = self.tokens.set(tokens);
     }
 
@@ -86,7 +89,7 @@ impl Budgets {
             return Some(("unknown-tree".into(), self.agents.tightest()?));
         }
         let own = self.agents.budget(&caller.client);
-        let token = (self.tokens.get()).and_then(|t| t.budget_of(&caller.client.name));
+        let token = (self.tokens.get()).and_then(|t| t(&caller.client.name));
         let budget = match (own, token) {
             (Some(a), Some(b)) => a.tighter(b),
             (a, b) => a.or(b)?,

@@ -50,7 +50,10 @@ impl Daemon {
             config.tokens_file.clone(),
         ));
         // A token's budget holds what its callers start.
-        launcher.budgets().set_tokens(bearer.clone());
+        let tokens = bearer.clone();
+        launcher
+            .budgets()
+            .set_tokens(Box::new(move |name| tokens.budget_of(name)));
         Daemon {
             genuine,
             bearer,

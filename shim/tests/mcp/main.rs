@@ -3,6 +3,7 @@
 
 mod command_line;
 mod common;
+mod mcp_agent_budgets;
 mod mcp_asks;
 mod mcp_background;
 mod mcp_binary;

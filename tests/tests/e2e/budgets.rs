@@ -284,3 +284,59 @@ async fn an_agents_cgroups_go_at_shutdown() {
     );
     assert!(!agent_dir.exists(), "{} is left", agent_dir.display());
 }
+
+/// Over HTTP with a narrowed token (its roots put its commands in the sandbox): its commands are
+/// held by the token's budget and cannot write themselves out of it into another cgroup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_narrowed_tokens_commands_cannot_write_themselves_out_of_its_budget() {
+    let Some(d) = daemon("").await else {
+        return;
+    };
+    let s = cuba_tests::http::HttpServer::start(&d, "", "").await;
+    let root = d.dir().join("work");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let token = s
+        .token(&[
+            "create",
+            "narrow",
+            "--roots",
+            root.to_str().unwrap(),
+            "--cpu",
+            "0.2",
+        ])
+        .await;
+    let session = s.session(&token).await;
+    // The cgroups it could move itself to: the test's own (the daemon's parent) in v2, and the
+    // v1 cpu hierarchy's root.
+    let v2 = cuba_tests::machine::writable_cgroup_v2().unwrap();
+    let targets = [
+        v2.join("cgroup.procs"),
+        "/sys/fs/cgroup/cpu/cgroup.procs".into(),
+    ];
+    let mut script = String::from("cat /proc/self/cgroup; echo ---; ");
+    for t in &targets {
+        script.push_str(&format!(
+            "(echo $$ > '{}') 2>/dev/null && echo moved || echo refused; ",
+            t.display()
+        ));
+    }
+    script.push_str("echo ---; cat /proc/self/cgroup");
+    let r = s
+        .call(
+            &token,
+            &session,
+            "run",
+            serde_json::json!({"command": script}),
+        )
+        .await;
+    let said = r.text();
+    let parts: Vec<&str> = said.split("---").collect();
+    assert_eq!(parts.len(), 3, "{said}");
+    assert!(!parts[1].contains("moved"), "a move was allowed: {said}");
+    for part in [parts[0], parts[2]] {
+        let lines = agent_lines(part);
+        assert!(!lines.is_empty(), "{said}");
+        assert!(lines.iter().all(|l| l.contains("/agent.narrow")), "{said}");
+    }
+}

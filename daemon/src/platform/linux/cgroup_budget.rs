@@ -204,6 +204,26 @@ impl AgentGroup {
         s
     }
 
+    /// Forks refused at the pids budget in the v1 cgroup `own` of a tree that ended, in a
+    /// sentence, recorded as the last hit. In v1 the kernel counts a refusal in the forking
+    /// process's own cgroup, which goes with it: read at its end, or never.
+    pub fn forks_refused_in(&self, own: Option<&Path>) -> Option<String> {
+        let max = self.budget().pids?;
+        let dir = own.filter(|_| self.v1(Kind::Pids).is_some())?;
+        let n = field(&read_small(&dir.join("pids.events"))?, "max").filter(|n| *n > 0)?;
+        let detail = format!(
+            "the pids budget of agent {} ({max} processes) was reached: the kernel refused {n} \
+             forks of this tree (\"Resource temporarily unavailable\")",
+            self.name
+        );
+        self.set_hit(BudgetHit {
+            what: "pids".into(),
+            detail: detail.clone(),
+            at_ms: cuba_protocol::now_ms(),
+        });
+        Some(detail)
+    }
+
     /// Why the kernel killed a process of it for memory, in words: its budget.
     pub fn memory_reason(&self) -> Option<String> {
         let max = self.budget().memory?;

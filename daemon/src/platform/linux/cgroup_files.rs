@@ -4,6 +4,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -186,6 +187,15 @@ pub(super) fn field(text: &str, key: &str) -> Option<u64> {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
     })
+}
+
+/// A v1 cgroup's `cgroup.procs`, for the child to enter it by a write.
+pub(super) fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dir.join("cgroup.procs"))?;
+    Ok(OwnedFd::from(f))
 }
 
 #[cfg(test)]

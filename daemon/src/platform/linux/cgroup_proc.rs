@@ -10,22 +10,22 @@
 //! That migration waits for an RCU grace period (measured in docs/decisions.md), paid only by
 //! processes whose limits need v1.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cgroup_budget::Kind;
 use super::cgroup_files::{
-    cpu_usage_us, field, open_dir, pids, populated, pread_small, read_small, remove_dir, Files,
+    cpu_usage_us, field, open_dir, open_procs, pids, populated, pread_small, read_small,
+    remove_dir, Files,
 };
 use super::cgroup_pool::{Pool, Slot};
 use super::cgroup_watch::Watch;
 use crate::platform::spawn::{CgroupEntry, Spawn};
+use cuba_protocol::bytes_text;
 
 /// The cgroup v1 file names used for limits where v2 lacks a controller.
 pub struct V1;
@@ -184,15 +184,6 @@ impl Placement {
         let kept = self.cgroup.files.as_ref().map(|f| f.dir());
         kept.or_else(|| self.v2.as_ref().map(AsRawFd::as_raw_fd))
     }
-}
-
-/// A v1 cgroup's `cgroup.procs`, for the child to enter it by a write.
-fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
-    let f = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(dir.join("cgroup.procs"))?;
-    Ok(OwnedFd::from(f))
 }
 
 impl ProcCgroup {
@@ -356,43 +347,26 @@ impl ProcCgroup {
                 "oom_kill",
             )
         }?;
-        let budget = self.group.as_ref().and_then(|g| g.memory_reason());
-        (kills > 0).then(|| match (self.memory_max, budget) {
-            (Some(max), Some(b)) => format!(
-                "killed by the kernel: out of memory (memory_max {}, or {b})",
-                cuba_protocol::bytes_text(max)
+        let max = (self.memory_max).map(|m| format!("memory_max {}", bytes_text(m)));
+        let why: Vec<String> = max
+            .into_iter()
+            .chain(self.group.as_ref().and_then(|g| g.memory_reason()))
+            .collect();
+        (kills > 0).then(|| match why.is_empty() {
+            true => "killed by the kernel: out of memory".to_string(),
+            false => format!(
+                "killed by the kernel: out of memory ({})",
+                why.join(", or ")
             ),
-            (Some(max), None) => format!(
-                "killed by the kernel: out of memory (memory_max {})",
-                cuba_protocol::bytes_text(max)
-            ),
-            (None, Some(b)) => format!("killed by the kernel: out of memory ({b})"),
-            (None, None) => "killed by the kernel: out of memory".to_string(),
         })
     }
 
-    /// At its end: forks its tree was refused at its agent's pids budget, said in a sentence
-    /// and recorded as the agent's last hit. Where the budget is held in v1 the kernel counts
-    /// a refusal in the forking process's own cgroup, which goes with it: read here, or never.
+    /// At its end: forks its tree was refused at its agent's pids budget, in a sentence
+    /// (recorded as the agent's last hit).
     pub fn budget_reached(&self) -> Option<String> {
-        let group = self.group.as_ref()?;
-        let max = group.budget().pids?;
-        let dir = self
-            .v1_pids
-            .as_ref()
-            .filter(|_| group.v1(Kind::Pids).is_some())?;
-        let n = field(&read_small(&dir.join("pids.events"))?, "max").filter(|n| *n > 0)?;
-        let detail = format!(
-            "the pids budget of agent {} ({max} processes) was reached: the kernel refused {n} \
-             forks of this tree (\"Resource temporarily unavailable\")",
-            group.name()
-        );
-        group.set_hit(cuba_protocol::BudgetHit {
-            what: "pids".into(),
-            detail: detail.clone(),
-            at_ms: cuba_protocol::now_ms(),
-        });
-        Some(detail)
+        self.group
+            .as_ref()?
+            .forks_refused_in(self.v1_pids.as_deref())
     }
 
     /// Which pooled v2 cgroup it is in (for an in-place upgrade).

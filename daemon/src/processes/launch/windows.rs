@@ -36,7 +36,7 @@ impl Launcher {
     pub(super) fn start(
         &self,
         plan: LaunchPlan,
-        _group: Option<std::sync::Arc<crate::platform::cgroup::AgentGroup>>,
+        _group: Option<std::sync::Arc<super::AgentGroup>>,
     ) -> Result<Started, LaunchError> {
         super::plan::check_cwd(&plan.cwd)?;
         // The spawn handler refuses it first; nothing asked to run confined may run without.
