@@ -101,21 +101,14 @@ impl Budgets {
     /// for a connection from inside it. An error says why the budget cannot be applied.
     pub fn group(&self, caller: &Caller, table: &Table) -> Result<Option<Arc<AgentGroup>>, String> {
         if let Some(tree) = caller.tree() {
-            let p = table.get(tree).ok();
-            let rec = p.as_ref().map(|p| p.lock());
-            return Ok(rec.and_then(|r| r.cgroup.as_ref()?.agent().cloned()));
+            return Ok(tree_agent(table, tree));
         }
         let Some((name, budget)) = self.of(caller) else {
             return Ok(None);
         };
-        let first = self.cgroups.groups().is_empty();
-        let group = self
-            .cgroups
-            .group(&name, budget)
-            .map_err(|e| e.to_string())?;
-        if first {
-            self.first.notify_one();
-        }
+        let group = (self.cgroups.group(&name, budget)).map_err(|e| e.to_string())?;
+        // The watch starts with the first agent's cgroups (a permit kept once it runs).
+        self.first.notify_one();
         Ok(Some(group))
     }
 
@@ -124,11 +117,15 @@ impl Budgets {
     pub fn uses(&self, caller: &Caller, table: &Table) -> Vec<BudgetUse> {
         let own = match caller.tenant {
             None => None,
-            Some(_) => match self.group(caller, table) {
-                Ok(Some(g)) => Some(g.name().to_string()),
-                _ => return Vec::new(),
+            // Its own agent's, by name: a listing makes no cgroup.
+            Some(_) => match caller.tree() {
+                Some(tree) => tree_agent(table, tree).map(|g| g.name().to_string()),
+                None => self.of(caller).map(|(name, _)| name),
             },
         };
+        if caller.tenant.is_some() && own.is_none() {
+            return Vec::new();
+        }
         let seen = lock(&self.seen);
         let mut uses: Vec<BudgetUse> = (self.cgroups.groups().iter())
             .filter(|g| own.as_deref().is_none_or(|n| n == g.name()))
@@ -232,6 +229,13 @@ impl Budgets {
             }
         }
     }
+}
+
+/// The agent whose budget holds the tree of process `tree`, if one does.
+fn tree_agent(table: &Table, tree: u64) -> Option<Arc<AgentGroup>> {
+    let p = table.get(tree).ok()?;
+    let rec = p.lock();
+    rec.cgroup.as_ref()?.agent().cloned()
 }
 
 /// The limits agent `name` reached between two samples `ms` apart, in the order cpu, memory,
