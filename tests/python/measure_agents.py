@@ -13,10 +13,12 @@ Each condition has a private daemon (a fresh `conftest.World("legacy")`, cleaned
   over the window (back to back if slower), each call timed: median and p95;
 - then `list_processes` from agent-1, whose text is printed under the table.
 
-Conditions: `without` (no budget), `with` (CUBA_EXEC_AGENT_CPU / _MEMORY / _PIDS from
-`--budget-cpu 0.4 --budget-memory 512M --budget-pids 256`: a budget for each MCP client, the
-probe too). The daemon takes them from the first shim's environment, so they are in the world's
-environment before any client starts.
+Conditions: `without` (no budget); `with` (each of the four agents its own `[agents.NAME]`
+budget through CUBA_EXEC_AGENTS, `--budget-cpu 0.4 --budget-memory 512M --budget-pids 256`; the
+probe has none); `with-probe` (the same budget for every MCP client, CUBA_EXEC_AGENT_CPU /
+_MEMORY / _PIDS: the probe's `echo hi` is placed in a budget of its own too, which on a machine
+whose controllers are cgroup v1 is a migration per spawn). The daemon takes them from the first
+shim's environment, so they are in the world's environment before any client starts.
 
 Run (after `cargo build --release --workspace --bins`, from the repository root):
     .venv/bin/python tests/python/measure_agents.py [--bin-dir target/release] [--window 10]
@@ -52,7 +54,7 @@ AGENTS = [f"agent-{i}" for i in range(1, 5)]
 PROBE = "probe"
 HOG = "while :; do :; done"
 SERVER = 'exec python3 -m http.server "$PORT" --bind 127.0.0.1'
-CONDITIONS = ["without", "with"]
+CONDITIONS = ["without", "with", "with-probe"]
 TICK = os.sysconf("SC_CLK_TCK")
 HEADER = re.compile(r"^\[id:(\d+)(?:[^\]]*?\bport:(\d+))?")
 
@@ -286,11 +288,11 @@ def first_error(e: BaseException) -> BaseException:
     return e
 
 
-def table(rows: list[dict[str, Any]], nproc: int) -> str:
+def table(rows: list[dict[str, Any]], nproc: int, keys: str) -> str:
     head = "| condition | " + " | ".join(AGENTS) + " | agents total | machine busy | probe `run \"echo hi\"` median / p95 (ms) | dev servers answering | nproc | load avg at start |"
     lines = [head, "|" + "---|" * (len(AGENTS) + 7)]
     for r in rows:
-        budget = ", ".join(f"{k.removeprefix('CUBA_EXEC_AGENT_').lower()}={v}" for k, v in r["env"].items()) or "none"
+        budget = {"without": "none", "with": f"agents only: {keys}", "with-probe": f"every client: {keys}"}[r["condition"]]
         if r["env"] and not r["cgroups"]:
             budget += ": NOT APPLIED"
         per = " | ".join(f"{r['cores'][n]:.2f}" for n in AGENTS)
@@ -310,7 +312,11 @@ async def main(args: argparse.Namespace) -> int:
             print(f"measure_agents: {bins / exe} not found: build the binaries (or pass --bin-dir)", file=sys.stderr)
             return 1
     os.environ["CUBA_EXEC_BIN_DIR"] = str(bins)
-    budget = {
+    # `with`: the four agents' own tables, the probe free; `with-probe`: the defaults for every
+    # MCP client, the probe's `echo hi` held (and placed) by a budget of its own too.
+    keys = f"cpu={args.budget_cpu},memory={args.budget_memory},pids={args.budget_pids}"
+    tables = {"CUBA_EXEC_AGENTS": ";".join(f"{a}:{keys}" for a in AGENTS)}
+    defaults = {
         "CUBA_EXEC_AGENT_CPU": args.budget_cpu,
         "CUBA_EXEC_AGENT_MEMORY": args.budget_memory,
         "CUBA_EXEC_AGENT_PIDS": args.budget_pids,
@@ -319,7 +325,7 @@ async def main(args: argparse.Namespace) -> int:
     nproc = len(os.sched_getaffinity(0))
     rows = []
     for label in conditions:
-        env = budget if label == "with" else {}
+        env = {"without": {}, "with": tables, "with-probe": defaults}[label]
         print(f"[{label}] {args.window:g} s window, {args.calls} probe calls ...", file=sys.stderr, flush=True)
         try:
             rows.append(await condition(label, env, args))
@@ -327,12 +333,12 @@ async def main(args: argparse.Namespace) -> int:
             err = first_error(e)
             what = f"{type(err).__name__}: {err}" if str(err) else repr(err)
             print(f"measure_agents: the `{label}` condition broke: {what}", file=sys.stderr)
-            if label == "with":
+            if label != "without":
                 print("  (a daemon without budgets per agent refuses CUBA_EXEC_AGENT_*: is it built with them?)", file=sys.stderr)
             return 1
     print("command: " + shlex.join([sys.executable, *sys.argv]))
     print()
-    print(table(rows, nproc))
+    print(table(rows, nproc, keys))
     for r in rows:
         print()
         print(f"### {r['condition']}: window {r['window']:.2f} s")
@@ -342,8 +348,9 @@ async def main(args: argparse.Namespace) -> int:
                 print(f"- {name}: " + (", ".join(f"{k} {v}" for k, v in sorted(limits.items())) or "no limit"))
         else:
             print("agent cgroups: none")
-        if r["env"]:
+        if "CUBA_EXEC_AGENT_CPU" in r["env"]:
             print("(CUBA_EXEC_AGENT_* is a budget for each MCP client: the probe has one too)")
+        if r["env"]:
             if not r["cgroups"]:
                 print("**Budgets asked for but not applied: the daemon made no `agent.*` cgroup (is it built with budgets per agent?)**")
         if r["probe_failed"]:

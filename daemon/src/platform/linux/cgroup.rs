@@ -266,7 +266,7 @@ impl Cgroups {
     }
 
     /// The per-process cgroups of process `id`, made (or taken from the pool) and with their
-    /// limits set, the v2 directory and the v1 `cgroup.procs` open for the child to be born
+    /// limits set, the v2 directory and the v1 `tasks` open for the child to be born
     /// in or to enter before its exec.
     pub fn prepare(&self, id: u64, group: Option<&Arc<AgentGroup>>) -> io::Result<Placement> {
         let in_group = group.and_then(|g| g.v2.as_ref());

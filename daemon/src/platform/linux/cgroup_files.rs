@@ -189,12 +189,17 @@ pub(super) fn field(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// A v1 cgroup's `cgroup.procs`, for the child to enter it by a write.
-pub(super) fn open_procs(dir: &Path) -> io::Result<OwnedFd> {
+/// A v1 cgroup's `tasks`, for the child to enter it by a write of "0". Not `cgroup.procs`: that
+/// moves a whole thread group under the kernel's `cgroup_threadgroup_rwsem` taken for writing,
+/// an RCU grace period (3 ms a spawn here, measured in docs/measurements.md); `tasks` moves the
+/// one thread, the writer, without it. The child is that one thread (a clone of one thread of
+/// the daemon, before its exec), so the whole process moves, and what it starts later is born
+/// there.
+pub(super) fn open_tasks(dir: &Path) -> io::Result<OwnedFd> {
     let f = fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
-        .open(dir.join("cgroup.procs"))?;
+        .open(dir.join("tasks"))?;
     Ok(OwnedFd::from(f))
 }
 

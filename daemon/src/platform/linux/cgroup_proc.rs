@@ -5,10 +5,9 @@
 //!
 //! The child is born in its v2 cgroup (`clone3` with `CLONE_INTO_CGROUP`, see `spawn`): no
 //! migration, so no cost. The v1 hierarchies used for limits have no such start: there the
-//! child's hook `write(2)`s "0" to `cgroup.procs` descriptors the daemon opened (a write of 0
-//! moves the writer), so the shell never runs an instruction of its own outside its cgroups.
-//! That migration waits for an RCU grace period (measured in docs/decisions.md), paid only by
-//! processes whose limits need v1.
+//! child's hook `write(2)`s "0" to `tasks` descriptors the daemon opened (a write of 0 moves
+//! the writer, the child's one thread: no RCU grace period, see `open_tasks`), so the shell never
+//! runs an instruction of its own outside its cgroups.
 
 use std::fs;
 use std::io;
@@ -19,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cgroup_files::{
-    cpu_usage_us, field, open_dir, open_procs, pids, populated, pread_small, read_small,
+    cpu_usage_us, field, open_dir, open_tasks, pids, populated, pread_small, read_small,
     remove_dir, Files,
 };
 use super::cgroup_pool::{Pool, Slot};
@@ -69,11 +68,11 @@ pub struct ProcCgroup {
 }
 
 /// The cgroups made for a spawn, open (v2: the directory, kept with its files by the process's
-/// cgroup; v1: `cgroup.procs`) until the spawn has returned.
+/// cgroup; v1: `tasks`) until the spawn has returned.
 pub struct Placement {
     /// The v2 cgroup's directory, where its files could not be opened.
     v2: Option<OwnedFd>,
-    /// The v1 cgroups' `cgroup.procs`.
+    /// The v1 cgroups' `tasks`.
     procs: Vec<OwnedFd>,
     cgroup: Arc<ProcCgroup>,
 }
@@ -105,7 +104,7 @@ impl Placement {
                         fs::write(dir.join(file), value.to_string()).map_err(|e| (dir, e))?;
                     }
                 }
-                // The v2 child is born in its directory; a v1 one writes to `cgroup.procs`.
+                // The v2 child is born in its directory; a v1 one writes to `tasks`.
                 if is_v2 {
                     if files.is_none() {
                         files = Files::open(dir).ok().map(Arc::new);
@@ -116,11 +115,11 @@ impl Placement {
                         v2 = Some(open_dir(dir).map_err(|e| (dir, e))?);
                     }
                 } else {
-                    procs.push(open_procs(dir).map_err(|e| (dir, e))?);
+                    procs.push(open_tasks(dir).map_err(|e| (dir, e))?);
                 }
             }
             for dir in &cgroup.v1_shared {
-                procs.push(open_procs(dir).map_err(|e| (dir.as_path(), e))?);
+                procs.push(open_tasks(dir).map_err(|e| (dir.as_path(), e))?);
             }
             Ok((v2, procs))
         })();
