@@ -29,6 +29,10 @@ pub struct Args {
     /// Print JSON lines: {"stream": "stdout", "text": "…"}.
     #[arg(long)]
     json: bool,
+    /// Start at this cursor of the output: an error line's (`cubactl info`, the `@N` of an
+    /// MCP reply's `errors:` header) or an MCP reply's `next`.
+    #[arg(long, value_name = "CURSOR")]
+    since: Option<u64>,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
@@ -36,7 +40,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<ExitCode> {
     let id = args.process.resolve(&client).await?;
     let stream = tail::filter(args.stdout, args.stderr);
     let mut sink = Sink::new(tail::mode(args.json, args.plain), false);
-    let mut cursor = 0;
+    let mut cursor = args.since.unwrap_or(0);
     // Output that arrives while we read is not chased: the spool as it was when we began.
     let mut end: Option<u64> = None;
     loop {

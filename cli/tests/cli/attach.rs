@@ -95,6 +95,8 @@ fn eof_closes_stdin_only_when_asked() {
         .success();
     env.ok(&["wait", &ids, "--timeout", "20s"]);
     assert_eq!(env.ok(&["logs", &ids]), "one\ntwo\ndone\n");
+    // From a cursor on: after "one\n".
+    assert_eq!(env.ok(&["logs", &ids, "--since", "4"]), "two\ndone\n");
 }
 
 /// A shell loop on a terminal that prints its size at start and whenever it changes: at once

@@ -34,3 +34,19 @@ pub fn holders(port: u16) -> Vec<(std::net::SocketAddr, Option<i32>)> {
 pub fn holders(_port: u16) -> Vec<(std::net::SocketAddr, Option<i32>)> {
     Vec::new()
 }
+
+/// The first port of the range the system draws outgoing connections' ports from: Linux's
+/// `ip_local_port_range`; elsewhere the IANA range macOS and Windows use.
+#[cfg(target_os = "linux")]
+pub fn ephemeral_start() -> u16 {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
+    let first = text
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok());
+    first.unwrap_or(32768)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn ephemeral_start() -> u16 {
+    49152
+}

@@ -14,9 +14,12 @@ use crate::state::caller::Caller;
 use crate::state::record::Proc;
 use crate::state::table::Table;
 
-/// Most ports the kernel is asked for before `auto` gives up (each one it hands out is free;
-/// only a leased one is asked again).
-const TRIES: usize = 64;
+/// Most ports `auto` tries before it gives up.
+const TRIES: usize = 256;
+/// Where `auto` looks first: above the ports dev servers are usually told (3000, 8080, …) and
+/// below the system's ephemeral range. A port from that range could be taken by an outgoing
+/// connection between the choice and the server's bind.
+const AUTO_FROM: u16 = 20000;
 
 static GATE: Mutex<()> = Mutex::new(());
 
@@ -47,17 +50,23 @@ pub fn choose(
         .collect();
     match wish {
         PortWish::Auto => {
+            let usable = |port: u16| free(port) && !leased.iter().any(|(p, _)| *p == port);
+            let end = ports::ephemeral_start();
+            if let Some(port) = below_ephemeral(end).find(|p| usable(*p)) {
+                return Ok(port);
+            }
+            // No room below it (a system whose range starts low): the kernel's choice.
             for _ in 0..TRIES {
                 let port = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0))
                     .and_then(|l| l.local_addr())
                     .map(|a| a.port())
                     .map_err(|e| refused(format!("no free TCP port: {e}")))?;
-                if free(port) && !leased.iter().any(|(p, _)| *p == port) {
+                if usable(port) {
                     return Ok(port);
                 }
             }
             Err(refused(format!(
-                "no free TCP port: the {TRIES} the system offered were all leased"
+                "no free TCP port: the {TRIES} tried were all taken or leased"
             )))
         }
         PortWish::Exact(0) => Err(ProtocolError::bad_request(
@@ -90,6 +99,22 @@ pub fn choose(
             }))
         }
     }
+}
+
+/// Up to [`TRIES`] ports between [`AUTO_FROM`] and `end` (the ephemeral range's start), from a
+/// point that differs per call: two daemons (or a daemon and its last choice's late binder)
+/// rarely try the same one first.
+fn below_ephemeral(end: u16) -> impl Iterator<Item = u16> {
+    let span = u32::from(end.saturating_sub(AUTO_FROM));
+    let start = match span {
+        0 => 0,
+        span => {
+            // Not a secret, only a spread: the clock's nanoseconds and the pid.
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            (now.map_or(0, |d| d.subsec_nanos()) ^ std::process::id().rotate_left(16)) % span
+        }
+    };
+    (0..span.min(TRIES as u32)).map(move |i| AUTO_FROM + ((start + i) % span) as u16)
 }
 
 /// Whether nothing listens on `port`, on IPv4 or IPv6 (a server may bind either, or both).
@@ -128,4 +153,28 @@ fn refused(message: String) -> ProtocolError {
 pub fn into_env(env: &mut cuba_protocol::Env, port: u16) {
     env.retain(|(k, _)| k != "PORT");
     env.push(("PORT".into(), port.to_string().into()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_looks_below_the_ephemeral_range_and_wraps_within_it() {
+        let ports: Vec<u16> = below_ephemeral(32768).collect();
+        assert_eq!(ports.len(), TRIES);
+        assert!(
+            ports.iter().all(|p| (AUTO_FROM..32768).contains(p)),
+            "{ports:?}"
+        );
+        let few: Vec<u16> = below_ephemeral(AUTO_FROM + 3).collect();
+        let mut sorted = few.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [AUTO_FROM, AUTO_FROM + 1, AUTO_FROM + 2]);
+        assert_eq!(
+            below_ephemeral(1024).count(),
+            0,
+            "no room: the kernel's choice"
+        );
+    }
 }

@@ -340,3 +340,34 @@ async fn a_narrowed_tokens_commands_cannot_write_themselves_out_of_its_budget() 
         assert!(lines.iter().all(|l| l.contains("/agent.narrow")), "{said}");
     }
 }
+
+/// The v1 cgroup a budget enters directly (cpu), in a hierarchy the daemon uses only for
+/// budgets, is removed at the next start after a crash, with the crashed daemon's processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_daemons_agent_cgroups_go_at_the_next_start() {
+    let Some(mut d) = daemon("left:cpu=0.5").await else {
+        return;
+    };
+    let c = agent(&d, "left").await;
+    let p = spawn(&c, "sleep 300").await;
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid)).unwrap();
+    // `N:cpu:PATH` or `N:cpu,cpuacct:PATH`: where the cpu controller's hierarchy is mounted.
+    let (ctrls, rel) = own
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_once(':'))
+        .find(|(ctrls, _)| ctrls.split(',').any(|c| c == "cpu"))
+        .expect("a v1 cpu line");
+    assert!(rel.ends_with("/agent.left"), "{own}");
+    let v1 = std::path::Path::new("/sys/fs/cgroup")
+        .join(ctrls)
+        .join(rel.trim_start_matches('/'));
+    assert!(v1.is_dir(), "{}", v1.display());
+    drop(c);
+    d.restart().await;
+    assert!(
+        cuba_tests::wait_for(|| !cuba_tests::pid_alive(p.pid as i32), cuba_tests::STEP).await,
+        "the crashed daemon's process survived"
+    );
+    assert!(!v1.exists(), "{} is left", v1.display());
+}

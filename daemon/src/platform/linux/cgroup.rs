@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::cgroup_bases::{enable, remove_below, v1_base, v2_base};
+use super::cgroup_bases::{enable, remove_below, sweep_v1, v1_base, v2_base};
 pub use super::cgroup_budget::{AgentGroup, Sample as BudgetSample};
 use super::cgroup_budget::{Groups, Kind, Tree};
 use super::cgroup_files::{mounts, read, Files};
@@ -103,6 +103,8 @@ impl Cgroups {
                 c.v2_memory = enable(&parent, &base, "memory", instance).is_ok();
             }
         }
+        // A crashed daemon's v1 cgroups (a budget's are made only on first use) go first.
+        sweep_v1(&name, keep);
         if limits.pids_max.is_some() && !c.v2_pids {
             c.v1_pids = Some(v1_base("pids", &name, keep).with_context(|| {
                 format!("pids_max needs the pids controller, in cgroup v2 or v1; {hint}")
@@ -250,7 +252,7 @@ impl Cgroups {
     fn v1_dirs(&self, id: u64, group: Option<&AgentGroup>) -> (Option<PathBuf>, Option<PathBuf>) {
         let leaf = id.to_string();
         let dir = |kind: Kind, base: &Option<PathBuf>| {
-            let at = group.and_then(|g| g.v1(kind)).map(Path::to_path_buf);
+            let at = group.and_then(|g| g.v1(kind));
             at.or_else(|| base.clone()).map(|b| b.join(&leaf))
         };
         (
@@ -289,11 +291,7 @@ impl Cgroups {
         };
         let (v1_pids, v1_memory) = self.v1_dirs(id, group.map(|g| &**g));
         let pids_max = self.pids_cap(&v2, &v1_pids);
-        let v1_shared = group
-            .and_then(|g| g.v1(Kind::Cpu))
-            .map(Path::to_path_buf)
-            .into_iter()
-            .collect();
+        let v1_shared = group.and_then(|g| g.v1(Kind::Cpu)).into_iter().collect();
         let cg = ProcCgroup {
             v2,
             slot: taken.as_ref().map(|t| t.slot),

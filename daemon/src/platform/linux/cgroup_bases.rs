@@ -94,33 +94,56 @@ pub(super) fn enable(
 /// The v1 base for `controller`: its hierarchy's mount, the daemon's cgroup in it, and
 /// `cuba-exec-<instance>` made (leftovers removed).
 pub(super) fn v1_base(controller: &str, name: &str, keep: &HashSet<u64>) -> Result<PathBuf> {
+    let base = v1_path(controller, name)?;
+    match fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => clean_v1(&base, keep),
+        Err(e) => bail!("cannot create {}: {e}", base.display()),
+    }
+    Ok(base)
+}
+
+/// At start-up, the v1 bases of `name` an earlier daemon left in hierarchies this one does not
+/// use yet (a budget's `cpu`, made on first use): emptied and removed, but for what handed-over
+/// processes hold.
+pub(super) fn sweep_v1(name: &str, keep: &HashSet<u64>) {
+    for controller in ["cpu", "memory", "pids"] {
+        let Ok(base) = v1_path(controller, name) else {
+            continue;
+        };
+        if base.is_dir() {
+            clean_v1(&base, keep);
+            let _ = fs::remove_dir(&base);
+        }
+    }
+}
+
+/// `<v1 mount of controller><the daemon's cgroup there>/<name>`.
+fn v1_path(controller: &str, name: &str) -> Result<PathBuf> {
     let mount = mounts()?
         .into_iter()
         .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == controller))
         .map(|m| m.point)
         .with_context(|| format!("no cgroup v1 {controller} hierarchy is mounted"))?;
-    let own = own_path(&mount, &format!(":{controller}:"))?;
-    let base = own.join(name);
-    match fs::create_dir(&base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            for e in fs::read_dir(&base).into_iter().flatten().flatten() {
-                if kept(&e.path(), keep) {
-                    continue;
+    Ok(own_path(&mount, &format!(":{controller}:"))?.join(name))
+}
+
+/// What an earlier daemon left in v1 base `base` goes, but for `keep`'s (and what still holds
+/// a process: the kernel refuses to remove it).
+fn clean_v1(base: &Path, keep: &HashSet<u64>) {
+    for e in fs::read_dir(base).into_iter().flatten().flatten() {
+        if kept(&e.path(), keep) {
+            continue;
+        }
+        if is_agent_dir(&e.path()) {
+            for inner in fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                if !kept(&inner.path(), keep) {
+                    let _ = fs::remove_dir(inner.path());
                 }
-                if is_agent_dir(&e.path()) {
-                    for inner in fs::read_dir(e.path()).into_iter().flatten().flatten() {
-                        if !kept(&inner.path(), keep) {
-                            let _ = fs::remove_dir(inner.path());
-                        }
-                    }
-                }
-                let _ = fs::remove_dir(e.path());
             }
         }
-        Err(e) => bail!("cannot create {}: {e}", base.display()),
+        let _ = fs::remove_dir(e.path());
     }
-    Ok(base)
 }
 
 /// The per-process cgroups under `base` go, and the agents' cgroups with theirs.

@@ -107,8 +107,11 @@ pub struct AgentGroup {
     budget: Mutex<Budget>,
     /// `<v2 base>/agent.NAME`: its processes' v2 cgroups are made in it.
     pub(super) v2: Option<PathBuf>,
-    /// Each limit's cgroup: the v2 one, or the v1 one of its controller.
-    at: HashMap<Kind, (PathBuf, bool)>,
+    /// Each limit's cgroup: the v2 one, or the v1 one of its controller (a limit of a kind the
+    /// agent did not have before is placed when its budget gains it).
+    at: Mutex<HashMap<Kind, (PathBuf, bool)>>,
+    /// `agent.NAME`, its directory's name in each hierarchy.
+    dir: String,
     /// The last time it reached a limit (set by the budgets' watch).
     hit: Mutex<Option<BudgetHit>>,
 }
@@ -134,16 +137,14 @@ impl AgentGroup {
     }
 
     /// The v1 cgroup of `kind`'s limit, where it is held in v1.
-    pub(super) fn v1(&self, kind: Kind) -> Option<&Path> {
-        self.at
-            .get(&kind)
-            .filter(|(_, v2)| !v2)
-            .map(|(d, _)| d.as_path())
+    pub(super) fn v1(&self, kind: Kind) -> Option<PathBuf> {
+        let at = lock(&self.at);
+        at.get(&kind).filter(|(_, v2)| !v2).map(|(d, _)| d.clone())
     }
 
     /// Writes `budget`'s limits (a token replaced with another budget, or the same again).
     fn apply(&self, budget: Budget) -> io::Result<()> {
-        for (kind, (dir, v2)) in &self.at {
+        for (kind, (dir, v2)) in lock(&self.at).iter() {
             let (file, value) = match kind.of(&budget) {
                 Some(limit) => kind.file(*v2, limit),
                 // Lifted: the kernel's "no limit".
@@ -173,7 +174,7 @@ impl AgentGroup {
             s.cpu_us = field(&stat, "usage_usec");
         }
         let num = |p: PathBuf| read_small(&p).and_then(|t| t.trim().parse::<u64>().ok());
-        for (kind, (dir, v2)) in &self.at {
+        for (kind, (dir, v2)) in lock(&self.at).iter() {
             match (kind, v2) {
                 (Kind::Cpu, true) => {
                     let stat = read_small(&dir.join("cpu.stat")).unwrap_or_default();
@@ -236,10 +237,24 @@ impl AgentGroup {
 
     /// Its cgroups go (each empty: at shutdown, once every process was stopped).
     pub(super) fn remove(&self) {
-        let dirs = self.v2.iter().chain(self.at.values().map(|(d, _)| d));
-        for dir in dirs {
+        let at = lock(&self.at);
+        for dir in self.v2.iter().chain(at.values().map(|(d, _)| d)) {
             let _ = fs::remove_dir(dir);
         }
+    }
+}
+
+/// Makes agent `name`'s cgroup `d` (there already: an earlier program's, handed over).
+fn made(d: &Path, name: &str) -> io::Result<()> {
+    match fs::create_dir(d) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "cannot make the cgroup {} of agent {name}: {e}",
+                d.display()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -277,11 +292,13 @@ pub struct Tree<'a> {
 
 impl Groups {
     /// The cgroups of agent `name` with `budget` written: made on its first spawn, its limits
-    /// written again when the budget differs.
+    /// written again when the budget differs (a kind it gains placed then: in v1 it holds what
+    /// starts after).
     pub fn group(&self, tree: &Tree, name: &str, budget: Budget) -> io::Result<Arc<AgentGroup>> {
         let mut groups = lock(&self.groups);
         if let Some(g) = groups.get(name) {
             if g.budget() != budget {
+                self.place(tree, g, &budget)?;
                 g.apply(budget)?;
             }
             return Ok(g.clone());
@@ -292,19 +309,9 @@ impl Groups {
             )));
         }
         let dir = dir_name(name);
-        let made = |d: &Path| match fs::create_dir(d) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot make the cgroup {} of agent {name}: {e}",
-                    d.display()
-                ),
-            )),
-            _ => Ok(()),
-        };
         let v2 = tree.v2.map(|b| b.join(&dir));
         if let Some(d) = &v2 {
-            made(d)?;
+            made(d, name)?;
             // What the processes' cgroups have in the base, they have under the agent too.
             let base = d.parent().unwrap_or(d);
             let control = read(&base.join("cgroup.subtree_control")).unwrap_or_default();
@@ -312,46 +319,54 @@ impl Groups {
                 let _ = fs::write(d.join("cgroup.subtree_control"), format!("+{c}"));
             }
         }
-        let mut at = HashMap::new();
-        for kind in Kind::ALL {
-            if kind.of(&budget).is_none() {
-                continue;
-            }
-            let in_v2 = v2
-                .as_ref()
-                .filter(|d| (tree.enable_v2)(kind) && d.join(kind.file(true, 1).0).exists());
-            let place = match in_v2 {
-                Some(d) => (d.clone(), true),
-                None => {
-                    let base = self.v1_base(tree, kind).map_err(|e| {
-                        io::Error::other(format!(
-                            "the {} budget of agent {name} needs the {} controller, in cgroup \
-                             v2 or v1: {e:#}",
-                            kind.name(),
-                            kind.name()
-                        ))
-                    })?;
-                    let d = base.join(&dir);
-                    made(&d)?;
-                    (d, false)
-                }
-            };
-            at.insert(kind, place);
-        }
         let group = AgentGroup {
             name: name.to_string(),
             budget: Mutex::new(Budget::default()),
             v2,
-            at,
+            at: Mutex::new(HashMap::new()),
+            dir,
             hit: Mutex::new(None),
         };
-        if let Err(e) = group.apply(budget) {
+        if let Err(e) = self
+            .place(tree, &group, &budget)
+            .and_then(|()| group.apply(budget))
+        {
             group.remove();
             return Err(e);
         }
         let group = Arc::new(group);
         groups.insert(name.to_string(), group.clone());
         Ok(group)
+    }
+
+    /// Finds a place for each limit of `budget` that `g` has none for yet: its v2 cgroup where
+    /// the tree offers the controller, else its cgroup in the controller's v1 hierarchy.
+    fn place(&self, tree: &Tree, g: &AgentGroup, budget: &Budget) -> io::Result<()> {
+        for kind in Kind::ALL {
+            if kind.of(budget).is_none() || lock(&g.at).contains_key(&kind) {
+                continue;
+            }
+            let in_v2 = (g.v2.as_ref())
+                .filter(|d| (tree.enable_v2)(kind) && d.join(kind.file(true, 1).0).exists());
+            let place = match in_v2 {
+                Some(d) => (d.clone(), true),
+                None => {
+                    let base = self.v1_base(tree, kind).map_err(|e| {
+                        io::Error::other(format!(
+                            "the {} budget of agent {} needs the {0} controller, in cgroup v2 \
+                             or v1: {e:#}",
+                            kind.name(),
+                            g.name
+                        ))
+                    })?;
+                    let d = base.join(&g.dir);
+                    made(&d, &g.name)?;
+                    (d, false)
+                }
+            };
+            lock(&g.at).insert(kind, place);
+        }
+        Ok(())
     }
 
     fn v1_base(&self, tree: &Tree, kind: Kind) -> anyhow::Result<PathBuf> {

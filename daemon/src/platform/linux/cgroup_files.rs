@@ -45,18 +45,27 @@ pub(super) fn v2_mount() -> Result<PathBuf> {
         .context("no cgroup v2 tree is mounted")
 }
 
-/// The daemon's cgroup under `mount`, from its `/proc/self/cgroup` line containing `tag`
-/// (`0::` for v2, `:pids:` for a v1 hierarchy).
+/// The daemon's cgroup under `mount`, from its `/proc/self/cgroup` line for `tag` (`0::` for
+/// v2, `:pids:` for the v1 hierarchy that holds pids, alone or with others: `cpu,cpuacct`).
 pub(super) fn own_path(mount: &Path, tag: &str) -> Result<PathBuf> {
     let text = read(Path::new("/proc/self/cgroup")).context("cannot read /proc/self/cgroup")?;
-    let rel = text
-        .lines()
-        .find_map(|l| match tag {
-            "0::" => l.strip_prefix("0::"),
-            _ => l.find(tag).map(|at| &l[at + tag.len()..]),
-        })
-        .with_context(|| format!("/proc/self/cgroup has no {tag} entry"))?;
+    let rel =
+        cgroup_of(&text, tag).with_context(|| format!("/proc/self/cgroup has no {tag} entry"))?;
     Ok(mount.join(rel.trim().trim_start_matches('/')))
+}
+
+/// The path of `tag`'s line in a `/proc/PID/cgroup` text (see [`own_path`]).
+fn cgroup_of<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    let controller = tag.trim_matches(':');
+    text.lines().find_map(|l| match tag {
+        "0::" => l.strip_prefix("0::"),
+        _ => {
+            // `N:CONTROLLERS:PATH`.
+            let mut parts = l.splitn(3, ':');
+            let held = parts.nth(1)?.split(',').any(|c| c == controller);
+            held.then(|| parts.next())?
+        }
+    })
 }
 
 pub(super) fn read(path: &Path) -> io::Result<String> {
@@ -221,5 +230,15 @@ mod tests {
             (m.fstype.as_str(), m.options.as_str()),
             ("cgroup", "rw,pids")
         );
+    }
+
+    #[test]
+    fn a_v1_controller_is_found_alone_or_mounted_with_others() {
+        let text = "4:memory:/a\n1:cpu,cpuacct:/b/c\n8:pids:/\n0::/d\n";
+        assert_eq!(super::cgroup_of(text, ":cpu:"), Some("/b/c"));
+        assert_eq!(super::cgroup_of(text, ":cpuacct:"), Some("/b/c"));
+        assert_eq!(super::cgroup_of(text, ":memory:"), Some("/a"));
+        assert_eq!(super::cgroup_of(text, "0::"), Some("/d"));
+        assert_eq!(super::cgroup_of(text, ":blkio:"), None);
     }
 }
