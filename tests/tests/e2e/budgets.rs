@@ -229,6 +229,33 @@ async fn a_token_carries_a_budget() {
         .find(|u| u.agent == "ci")
         .expect("ci's budget");
     assert_eq!((u.budget.cpu_millis, u.budget.pids), (Some(300), Some(32)));
+    // Made again with a limit of a kind it had not: it holds what starts after.
+    let out = d
+        .cubactl(&[
+            "token",
+            "create",
+            "ci",
+            "--replace",
+            "--cpu",
+            "0.3",
+            "--memory",
+            "40M",
+        ])
+        .output()
+        .step()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = spawn(&ci, "head -c 200M /dev/zero | tail").await;
+    let error = wait_exit(&ci, p.id).await.process.error.unwrap_or_default();
+    assert!(
+        error.contains("memory budget of agent ci (40 MiB)"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -312,6 +312,33 @@ mod tests {
     }
 
     #[test]
+    fn budgets_are_read_from_the_file_cores_as_a_float_too() {
+        let vars = parse(
+            "agent_cpu = 1.5\nagent_pids = 256\n\n[agents.codex]\ncpu = 0.5\n\
+             memory = \"1G\"\n",
+        )
+        .unwrap();
+        let c = Config::new("/s".into(), "/d".into())
+            .apply_env(|k| vars.get(k).cloned())
+            .unwrap();
+        assert!(c.limits.budgets);
+        let client = |name: &str| cuba_protocol::ClientInfo {
+            kind: cuba_protocol::ClientKind::Mcp,
+            name: name.into(),
+            pid: 0,
+            cwd: Default::default(),
+            env: Default::default(),
+        };
+        let each = c.agents.budget(&client("other")).unwrap();
+        assert_eq!((each.cpu_millis, each.pids), (Some(1500), Some(256)));
+        let codex = c.agents.budget(&client("codex")).unwrap();
+        assert_eq!(
+            (codex.cpu_millis, codex.memory, codex.pids),
+            (Some(500), Some(1 << 30), Some(256))
+        );
+    }
+
+    #[test]
     fn a_bad_file_names_the_line() {
         let err = parse("max_procs = 3\nttl = [1\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 2"), "{err:#}");
