@@ -158,6 +158,8 @@ impl Budgets {
         loop {
             tick.tick().await;
             let groups = self.cgroups.groups();
+            // An agent whose cgroups made room for others is forgotten.
+            lock(&self.seen).retain(|name, _| groups.iter().any(|g| g.name() == name));
             // A few small files per agent: off the runtime's threads.
             let me = self.clone();
             let table = table.clone();

@@ -265,6 +265,19 @@ impl Proc {
     }
 }
 
+/// The agent whose budget holds `cg`'s tree, and that budget's last hit while it ran, into
+/// `info` (where there is one).
+fn budget(info: &mut ProcessInfo, cg: Option<&crate::platform::cgroup::ProcCgroup>) {
+    let Some(g) = cg.and_then(|c| c.agent()) else {
+        return;
+    };
+    info.budget = Some(g.name().to_string());
+    // Reached while it ran (the watch looks once a second: a second's slack).
+    let (start, end) = (info.started_at_ms, info.ended_at_ms);
+    let during = |at: u64| at + 2000 >= start && end.is_none_or(|e| at <= e + 2000);
+    info.budget_hit = g.last_hit().filter(|h| during(h.at_ms)).map(|h| h.detail);
+}
+
 /// Puts the figures of a cgroup into a row (a figure not known keeps the row's).
 pub fn set_usage(info: &mut ProcessInfo, u: crate::platform::cgroup::Usage) {
     info.cpu_ms = u.cpu_ms.or(info.cpu_ms);
@@ -345,14 +358,14 @@ impl ProcData {
 
     pub fn snapshot(&self) -> ProcessInfo {
         let mut info = self.output.counted(self.info.clone());
-        if let Some(g) = self.cgroup.as_ref().and_then(|c| c.agent()) {
-            info.budget = Some(g.name().to_string());
-            // Reached while it ran (the watch looks once a second: a second's slack).
-            let (start, end) = (info.started_at_ms, info.ended_at_ms);
-            let during = |at: u64| at + 2000 >= start && end.is_none_or(|e| at <= e + 2000);
-            info.budget_hit = g.last_hit().filter(|h| during(h.at_ms)).map(|h| h.detail);
-        }
+        budget(&mut info, self.cgroup.as_deref());
         info
+    }
+
+    /// Before it lets go of its cgroup: its agent, and its budget's last hit while it ran, stay
+    /// in its row.
+    pub fn keep_budget(&mut self) {
+        budget(&mut self.info, self.cgroup.as_deref());
     }
 
     pub fn finished(&self) -> bool {

@@ -13,16 +13,17 @@ use cuba_tests::{client_with, read_all, spawn, text, wait_exit, Step, TestDaemon
 /// A daemon with cgroups and `agents` as its `CUBA_EXEC_AGENTS`; `None` (and a skip said)
 /// where the machine has no writable cgroup tree.
 async fn daemon(agents: &str) -> Option<TestDaemon> {
+    daemon_with(&[("CUBA_EXEC_AGENTS", agents)]).await
+}
+
+/// A daemon with cgroups and `env`, as [`daemon`].
+async fn daemon_with(env: &[(&str, &str)]) -> Option<TestDaemon> {
     if cuba_tests::machine::writable_cgroup_v2().is_none() {
         cuba_tests::machine::skip("budgets", "no writable cgroup v2 tree here");
         return None;
     }
-    let d = TestDaemon::builder()
-        .env("CUBA_EXEC_CGROUPS", "on")
-        .env("CUBA_EXEC_AGENTS", agents)
-        .start()
-        .await;
-    Some(d)
+    let b = TestDaemon::builder().env("CUBA_EXEC_CGROUPS", "on");
+    Some(b.envs(env).start().await)
 }
 
 async fn agent(d: &TestDaemon, name: &str) -> Client {
@@ -397,4 +398,29 @@ async fn a_crashed_daemons_agent_cgroups_go_at_the_next_start() {
         "the crashed daemon's process survived"
     );
     assert!(!v1.exists(), "{} is left", v1.display());
+}
+
+/// Agents' cgroups are bounded (names come from clients): past the bound, those running
+/// nothing make room, and every agent's command still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_agent_names_do_not_exhaust_the_agents_cgroups() {
+    let Some(d) = daemon_with(&[("CUBA_EXEC_AGENT_PIDS", "64")]).await else {
+        return;
+    };
+    // One more than the daemon keeps (256).
+    for i in 0..257 {
+        let c = agent(&d, &format!("agent-{i}")).await;
+        let p = spawn(&c, "true").await;
+        let done = wait_exit(&c, p.id).await;
+        assert_eq!(
+            done.process.exit_code,
+            Some(0),
+            "agent-{i}: {:?}",
+            done.process
+        );
+        assert_eq!(
+            done.process.budget.as_deref(),
+            Some(format!("agent-{i}").as_str())
+        );
+    }
 }

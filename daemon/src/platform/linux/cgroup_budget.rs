@@ -10,8 +10,9 @@
 //! process of the tree, `setsid` or double fork, counts against the budget (unless it can write
 //! the cgroup tree, which the sandbox forbids).
 //!
-//! The agent's cgroups stay while the daemon runs (at most [`MAX_GROUPS`]) and go with the
-//! daemon's at shutdown, or as leftovers at the next start.
+//! The agent's cgroups stay while the daemon runs and go with the daemon's at shutdown, or as
+//! leftovers at the next start. At most [`MAX_GROUPS`] are kept: names come from clients, so
+//! when that many exist, those running nothing make room.
 
 use std::collections::HashMap;
 use std::fs;
@@ -235,6 +236,19 @@ impl AgentGroup {
         ))
     }
 
+    /// Whether none of its processes runs: its v2 cgroup is not populated, or (v1 only) none
+    /// of its v1 cgroups holds a process or a process's cgroup.
+    fn idle(&self) -> bool {
+        if let Some(v2) = &self.v2 {
+            return !super::cgroup_files::populated(v2);
+        }
+        lock(&self.at).values().all(|(dir, _)| {
+            let procs = read_small(&dir.join("cgroup.procs")).unwrap_or_default();
+            let leaves = fs::read_dir(dir).into_iter().flatten().flatten();
+            procs.trim().is_empty() && !leaves.into_iter().any(|e| e.path().is_dir())
+        })
+    }
+
     /// Its cgroups go (each empty: at shutdown, once every process was stopped).
     pub(super) fn remove(&self) {
         let at = lock(&self.at);
@@ -302,6 +316,16 @@ impl Groups {
                 g.apply(budget)?;
             }
             return Ok(g.clone());
+        }
+        if groups.len() >= MAX_GROUPS {
+            // Those that run nothing make room (a later spawn of theirs makes them again).
+            groups.retain(|_, g| {
+                let idle = g.idle();
+                if idle {
+                    g.remove();
+                }
+                !idle
+            });
         }
         if groups.len() >= MAX_GROUPS {
             return Err(io::Error::other(format!(

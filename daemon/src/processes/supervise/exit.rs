@@ -180,6 +180,7 @@ impl Supervisor<'_> {
             rec.control = None;
             // Its cgroup may serve another process from now on: nothing may signal or read it
             // as this one's.
+            rec.keep_budget();
             rec.cgroup = None;
             if let Some(tty) = rec.tty.as_mut() {
                 tty.master = None;
