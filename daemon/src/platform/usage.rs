@@ -51,6 +51,10 @@ impl NoAgentGroup {
         match *self {}
     }
 
+    pub fn idle(&self) -> bool {
+        match *self {}
+    }
+
     pub fn set_hit(&self, _: cuba_protocol::BudgetHit) {
         match *self {}
     }

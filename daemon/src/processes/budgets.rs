@@ -112,23 +112,22 @@ impl Budgets {
         Ok(Some(group))
     }
 
-    /// What each agent `caller` may see uses against its budget: every agent for an
-    /// unconfined caller, its own for a confined one.
+    /// What agents use against their budgets, as `caller` may see them: its own agent's
+    /// first, then (for an unconfined caller) every other agent that runs something now. A
+    /// listing stays small however many agents once ran.
     pub fn uses(&self, caller: &Caller, table: &Table) -> Vec<BudgetUse> {
-        let own = match caller.tenant {
-            None => None,
-            // Its own agent's, by name: a listing makes no cgroup.
-            Some(_) => match caller.tree() {
-                Some(tree) => tree_agent(table, tree).map(|g| g.name().to_string()),
-                None => self.of(caller).map(|(name, _)| name),
-            },
+        // Its own agent's, by name: a listing makes no cgroup.
+        let own = match caller.tree() {
+            Some(tree) => tree_agent(table, tree).map(|g| g.name().to_string()),
+            None => self.of(caller).map(|(name, _)| name),
         };
-        if caller.tenant.is_some() && own.is_none() {
-            return Vec::new();
-        }
+        let confined = caller.tenant.is_some();
         let seen = lock(&self.seen);
         let mut uses: Vec<BudgetUse> = (self.cgroups.groups().iter())
-            .filter(|g| own.as_deref().is_none_or(|n| n == g.name()))
+            .filter(|g| match own.as_deref() == Some(g.name()) {
+                true => true,
+                false => !confined && !g.idle(),
+            })
             .map(|g| {
                 let s = g.sample();
                 let last = seen.get(g.name());
@@ -143,7 +142,8 @@ impl Budgets {
                 }
             })
             .collect();
-        uses.sort_by(|a, b| a.agent.cmp(&b.agent));
+        // Its own first, then by name.
+        uses.sort_by_key(|u| (own.as_deref() != Some(u.agent.as_str()), u.agent.clone()));
         uses
     }
 

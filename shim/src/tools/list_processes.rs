@@ -117,8 +117,16 @@ impl CubaExec {
         for u in &unreachable {
             text.push_str(&format!("\n[host:{} unreachable: {}]", u.host, u.error));
         }
-        for b in &budgets {
+        // The caller's own agent first, then those running something: a few lines at most.
+        for b in budgets.iter().take(MAX_BUDGET_LINES) {
             text.push_str(&format!("\nbudget {b}"));
+        }
+        if budgets.len() > MAX_BUDGET_LINES {
+            let more = budgets.len() - MAX_BUDGET_LINES;
+            text.push_str(&format!(
+                "\n{more} more agents' budgets: `cubactl ps` shows them."
+            ));
+            budgets.truncate(MAX_BUDGET_LINES);
         }
         if hidden > 0 {
             text.push_str(&format!(
@@ -142,6 +150,9 @@ impl CubaExec {
         Ok(structured(text, &reply, false))
     }
 }
+
+/// Agents' budget lines a listing shows at most.
+const MAX_BUDGET_LINES: usize = 4;
 
 /// A state as the model names it (`running`, `waiting_input`, …).
 fn parse_state(s: &str) -> Result<ProcState, Failure> {

@@ -105,3 +105,37 @@ async fn an_agents_commands_stay_in_its_budget_and_reaching_it_is_said() {
     c.call("send_signal", json!({"id": hog, "signal": "KILL"}))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_shows_a_few_agents_budgets_however_many_run() {
+    if cuba_tests::machine::writable_cgroup_v2().is_none() {
+        cuba_tests::machine::skip("budgets through MCP", "no writable cgroup v2 tree here");
+        return;
+    }
+    let set = [("CUBA_EXEC_CGROUPS", "on"), ("CUBA_EXEC_AGENT_PIDS", "64")];
+    let mut t = TestDir::with_daemon_env(&set).await;
+    let mut clients = Vec::new();
+    for i in 0..6 {
+        let c = binary(&mut t, &format!("many-{i}"), &[]).await;
+        c.start("sleep 120").await;
+        clients.push(c);
+    }
+    let r = clients[5].call("list_processes", json!({})).await;
+    let lines: Vec<&str> = r
+        .text()
+        .lines()
+        .filter(|l| l.starts_with("budget "))
+        .collect();
+    assert_eq!(lines.len(), 4, "{}", r.text());
+    assert!(
+        lines[0].starts_with("budget many-5: "),
+        "its own first: {}",
+        r.text()
+    );
+    assert!(
+        r.text()
+            .contains("2 more agents' budgets: `cubactl ps` shows them."),
+        "{}",
+        r.text()
+    );
+}

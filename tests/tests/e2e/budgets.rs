@@ -167,8 +167,8 @@ async fn a_fork_bomb_and_a_memory_hog_meet_their_agents_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_confined_caller_sees_only_its_own_budget() {
-    let Some(d) = daemon("a:pids=100;b:pids=200").await else {
+async fn a_listing_shows_its_own_agent_first_and_others_only_while_they_run() {
+    let Some(d) = daemon("a:pids=100;b:pids=200;c:pids=300;z:pids=400").await else {
         return;
     };
     let a = agent(&d, "a").await;
@@ -176,17 +176,27 @@ async fn a_confined_caller_sees_only_its_own_budget() {
         &d,
         ClientKind::Mcp,
         "b",
-        &[("CUBA_EXEC_ALLOWED_COMMANDS", "true")],
+        &[("CUBA_EXEC_ALLOWED_COMMANDS", "sleep,true")],
     )
     .await;
+    let c = agent(&d, "c").await;
+    let z = agent(&d, "z").await;
     output(&a, "true").await;
-    output(&b, "true").await;
-    let all = a.listing(ListRequest::default()).step().await.unwrap();
-    let names: Vec<&str> = all.budgets.iter().map(|u| u.agent.as_str()).collect();
-    assert_eq!(names, ["a", "b"]);
+    output(&c, "true").await;
+    spawn(&b, "sleep 60").await;
+    spawn(&z, "sleep 60").await;
+    let names = |l: &cuba_protocol::Listing| -> Vec<String> {
+        l.budgets.iter().map(|u| u.agent.clone()).collect()
+    };
+    // Unconfined: its own (running nothing) first, then those running something; `c`, done,
+    // is not there.
+    let seen = z.listing(ListRequest::default()).step().await.unwrap();
+    assert_eq!(names(&seen), ["z", "b"]);
+    let seen = a.listing(ListRequest::default()).step().await.unwrap();
+    assert_eq!(names(&seen), ["a", "b", "z"]);
+    // Confined: its own only.
     let own = b.listing(ListRequest::default()).step().await.unwrap();
-    let names: Vec<&str> = own.budgets.iter().map(|u| u.agent.as_str()).collect();
-    assert_eq!(names, ["b"]);
+    assert_eq!(names(&own), ["b"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +233,8 @@ async fn a_token_carries_a_budget() {
         agent_lines(&own).iter().any(|l| l.contains("/agent.ci")),
         "{own}"
     );
-    let list = c.listing(ListRequest::default()).step().await.unwrap();
+    // Its own agent's line, though it runs nothing now.
+    let list = ci.listing(ListRequest::default()).step().await.unwrap();
     let u = list
         .budgets
         .iter()

@@ -238,7 +238,7 @@ impl AgentGroup {
 
     /// Whether none of its processes runs: its v2 cgroup is not populated, or (v1 only) none
     /// of its v1 cgroups holds a process or a process's cgroup.
-    fn idle(&self) -> bool {
+    pub fn idle(&self) -> bool {
         if let Some(v2) = &self.v2 {
             return !super::cgroup_files::populated(v2);
         }
