@@ -31,21 +31,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses `65536`, `64K`, `512M`, `4G` (binary multiples) as bytes.
+/// Parses `65536`, `64K`, `512M`, `4G` (binary multiples) as bytes: more than none.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches("ib").trim_end_matches('b');
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 10),
-        Some((i, 'm')) => (&t[..i], 20),
-        Some((i, 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = (digits.trim().parse())
-        .map_err(|_| format!("{text:?} is not a size (try 65536, 512M, 4G)"))?;
-    n.checked_mul(1 << shift)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{text:?} is out of range"))
+    match cuba_protocol::parse_size(text)? {
+        0 => Err(format!("{text:?} is no size: give more than 0")),
+        n => Ok(n),
+    }
 }
 
 /// Milliseconds as a short age: `850ms`, `45s`, `4m12s`, `3h05m`, `2d04h`.

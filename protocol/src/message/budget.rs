@@ -76,6 +76,23 @@ pub fn cores(millis: u32) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `65536`, `64k`, `64KiB`, `1M`, `1G` (binary multiples) as bytes, as settings and cubactl's
+/// flags write sizes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = (digits.trim().parse())
+        .map_err(|_| format!("expected a size such as 65536, 64K or 1M, got {text:?}"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| "size too large".to_string())
+}
+
 /// `512 MiB`, `1.5 GiB`, `700 KiB`.
 pub fn bytes_text(n: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];

@@ -6,19 +6,7 @@ use anyhow::{Context, Result};
 
 /// `65536`, `64k`, `64KiB`, `1M`, `1G` (binary multiples).
 pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim().to_ascii_lowercase();
-    let t = t.trim_end_matches("ib").trim_end_matches('b');
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 1u64 << 10),
-        Some((i, 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'g')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .with_context(|| format!("expected a size such as 65536, 64K or 1M, got {text:?}"))?;
-    n.checked_mul(mult).context("size too large")
+    cuba_protocol::parse_size(text).map_err(anyhow::Error::msg)
 }
 
 /// `30` (seconds), `30s`, `500ms`, `10m`, `1h`.
